@@ -1,0 +1,8 @@
+"""Autograder for the Transformers assignment.
+
+The grading process never imports a submission: student code runs in a sandboxed worker
+(`graders.sandbox`), checks (`graders.checks`) compare what it returns with an oracle, and
+every report is rendered from one `results.json` (`graders.results`).
+"""
+
+__version__ = "0.1.0"
