@@ -1,0 +1,106 @@
+"""Sentiment analysis over a frozen BERT encoder with a GRU on top (seed 004, part 7)."""
+
+import torch
+import torch.nn as nn
+
+# The student's hyper-parameters, read by the grader to train the model on IMDB.
+HYPERPARAMETERS = {
+    "hidden_dim": 256,
+    "n_layers": 2,
+    "bidirectional": True,
+    "dropout": 0.25,
+    "learning_rate": 1e-3,
+    "n_epochs": 3,
+    "batch_size": 128,
+}
+
+
+class BERTGRUSentiment(nn.Module):
+    """bert (frozen) -> GRU over its last hidden states -> dropout -> Linear to output_dim logits.
+
+    A bidirectional GRU's summary is the final forward and final backward state concatenated.
+    """
+
+    def __init__(self, bert, hidden_dim, output_dim, n_layers, bidirectional, dropout):
+        super().__init__()
+        self.bert = bert
+        # TODO: read the embedding size from bert.config (hidden_size); define self.rnn, an
+        # TODO: nn.GRU(batch_first=True, bidirectional=..., dropout only between layers),
+        # TODO: self.out = Linear(hidden_dim * (2 if bidirectional else 1), output_dim), self.dropout.
+        # BEGIN SOLUTION
+        embedding_dim = bert.config.to_dict()["hidden_size"]
+        self.rnn = nn.GRU(
+            embedding_dim,
+            hidden_dim,
+            num_layers=n_layers,
+            bidirectional=bidirectional,
+            batch_first=True,
+            dropout=0 if n_layers < 2 else dropout,
+        )
+        self.out = nn.Linear(hidden_dim * 2 if bidirectional else hidden_dim, output_dim)
+        self.dropout = nn.Dropout(dropout)
+        # END SOLUTION
+
+    def forward(self, text, attention_mask=None):
+        """text: (B, T) token ids; attention_mask: (B, T), 1 at real tokens. Returns (B, output_dim)."""
+        # TODO: run self.bert under torch.no_grad() (it stays frozen), passing attention_mask;
+        # TODO: GRU over the hidden states; pick hidden[-1] or cat(hidden[-2], hidden[-1]); dropout; out.
+        # BEGIN SOLUTION
+        with torch.no_grad():
+            embedded = self.bert(text, attention_mask=attention_mask)[0]  # (B, T, H_bert)
+        _, hidden = self.rnn(embedded)  # hidden: (n_layers * n_directions, B, hidden_dim)
+        if self.rnn.bidirectional:
+            hidden = torch.cat((hidden[-2], hidden[-1]), dim=1)  # (B, 2 * hidden_dim)
+        else:
+            hidden = hidden[-1]  # (B, hidden_dim)
+        return self.out(self.dropout(hidden))
+        # END SOLUTION
+
+
+def binary_accuracy(preds, y):
+    """Fraction of correct predictions in the batch (8 right of 10 gives 0.8, not 8).
+    preds: (B,) logits; y: (B,) labels in {0, 1}."""
+    # TODO: round sigmoid(preds) to 0/1 and compare with y.
+    # BEGIN SOLUTION
+    rounded = torch.round(torch.sigmoid(preds))
+    return (rounded == y).float().mean()
+    # END SOLUTION
+
+
+def _forward_batch(model, batch):
+    return model(batch.text, attention_mask=batch.attention_mask).squeeze(1)  # (B,)
+
+
+def train(model, iterator, optimizer, criterion):
+    """One epoch of training. Batches have .text (B, T), .attention_mask (B, T), .label (B,) float.
+    Returns (mean loss, mean accuracy) over the batches."""
+    # TODO: model.train(); for each batch: zero_grad, forward, loss, accuracy, backward, step.
+    # BEGIN SOLUTION
+    epoch_loss, epoch_acc = 0.0, 0.0
+    model.train()
+    for batch in iterator:
+        optimizer.zero_grad()
+        predictions = _forward_batch(model, batch)
+        loss = criterion(predictions, batch.label)
+        acc = binary_accuracy(predictions, batch.label)
+        loss.backward()
+        optimizer.step()
+        epoch_loss += loss.item()
+        epoch_acc += acc.item()
+    return epoch_loss / len(iterator), epoch_acc / len(iterator)
+    # END SOLUTION
+
+
+def evaluate(model, iterator, criterion):
+    """One pass without training (eval mode, no gradients). Returns (mean loss, mean accuracy)."""
+    # TODO: model.eval(); under torch.no_grad(), the loss and accuracy of every batch.
+    # BEGIN SOLUTION
+    epoch_loss, epoch_acc = 0.0, 0.0
+    model.eval()
+    with torch.no_grad():
+        for batch in iterator:
+            predictions = _forward_batch(model, batch)
+            epoch_loss += criterion(predictions, batch.label).item()
+            epoch_acc += binary_accuracy(predictions, batch.label).item()
+    return epoch_loss / len(iterator), epoch_acc / len(iterator)
+    # END SOLUTION

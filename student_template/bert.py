@@ -1,0 +1,49 @@
+"""A small BERT and its masked-language-model pre-training (seed 004, parts 5 and 6)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .encoder import PositionalEncoding, TransformerBlock
+
+IGNORE_INDEX = -100  # nn.CrossEntropyLoss's default ignore_index: no loss at these labels
+
+
+class BertModel(nn.Module):
+    """Token embedding (vocab_size + 1 rows: the last is the <mask> token) -> positional encoding
+    -> n_layers TransformerBlocks -> mask_pred, a Linear(embed_dim, vocab_size) over the vocabulary.
+    """
+
+    def __init__(self, n_layers, vocab_size, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):
+        super().__init__()
+        # TODO: self.embed = Embedding(vocab_size + 1, embed_dim); self.pos_embed = PositionalEncoding;
+        # TODO: self.net = nn.Sequential of n_layers TransformerBlocks; self.mask_pred = Linear(E, V).
+        raise NotImplementedError('BertModel.__init__ is not implemented yet. TODO: self.embed = Embedding(vocab_size + 1, embed_dim); self.pos_embed = PositionalEncoding; self.net = nn.Sequential of n_layers TransformerBlocks; self.mask_pred = Linear(E, V).')
+
+    def forward(self, batch_text, mask=None):
+        """batch_text: (B, T) token ids in [0, vocab_size]; mask: None or (B, T), 1 at padding.
+        Returns (B, T, vocab_size) logits of the original token at every position."""
+        # TODO: embed, add positions, run the blocks with the padding mask, predict the tokens.
+        raise NotImplementedError('BertModel.forward is not implemented yet. TODO: embed, add positions, run the blocks with the padding mask, predict the tokens.')
+
+
+def mask_inputs(text, vocab_size, mask_token_ind, pad_ind=0, mask_rate=0.15, only_mask=False):
+    """BERT's masking: select each non-padding token with probability mask_rate; of the selected,
+    80% become mask_token_ind, 10% a token drawn uniformly from [0, vocab_size), 10% stay unchanged.
+
+    text: (B, T) long. only_mask: every selected token becomes mask_token_ind (for evaluation).
+    Returns (masked_text, mask_labels), both (B, T): labels hold the original token at the
+    selected positions and IGNORE_INDEX (-100) everywhere else. Padding is never selected.
+    """
+    # TODO: draw the selection independently per token (never padding); draw each selected
+    # TODO: token's category at random (not by its order in the batch); build the labels from a
+    # TODO: copy of the original text.
+    raise NotImplementedError("mask_inputs is not implemented yet. TODO: draw the selection independently per token (never padding); draw each selected token's category at random (not by its order in the batch); build the labels from a copy of the original text.")
+
+
+def pretrain_step(model, optimizer, text, vocab_size, mask_token_ind, pad_ind=0, mask_rate=0.15):
+    """One real masked-LM training step on a (B, T) batch: mask the inputs, predict, cross-entropy
+    on the selected tokens only, backward, optimizer step. Returns the loss as a float."""
+    # TODO: mask_inputs; a padding mask (text == pad_ind); logits = model(masked_text, pad_mask);
+    # TODO: cross-entropy over (B*T, V) ignoring label -100; zero_grad, backward, step.
+    raise NotImplementedError('pretrain_step is not implemented yet. TODO: mask_inputs; a padding mask (text == pad_ind); logits = model(masked_text, pad_mask); cross-entropy over (B*T, V) ignoring label -100; zero_grad, backward, step.')

@@ -1,0 +1,52 @@
+"""Sinusoidal positional encoding and the post-LN Transformer encoder block (seed 004, parts 3 and 4)."""
+
+import math
+
+import torch
+import torch.nn as nn
+
+from .attention import MultiHeadAttention
+
+
+class PositionalEncoding(nn.Module):
+    """Adds PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+
+    Input and output are batch-first, (B, T, E). The table is a buffer, not a parameter:
+    it moves with .to(device) and is saved in the state_dict, but is never trained.
+    """
+
+    def __init__(self, embed_dim, dropout=0.1, max_len=5000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        # TODO: build the (1, max_len, embed_dim) table, sin on even and cos on odd dimensions,
+        # TODO: and register it with self.register_buffer("pe", ...).
+        raise NotImplementedError('PositionalEncoding.__init__ is not implemented yet. TODO: build the (1, max_len, embed_dim) table, sin on even and cos on odd dimensions, and register it with self.register_buffer("pe", ...).')
+
+    def forward(self, x):
+        """x: (B, T, E) -> (B, T, E), position t of every sequence gets pe[t]."""
+        # TODO: add the encoding of positions 0..T-1 along the sequence axis, then dropout.
+        raise NotImplementedError('PositionalEncoding.forward is not implemented yet. TODO: add the encoding of positions 0..T-1 along the sequence axis, then dropout.')
+
+
+class TransformerBlock(nn.Module):
+    """Post-LN encoder block:
+
+        h = norm1(x + dropout(self_attn(x, mask)))
+        y = norm2(h + linear_net(h))          linear_net = Linear, GELU, Linear, Dropout
+
+    The grader calls the sub-modules by these names: self_attn, linear_net, norm1, norm2.
+    """
+
+    def __init__(self, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):
+        super().__init__()
+        self.embed_dim = embed_dim
+        self.n_heads = n_heads
+        # TODO: define self.self_attn (MultiHeadAttention), self.linear_net (nn.Sequential of
+        # TODO: Linear, GELU, Linear, Dropout), self.norm1, self.norm2 (LayerNorm), self.dropout.
+        raise NotImplementedError('TransformerBlock.__init__ is not implemented yet. TODO: define self.self_attn (MultiHeadAttention), self.linear_net (nn.Sequential of Linear, GELU, Linear, Dropout), self.norm1, self.norm2 (LayerNorm), self.dropout.')
+
+    def forward(self, inputs):
+        """inputs: (embedding (B, T, E), mask (B, T) or None) -> (embedding (B, T, E), mask)."""
+        # TODO: attention, dropout, residual, norm1; then linear_net, residual, norm2.
+        # TODO: Return the mask too, so that blocks can be chained in nn.Sequential.
+        raise NotImplementedError('TransformerBlock.forward is not implemented yet. TODO: attention, dropout, residual, norm1; then linear_net, residual, norm2. Return the mask too, so that blocks can be chained in nn.Sequential.')
