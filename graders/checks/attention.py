@@ -1,0 +1,340 @@
+"""Checks for scaled dot-product attention and multi-head attention (seed 004, parts 1 and 2)."""
+
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from graders.checks.compare import expect_close, expect_tensor, is_close
+from graders.checks.framework import CheckFailed, check
+from graders.checks.strategies import attention_inputs, mha_inputs, tensors_from
+
+MODULE = "attention"
+SDP = "attention.scaled_dot_product"
+
+
+# ---------------------------------------------------------------- known mistakes, as behaviour
+
+
+def _variant_weights(q, k, mask, *, scale, softmax_dim=-1, mask_axis="key", invert=False, after=False):
+    """Attention weights as a known mistake computes them (dropout off)."""
+    logits = q.double() @ k.double().transpose(-2, -1) / scale
+    if mask is not None:
+        blocked = mask.bool() if not invert else ~mask.bool()
+        blocked = blocked[:, None, None, :] if mask_axis == "key" else blocked[:, None, :, None]
+        if after:
+            return torch.softmax(logits, softmax_dim).masked_fill(blocked, 0.0)
+        logits = logits.masked_fill(blocked, float("-inf"))
+    return torch.softmax(logits, softmax_dim)
+
+
+def diagnose_weights(q, k, mask, got):
+    """The known mistake whose attention weights equal the student's, if any."""
+    d = q.size(-1)
+    variants = {
+        "attention_not_scaled": dict(scale=1.0),
+        "attention_scaled_by_d_k": dict(scale=float(d)),
+        "softmax_wrong_dim": dict(scale=math.sqrt(d), softmax_dim=-2),
+    }
+    if mask is not None:
+        variants.update(
+            {
+                "mask_on_query_axis": dict(scale=math.sqrt(d), mask_axis="query"),
+                "mask_inverted": dict(scale=math.sqrt(d), invert=True),
+                "mask_after_softmax": dict(scale=math.sqrt(d), after=True),
+                "mask_ignored": dict(scale=math.sqrt(d)),
+            }
+        )
+    for diagnosis, options in variants.items():
+        masked = mask if diagnosis != "mask_ignored" else None
+        if d == 1 and diagnosis in ("attention_not_scaled", "attention_scaled_by_d_k"):
+            continue  # indistinguishable from the right answer when d = 1
+        if is_close(got, _variant_weights(q, k, masked, **options).to(got.dtype), atol=1e-4):
+            return diagnosis
+    return None
+
+
+def _student_attention(ctx, ex, *, drop=0.0, mask="padding"):
+    mask_value = ex.padding if mask == "padding" else mask
+    result = ctx.student.call(MODULE, "scaled_dot_product", ex.q, ex.k, ex.v, drop, mask_value)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise CheckFailed("scaled_dot_product must return a tuple (values, attention)", diagnosis="returns_wrong_type")
+    B, H, T, d = ex.q.shape
+    values = expect_tensor(result[0], "values", shape=(B, H, T, d))
+    weights = expect_tensor(result[1], "attention weights", shape=(B, H, T, T))
+    return values, weights
+
+
+def _attention_maps(expected, got):
+    return {"attention_maps": {"expected": expected[0, 0].tolist(), "got": got[0, 0].tolist()}}
+
+
+def _compare_with_reference(ctx, ex, mask):
+    values, weights = _student_attention(ctx, ex, mask=mask)
+    expected_values, expected_weights = ctx.oracle.call(SDP, ex.q, ex.k, ex.v, 0.0, mask)
+    if not is_close(weights, expected_weights):
+        diagnosis = diagnose_weights(ex.q, ex.k, mask if mask is not None and mask.dim() == 2 else None, weights)
+        expect_close(weights, expected_weights, "attention weights", diagnosis=diagnosis,
+                     details=_attention_maps(expected_weights, weights))
+    expect_close(values, expected_values, "values (attention @ v)")
+
+
+# ---------------------------------------------------------------- scaled_dot_product
+
+
+@check("attention.matches_reference", "softmax(QK^T / sqrt(d_k)) V matches the reference (no mask)")
+def matches_reference(ctx):
+    @ctx.given(attention_inputs())
+    def prop(ex):
+        _compare_with_reference(ctx, ex, None)
+
+
+@check("attention.rows_sum_to_one", "Every attention row sums to one, with and without padding")
+def rows_sum_to_one(ctx):
+    @ctx.given(attention_inputs(padded=True))
+    def prop(ex):
+        _, weights = _student_attention(ctx, ex)
+        sums = weights.sum(-1)
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+            worst = (sums - 1).abs().max().item()
+            raise CheckFailed(
+                f"attention rows sum to values other than one (off by up to {worst:.3g})",
+                diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights),
+                details={"got": str(sums[0, 0].tolist())},
+            )
+
+
+@check("attention.padded_keys_get_zero_weight", "Padded keys get exactly zero weight, and no row is NaN")
+def padded_keys_get_zero_weight(ctx):
+    @ctx.given(attention_inputs(padded=True))
+    def prop(ex):
+        values, weights = _student_attention(ctx, ex)
+        if torch.isnan(weights).any() or torch.isnan(values).any():
+            raise CheckFailed(
+                "NaN in the output although every row keeps at least one key",
+                diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights) or "nan_fully_masked",
+            )
+        blocked = ex.padding.bool()[:, None, None, :].expand_as(weights)
+        leaked = weights[blocked].abs().max().item() if blocked.any() else 0.0
+        if leaked != 0.0:
+            diagnosis = diagnose_weights(ex.q, ex.k, ex.padding, weights)
+            if diagnosis is None and leaked < 1e-3:
+                diagnosis = "mask_small_fill"
+            expected = ctx.oracle.call(SDP, ex.q, ex.k, ex.v, 0.0, ex.padding)[1]
+            raise CheckFailed(
+                f"a padded key received attention weight {leaked:.3g}",
+                diagnosis=diagnosis,
+                details=_attention_maps(expected, weights),
+            )
+
+
+@check("attention.ignores_padded_content", "Outputs do not change when the content at padded positions changes")
+def ignores_padded_content(ctx):
+    @ctx.given(attention_inputs(padded=True))
+    def prop(ex):
+        values, _ = _student_attention(ctx, ex)
+        noise_k, noise_v = tensors_from(7, ex.k.shape, ex.v.shape)
+        padded = ex.padding.bool()[:, None, :, None]  # (B, 1, T, 1) over keys/values
+        changed = type(ex)(ex.q, torch.where(padded, noise_k * 10, ex.k), torch.where(padded, noise_v * 10, ex.v), ex.padding)
+        changed_values, weights = _student_attention(ctx, changed)
+        real_queries = ~ex.padding.bool()[:, None, :, None].expand_as(values)
+        if not torch.allclose(values[real_queries], changed_values[real_queries], atol=1e-5, equal_nan=True):
+            raise CheckFailed(
+                "changing the keys and values at padded positions changed the outputs of real positions",
+                diagnosis=diagnose_weights(ex.q, changed.k, ex.padding, weights) or "mask_ignored",
+            )
+
+
+@check("attention.batch_size_vs_length", "A (B, T) mask works when B equals T and when it does not")
+def batch_size_vs_length(ctx):
+    @ctx.given(st.booleans().flatmap(lambda square: attention_inputs(padded=True, square_batch=square)))
+    def prop(ex):
+        values, weights = _student_attention(ctx, ex)
+        expected_values, expected_weights = ctx.oracle.call(SDP, ex.q, ex.k, ex.v, 0.0, ex.padding)
+        if not is_close(weights, expected_weights):
+            B, _, T, _ = ex.q.shape
+            diagnosis = diagnose_weights(ex.q, ex.k, ex.padding, weights)
+            if diagnosis is None and B == T:
+                square = ex.padding.bool()[None, None]  # (1, 1, T, T): the mask read as query x key
+                logits = ex.q.double() @ ex.k.double().transpose(-2, -1) / math.sqrt(ex.q.size(-1))
+                as_square = torch.softmax(logits.masked_fill(square, float("-inf")), -1)
+                if is_close(weights, as_square.to(weights.dtype), atol=1e-4):
+                    diagnosis = "mask_as_square"
+            expect_close(weights, expected_weights, "attention weights", diagnosis=diagnosis,
+                         details=_attention_maps(expected_weights, weights))
+        expect_close(values, expected_values, "values")
+
+
+@check("attention.four_d_mask", "A mask broadcastable to (B, H, T, T) (a causal mask) is applied per query and key")
+def four_d_mask(ctx):
+    @ctx.given(attention_inputs())
+    def prop(ex):
+        T = ex.q.size(2)
+        causal = torch.triu(torch.ones(T, T), diagonal=1)[None, None]  # (1, 1, T, T), 1 = blocked
+        _compare_with_reference(ctx, ex, causal)
+
+
+@check("attention.dropout", "Dropout zeroes weights at the given rate and scales the rest by 1/(1-p)")
+def dropout(ctx):
+    p = 0.5
+    q, k, v = tensors_from(ctx.seed, (8, 4, 16, 8), (8, 4, 16, 8), (8, 4, 16, 8))
+    ctx.student.seed(ctx.seed)
+    result = ctx.student.call(MODULE, "scaled_dot_product", q, k, v, p, None)
+    plain = ctx.student.call(MODULE, "scaled_dot_product", q, k, v, 0.0, None)
+    dropped = expect_tensor(result[1], "attention weights", shape=(8, 4, 16, 16))
+    undropped = expect_tensor(plain[1], "attention weights without dropout", shape=(8, 4, 16, 16))
+    n = dropped.numel()
+    zero_share = (dropped == 0).float().mean().item()
+    low, high = p - 5 * math.sqrt(p * (1 - p) / n), p + 5 * math.sqrt(p * (1 - p) / n)
+    details = {"proportions": [{"name": "share of weights dropped", "value": zero_share, "target": p, "low": low, "high": high}]}
+    if not low <= zero_share <= high:
+        raise CheckFailed(
+            f"{zero_share:.3f} of the weights were zeroed with attn_drop_rate={p} (expected within [{low:.3f}, {high:.3f}])",
+            diagnosis="dropout_not_applied" if zero_share < low else None,
+            details=details,
+        )
+    kept = dropped != 0
+    ratio = dropped[kept] / undropped[kept]
+    if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - p)), rtol=1e-3):
+        raise CheckFailed(
+            f"surviving weights are scaled by {ratio.median().item():.3f}, expected 1/(1-p) = {1 / (1 - p):.3f}",
+            diagnosis="dropout_not_inverted",
+            details=details,
+        )
+
+
+# ---------------------------------------------------------------- multi-head attention
+
+
+def reference_weights(ex):
+    """Weights of a reference MultiHeadAttention (qkv blocks q|k|v), drawn from the example's seed."""
+    E = ex.embed_dim
+    g = torch.Generator().manual_seed(ex.weights_seed)
+    bound = 1 / math.sqrt(E)
+    return {
+        "qkv_proj.weight": (torch.rand(3 * E, E, generator=g) * 2 - 1) * bound,
+        "qkv_proj.bias": (torch.rand(3 * E, generator=g) * 2 - 1) * bound,
+        "o_proj.weight": (torch.rand(E, E, generator=g) * 2 - 1) * bound,
+        "o_proj.bias": (torch.rand(E, generator=g) * 2 - 1) * bound,
+    }
+
+
+def to_layout(weights, n_heads, layout):
+    """Reference (blocks q|k|v) weights in another valid qkv_proj layout.
+    'interleaved': per head [q_h | k_h | v_h], as reshape(B, T, H, 3 * hd).chunk(3, -1) reads them."""
+    if layout == "blocks":
+        return weights
+    E = weights["o_proj.weight"].size(0)
+    hd = E // n_heads
+    w = weights["qkv_proj.weight"].view(3, n_heads, hd, E).transpose(0, 1).reshape(3 * E, E)
+    b = weights["qkv_proj.bias"].view(3, n_heads, hd).transpose(0, 1).reshape(3 * E)
+    return {**weights, "qkv_proj.weight": w, "qkv_proj.bias": b}
+
+
+QKV_LAYOUTS = ("blocks", "interleaved")
+
+
+def build_student_mha(ctx, ex, drop=0.0):
+    return ctx.student.construct(MODULE, "MultiHeadAttention", ex.embed_dim, ex.n_heads, drop)
+
+
+def _load_weights(ctx, handle, weights):
+    ctx.student.load_state_dict(handle, weights, strict=False)
+
+
+def _mha_variants(ex, weights):
+    """Outputs of known multi-head mistakes under the reference weights."""
+    from reference.attention import scaled_dot_product
+
+    B, T, E = ex.x.shape
+    H, hd = ex.n_heads, E // ex.n_heads
+    qkv = ex.x @ weights["qkv_proj.weight"].T + weights["qkv_proj.bias"]
+    q, k, v = qkv.split(E, dim=-1)
+    out_w, out_b = weights["o_proj.weight"], weights["o_proj.bias"]
+
+    def heads(t):
+        return t.reshape(B, T, H, hd).transpose(1, 2)
+
+    def merge(t):
+        return t.transpose(1, 2).reshape(B, T, E)
+
+    variants = {}
+    values, _ = scaled_dot_product(heads(q), heads(k), heads(v), 0.0, ex.padding)
+    variants["output_projection_missing"] = merge(values)
+    no_transpose = scaled_dot_product(q.reshape(B, H, T, hd), k.reshape(B, H, T, hd), v.reshape(B, H, T, hd), 0.0, ex.padding)[0]
+    variants["heads_not_transposed"] = no_transpose.reshape(B, T, E) @ out_w.T + out_b
+    if ex.padding is not None:
+        query_mask = ex.padding[:, None, :, None]
+        on_queries = scaled_dot_product(heads(q), heads(k), heads(v), 0.0, query_mask)[0]
+        variants["mask_on_query_axis"] = merge(on_queries) @ out_w.T + out_b
+    return variants
+
+
+def _mha_matches(ctx, ex):
+    weights = reference_weights(ex)
+    expected = ctx.oracle.call("mha_forward", weights, ex.embed_dim, ex.n_heads, ex.x, ex.padding)
+    handle = build_student_mha(ctx, ex)
+    ctx.student.call(handle, "eval")
+    got = None
+    for layout in QKV_LAYOUTS:
+        _load_weights(ctx, handle, to_layout(weights, ex.n_heads, layout))
+        got = expect_tensor(ctx.student.call(handle, "__call__", ex.x, ex.padding), "output", shape=ex.x.shape)
+        if is_close(got, expected):
+            return
+    variants = _mha_variants(ex, weights)
+    diagnosis = next((name for name, out in variants.items() if is_close(got, out, atol=1e-4)), None)
+    if diagnosis is None and torch.isnan(got).any():
+        diagnosis = "mask_on_query_axis"
+    expect_close(got, expected, "multi-head attention outputs (under every accepted qkv layout)", diagnosis=diagnosis)
+
+
+@check("mha.parameter_count", "MultiHeadAttention has qkv_proj and o_proj: 4E^2 + 4E parameters")
+def mha_parameter_count(ctx):
+    @ctx.given(st.integers(1, 4), st.integers(1, 4))
+    def prop(n_heads, head_dim):
+        E = n_heads * head_dim
+        handle = ctx.student.construct(MODULE, "MultiHeadAttention", E, n_heads, 0.1)
+        count = sum(math.prod(p["shape"]) for p in ctx.student.parameters(handle) if p["requires_grad"])
+        expected = 4 * E * E + 4 * E
+        if count != expected:
+            diagnosis = "output_projection_missing" if count == 3 * E * E + 3 * E else "wrong_parameter_count_mha"
+            raise CheckFailed(f"embed_dim={E}: {count} trainable parameters, expected {expected}", diagnosis=diagnosis)
+
+
+@check("mha.matches_reference", "Multi-head attention matches the reference for any valid qkv layout")
+def mha_matches_reference(ctx):
+    @ctx.given(mha_inputs())
+    def prop(ex):
+        _mha_matches(ctx, ex)
+
+
+@check("mha.padding", "Padded keys are ignored and padded rows stay finite")
+def mha_padding(ctx):
+    @ctx.given(mha_inputs(padded=True))
+    def prop(ex):
+        _mha_matches(ctx, ex)
+
+
+@check("mha.eval_deterministic", "In eval mode two forward passes agree (no dropout)")
+def mha_eval_deterministic(ctx):
+    @ctx.given(mha_inputs())
+    def prop(ex):
+        handle = build_student_mha(ctx, ex, drop=0.5)
+        ctx.student.call(handle, "eval")
+        first = ctx.student.call(handle, "__call__", ex.x, None)
+        second = ctx.student.call(handle, "__call__", ex.x, None)
+        expect_tensor(first, "output", shape=ex.x.shape)
+        if not torch.equal(first, second):
+            raise CheckFailed("two eval-mode forward passes on the same input differ", diagnosis="dropout_in_eval")
+
+
+@check("mha.dropout_in_training", "In training mode attention dropout is applied")
+def mha_dropout_in_training(ctx):
+    (x,) = tensors_from(ctx.seed, (4, 8, 16))
+    handle = ctx.student.construct(MODULE, "MultiHeadAttention", 16, 4, 0.9)
+    ctx.student.call(handle, "train")
+    first = expect_tensor(ctx.student.call(handle, "__call__", x, None), "output", shape=x.shape)
+    second = ctx.student.call(handle, "__call__", x, None)
+    if torch.equal(first, second):
+        raise CheckFailed("with attn_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
+                          diagnosis="dropout_ignored_in_training")

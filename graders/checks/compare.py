@@ -1,0 +1,83 @@
+"""Comparisons that explain themselves: every mismatch carries the numbers a report shows."""
+
+import math
+
+import torch
+
+from graders.checks.framework import CheckFailed
+
+
+def expect_tensor(value, what, *, shape=None, diagnosis=None):
+    """The student returned a plain tensor of the given shape, or the check fails saying so."""
+    if type(value) is not torch.Tensor:
+        raise CheckFailed(
+            f"{what}: expected a tensor, got {type(value).__name__}",
+            diagnosis=diagnosis or "returns_wrong_type",
+        )
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise CheckFailed(
+            f"{what}: expected shape {tuple(shape)}, got {tuple(value.shape)}",
+            diagnosis=diagnosis or "wrong_shape",
+            details={"numbers": {"expected_shape": list(shape), "got_shape": list(value.shape)}},
+        )
+    return value
+
+
+def tensor_numbers(got, expected):
+    """max abs/rel error, first mismatching index, shapes and dtypes of two tensors."""
+    numbers = {
+        "expected_shape": list(expected.shape),
+        "got_shape": list(got.shape),
+        "expected_dtype": str(expected.dtype).replace("torch.", ""),
+        "got_dtype": str(got.dtype).replace("torch.", ""),
+    }
+    if got.shape != expected.shape:
+        return numbers
+    g, e = got.double(), expected.double()
+    diff = (g - e).abs()
+    both_nan = torch.isnan(g) & torch.isnan(e)
+    same_inf = torch.isinf(g) & torch.isinf(e) & (g == e)
+    diff = torch.where(both_nan | same_inf, torch.zeros_like(diff), diff)
+    diff = torch.where(torch.isnan(diff), torch.full_like(diff, math.inf), diff)
+    if diff.numel():
+        numbers["max_abs_error"] = float(diff.max())
+        rel = diff / e.abs().clamp_min(1e-12)
+        numbers["max_rel_error"] = float(rel.max())
+        worst = int(diff.flatten().argmax())
+        if diff.flatten()[worst] > 0:
+            numbers["first_mismatch_index"] = list(_unravel(worst, got.shape))
+    return numbers
+
+
+def _unravel(flat, shape):
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return tuple(reversed(index))
+
+
+def is_close(got, expected, *, atol=1e-5, rtol=1e-4):
+    return (
+        type(got) is torch.Tensor
+        and got.shape == expected.shape
+        and torch.allclose(got.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=True)
+    )
+
+
+def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, details=None):
+    """got equals expected up to float32 rounding, or the check fails with the numbers."""
+    expect_tensor(got, what, shape=expected.shape)
+    if is_close(got, expected, atol=atol, rtol=rtol):
+        return
+    numbers = tensor_numbers(got, expected)
+    raise CheckFailed(
+        f"{what} differ from the expected values (max abs error {numbers.get('max_abs_error', float('nan')):.3g})",
+        diagnosis=diagnosis,
+        details={"numbers": numbers, "expected": _short(expected), "got": _short(got), **(details or {})},
+    )
+
+
+def _short(tensor, limit=400):
+    text = str(tensor.detach().double().round(decimals=4).tolist()) if tensor.numel() <= 64 else f"tensor of shape {tuple(tensor.shape)}"
+    return text if len(text) <= limit else text[:limit] + "..."

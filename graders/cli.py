@@ -1,0 +1,117 @@
+"""The `grade` command.
+
+    grade SUBMISSION [--out DIR]      grade a zip, folder or notebook (instructor mode)
+    grade check [PART ...]            self-check the student folder you are in (public checks)
+    grade build [--template] ...      regenerate the template, golden fixtures, student bundle
+    grade report RESULTS.json         re-render the reports of a results.json
+    grade batch SUBMISSIONS --out DIR grade a whole course, resumably
+
+Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
+`grade check` while a public check fails, 2 for bad usage.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SUBCOMMANDS = ("check", "build", "report", "batch", "merge")
+
+
+def _grade_parser():
+    parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of the Transformers assignment.")
+    parser.add_argument("submission", type=Path, help="a .zip, a folder or a .ipynb")
+    parser.add_argument("--out", type=Path, default=None, help="where results.json and the reports go (default: ./grade-out/<name>)")
+    parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's; same seed, same score)")
+    parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
+    parser.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per call into student code")
+    _add_finetune_options(parser)
+    return parser
+
+
+def _add_finetune_options(parser):
+    group = parser.add_argument_group("fine-tuning (the sentiment part's training check)")
+    group.add_argument("--imdb", type=Path, default=None, help="IMDB: an aclImdb/ folder, parquet, CSV or JSONL")
+    group.add_argument("--encoder", default=None, help="a BERT folder or a model name in the local Hugging Face cache")
+    group.add_argument("--feature-cache", type=Path, default=None, help="folder of the shared encoder-feature cache")
+    group.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    group.add_argument("--finetune-budget", type=float, default=None, help="seconds of training allowed per submission")
+
+
+def finetune_options(args):
+    return {
+        "imdb": args.imdb,
+        "encoder": args.encoder,
+        "feature_cache": args.feature_cache,
+        "device": args.device,
+        "time_budget_s": args.finetune_budget,
+    }
+
+
+def cmd_grade(argv):
+    args = _grade_parser().parse_args(argv)
+    if not args.submission.exists():
+        print(f"grade: no such file or folder: {args.submission}", file=sys.stderr)
+        return 2
+    from graders.grading import grade, write_results
+    from graders.reports import print_summary, write_reports
+    from graders.sandbox import Limits
+
+    out = args.out or Path("grade-out") / args.submission.stem
+    limits = Limits() if args.timeout is None else Limits(call_timeout_s=args.timeout)
+    results = grade(args.submission, seed=args.seed, only_parts=args.parts, limits=limits,
+                    options=finetune_options(args), extra_secrets=[out.resolve()])
+    path = write_results(results, out)
+    reports = write_reports(results, out)
+    print_summary(results)
+    print(f"results: {path}")
+    for kind, report in reports.items():
+        print(f"{kind}: {report}")
+    return 0
+
+
+def cmd_report(argv):
+    parser = argparse.ArgumentParser(prog="grade report", description="Re-render the reports of a results.json.")
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--out", type=Path, default=None, help="default: the folder of results.json")
+    args = parser.parse_args(argv)
+    try:
+        results = json.loads(args.results.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        print(f"grade report: cannot read {args.results}: {error}", file=sys.stderr)
+        return 2
+    from graders.reports import print_summary, write_reports
+
+    for kind, report in write_reports(results, args.out or args.results.parent).items():
+        print(f"{kind}: {report}")
+    print_summary(results)
+    return 0
+
+
+def cmd_build(argv):
+    parser = argparse.ArgumentParser(prog="grade build", description="Regenerate what is made from the reference.")
+    parser.add_argument("--template", action="store_true", help="only the student template")
+    args = parser.parse_args(argv)
+    from graders.build import build_template
+
+    for path in build_template():
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if argv else 2
+    commands = {"report": cmd_report, "build": cmd_build}
+    if argv[0] in commands:
+        return commands[argv[0]](argv[1:])
+    if argv[0] in SUBCOMMANDS:
+        print(f"grade {argv[0]}: not available in this version", file=sys.stderr)
+        return 2
+    return cmd_grade(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

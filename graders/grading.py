@@ -1,0 +1,195 @@
+"""Grade one submission: ingest it, start its worker, run every part's checks, build results.json.
+
+The grading process never imports the submission. Scores are computed here from what the worker
+returns; a crash, hang or exit in student code fails the check it happened in and grading goes on.
+"""
+
+import json
+import os
+import platform
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+import hypothesis
+import torch
+
+import graders
+from graders.build import REFERENCE_DIR, REPO_ROOT
+from graders.checks import REGISTRY
+from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, run_check
+from graders.ingest import Rejected, ingest
+from graders.oracles import GoldenOracle, ReferenceOracle
+from graders.sandbox import Limits, StudentError, Worker, WorkerCrashed, WorkerTimeout
+from graders.scoring import load_rubric, part_score
+
+INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
+SCHEMA_VERSION = 1
+MAX_ANSWERS_BYTES = 256 * 1024
+
+
+def secret_paths(extra=()):
+    """What the worker must never read: the solution, hidden fixtures, and whatever the caller adds
+    (the output folder, other submissions, held-out data)."""
+    return [REFERENCE_DIR, REPO_ROOT / "fixtures" / "hidden", *map(Path, extra)]
+
+
+def versions(rubric):
+    return {
+        "grader": graders.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "hypothesis": hypothesis.__version__,
+        "rubric_sha256": rubric.sha256,
+    }
+
+
+def read_answers(root):
+    """The submission's answers.toml parsed here (TOML is data, never code), or None."""
+    path = Path(root) / "answers.toml"
+    if not path.is_file() or path.stat().st_size > MAX_ANSWERS_BYTES:
+        return None
+    try:
+        return tomllib.loads(path.read_text(errors="replace"))
+    except tomllib.TOMLDecodeError:
+        return None
+
+
+class _ModuleGate:
+    """Imports each student module once in the worker, and remembers why one could not be used."""
+
+    def __init__(self, worker, ingested):
+        self.worker = worker
+        self.missing = {name.removesuffix(".py") for name in ingested.missing}
+        self.problems = {}
+
+    def problem(self, module):
+        if module.endswith(".toml"):
+            return None
+        if module in self.missing:
+            return f"{module}.py is missing from the submission"
+        if module not in self.problems:
+            try:
+                self.worker.import_module(module)
+                self.problems[module] = None
+            except StudentError as error:
+                self.problems[module] = (f"{module}.py could not be imported: {error.exc_type}: {error.message}", error)
+            except (WorkerCrashed, WorkerTimeout) as error:
+                self.worker.restart()
+                self.problems[module] = (f"importing {module}.py killed the worker: {error}", None)
+        return self.problems[module]
+
+
+def _blocked_result(chk, problem):
+    if isinstance(problem, str):
+        return CheckResult(chk, SKIPPED, 0.0, problem)
+    message, error = problem
+    details = {"traceback": error.traceback} if error is not None and error.traceback else {}
+    return CheckResult(chk, ERROR, 0.0, message, details=details)
+
+
+def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
+          golden_dir=None, extra_secrets=(), progress=None):
+    """Grade the submission at `source` (zip, folder or .ipynb) and return the results dict."""
+    started = time.perf_counter()
+    rubric = load_rubric()
+    seed = rubric.seed if seed is None else seed
+    with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
+        try:
+            ingested = ingest(Path(source), Path(scratch) / "submission")
+        except Rejected as rejected:
+            return rejected_result(source, str(rejected), rubric, mode, started)
+        oracle = ReferenceOracle() if mode == INSTRUCTOR else GoldenOracle(golden_dir)
+        reference_answers = tomllib.loads((REFERENCE_DIR / "answers.toml").read_text()) if mode == INSTRUCTOR else {}
+        answers = read_answers(ingested.root)
+        timings = {"parts": {}, "checks": {}}
+        worker_started = time.perf_counter()
+        with Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths(extra_secrets)) as worker:
+            timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
+            gate = _ModuleGate(worker, ingested)
+            parts = []
+            for part in rubric.parts:
+                if only_parts and part.id not in only_parts:
+                    continue
+                checks = [c for c in REGISTRY.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
+                part_started = time.perf_counter()
+                results = []
+                for chk in checks:
+                    if progress:
+                        progress(chk)
+                    problem = gate.problem(part.module)
+                    if problem:
+                        results.append(_blocked_result(chk, problem))
+                        continue
+                    worker.seed(check_seed(seed, chk.id))
+                    ctx = Context(worker, oracle, check_seed(seed, chk.id), answers=answers,
+                                  reference_answers=reference_answers, options=options)
+                    result = run_check(chk, ctx)
+                    worker.free_all()
+                    results.append(result)
+                    timings["checks"][chk.id] = round(result.elapsed_s, 3)
+                timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
+                parts.append(part_json(part, results))
+            sandbox = worker.describe()
+    timings["total_s"] = round(time.perf_counter() - started, 3)
+    score = round(sum(p["score"] for p in parts), 4)
+    max_score = round(sum(p["max_score"] for p in parts), 4)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "graded",
+        "reason": None,
+        "mode": mode,
+        "seed": seed,
+        "score": score,
+        "max_score": max_score,
+        "submission": {"sha256": ingested.sha256, "name": Path(source).name, "kind": ingested.kind,
+                       "notes": list(ingested.notes)},
+        "versions": versions(rubric),
+        "sandbox": sandbox,
+        "timings": timings,
+        "parts": parts,
+    }
+
+
+def part_json(part, results):
+    points = part.check_points([r.check.id for r in results])
+    provisional = [r.provisional_note for r in results if r.provisional_note]
+    return {
+        "id": part.id,
+        "title": part.title,
+        "score": part_score(results, points),
+        "max_score": round(sum(points.values()), 4),
+        "provisional": bool(provisional),
+        "note": provisional[0] if provisional else None,
+        "checks": [r.to_json(points[r.check.id]) for r in results],
+    }
+
+
+def rejected_result(source, reason, rubric, mode, started):
+    from graders.ingest import sha256_of
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "rejected",
+        "reason": reason,
+        "mode": mode,
+        "score": 0,
+        "max_score": sum(p.points for p in rubric.parts),
+        "submission": {"sha256": sha256_of(Path(source)), "name": Path(source).name, "kind": "unknown", "notes": []},
+        "versions": versions(rubric),
+        "timings": {"total_s": round(time.perf_counter() - started, 3)},
+        "parts": [],
+    }
+
+
+def write_results(results, out_dir):
+    """Write out_dir/results.json atomically (temp file, then rename)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / "results.json"
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".results-", suffix=".json")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(results, handle, indent=2, sort_keys=False)
+    os.replace(tmp, target)
+    return target

@@ -1,0 +1,50 @@
+"""The rubric (points per part, weights per check) and the arithmetic of scores."""
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RUBRIC_PATH = Path(__file__).with_name("rubric.toml")
+
+
+@dataclass
+class Part:
+    id: str
+    title: str
+    module: str
+    points: float
+    weights: dict = field(default_factory=dict)
+
+    def check_points(self, check_ids):
+        """{check id: max score}: the part's points shared by weight."""
+        weights = {cid: float(self.weights.get(cid, 1.0)) for cid in check_ids}
+        total = sum(weights.values())
+        if total == 0:
+            return {cid: 0.0 for cid in check_ids}
+        return {cid: round(self.points * w / total, 4) for cid, w in weights.items()}
+
+
+@dataclass
+class Rubric:
+    seed: int
+    parts: list
+    sha256: str
+
+    def part(self, part_id):
+        return next(p for p in self.parts if p.id == part_id)
+
+
+def load_rubric(path=RUBRIC_PATH):
+    raw = Path(path).read_bytes()
+    data = tomllib.loads(raw.decode())
+    parts = [
+        Part(pid, spec["title"], spec["module"], float(spec["points"]), dict(spec.get("weights", {})))
+        for pid, spec in data["parts"].items()
+    ]
+    return Rubric(int(data.get("seed", 0)), parts, hashlib.sha256(raw).hexdigest())
+
+
+def part_score(check_results, points_by_check):
+    """Sum of the checks' scores; every check's score is its max score times its fraction."""
+    return round(sum(points_by_check[r.check.id] * r.fraction for r in check_results), 4)
