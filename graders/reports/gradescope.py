@@ -1,0 +1,174 @@
+"""Gradescope's autograder results.json, rendered from our results.json.
+
+Outputs are Markdown. Text that may come from the student (messages, counterexamples,
+tracebacks, captured output, answers) goes into fenced code blocks, where Markdown and HTML are
+not interpreted; the few inline strings are backslash-escaped.
+
+Choices Gradescope's format leaves to us:
+- hidden checks are exported with visibility "after_due_date", so students see them after the
+  deadline and not before;
+- a written answer (status pending_manual) is exported as a 0-point test without a status: its
+  points belong to a manually graded question on Gradescope, not to the autograder score, and
+  it is neither passed nor failed yet;
+- skipped and error checks are "failed": they earned nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .summary import (
+    MANUAL,
+    all_checks,
+    clip,
+    format_points,
+    headline,
+    is_rejected,
+    one_line,
+    rejection_reason,
+)
+
+# Gradescope stores and shows results.json whole; keep each test's output small enough that
+# ~100 tests with tracebacks stay far below its size limit.
+LIMITS = {"message": 2_000, "counterexample": 1_500, "traceback": 3_000, "output": 1_500, "answer": 6_000}
+
+
+def to_gradescope(results: dict) -> dict:
+    if is_rejected(results):
+        return _with_time(
+            {
+                "score": 0,
+                "output": (
+                    f"Submission rejected: {rejection_reason(results)}\n\n"
+                    "Nothing in it was graded, so the score is 0. Fix the problem and submit again."
+                ),
+                "output_format": "text",
+                "tests": [],
+            },
+            results,
+        )
+    tests = [
+        _test(f"{p}.{c}", part, check)
+        for p, part in enumerate(results.get("parts") or [], start=1)
+        for c, check in enumerate(part.get("checks") or [], start=1)
+    ]
+    return _with_time(
+        {
+            "score": _number(results.get("score")),
+            "output": _overview(results),
+            "output_format": "md",
+            "tests": tests,
+        },
+        results,
+    )
+
+
+def _number(value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return round(number, 4) if math.isfinite(number) else 0.0
+
+
+def _with_time(export: dict, results: dict) -> dict:
+    timings = results.get("timings") if isinstance(results.get("timings"), dict) else {}
+    total = timings.get("total_s")
+    if isinstance(total, (int, float)) and not isinstance(total, bool) and math.isfinite(total):
+        export["execution_time"] = round(total, 3)
+    return export
+
+
+def md_inline(text) -> str:
+    """One line of literal text: every ASCII punctuation mark escaped (CommonMark allows it)."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", one_line(text, 500))
+
+
+def md_code(text) -> str:
+    """A fence longer than any backtick run inside, so the text cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _overview(results: dict) -> str:
+    lines = [f"**{md_inline(headline(results))}**", ""]
+    for part in results.get("parts") or []:
+        line = (
+            f"- {md_inline(part.get('title') or part.get('id'))}: "
+            f"{format_points(part.get('score'))} / {format_points(part.get('max_score'))}"
+        )
+        if part.get("provisional"):
+            line += f" (provisional: {md_inline(part.get('note') or 'may still change')})"
+        lines.append(line)
+    manual_points = sum(_number(c.get("max_score")) for c in all_checks(results) if c.get("status") == MANUAL)
+    if manual_points:
+        lines += ["", f"Written answers ({format_points(manual_points)} points) are graded by hand."]
+    return "\n".join(lines)
+
+
+def _test(number: str, part: dict, check: dict) -> dict:
+    diagnosis = check.get("diagnosis") if isinstance(check.get("diagnosis"), dict) else {}
+    test = {
+        "name": f"{one_line(part.get('title') or part.get('id'), 200)}: {one_line(check.get('title') or check.get('id'), 200)}",
+        "number": number,
+        "output": _test_output(part, check, diagnosis),
+        "output_format": "md",
+        "visibility": "after_due_date" if check.get("visibility") == "hidden" else "visible",
+        "tags": [str(part.get("id"))] + ([str(diagnosis["id"])] if diagnosis.get("id") else []),
+    }
+    if check.get("status") == MANUAL:
+        test.update(score=0, max_score=0)
+    else:
+        test.update(
+            score=_number(check.get("score")),
+            max_score=_number(check.get("max_score")),
+            status="passed" if check.get("status") == "passed" else "failed",
+        )
+    return test
+
+
+def _test_output(part: dict, check: dict, diagnosis: dict) -> str:
+    details = check.get("details") if isinstance(check.get("details"), dict) else {}
+    blocks = []
+    if check.get("status") == MANUAL:
+        blocks.append(
+            f"Written answer, graded by hand ({format_points(check.get('max_score'))} points, "
+            "not part of the autograder score)."
+        )
+    if part.get("provisional"):
+        blocks.append(f"_Provisional:_ {md_inline(part.get('note') or 'this score may still change')}")
+    if diagnosis.get("text"):
+        blocks.append(f"**Likely cause:** {md_inline(diagnosis['text'])}")
+    numbers = _numbers_line(details.get("numbers"))
+    if numbers:
+        blocks.append(numbers)
+    for title, text, limit in (
+        ("What happened", check.get("message"), LIMITS["message"]),
+        ("Smallest input that shows it", check.get("counterexample"), LIMITS["counterexample"]),
+        ("Your answer", details.get("answer"), LIMITS["answer"]),
+        ("Traceback", details.get("traceback"), LIMITS["traceback"]),
+        ("Captured output", details.get("output"), LIMITS["output"]),
+    ):
+        if text:
+            blocks.append(f"**{title}:**\n\n{md_code(clip(text, limit))}")
+    return "\n\n".join(blocks)
+
+
+NUMBER_LABELS = {
+    "expected_shape": "expected shape",
+    "got_shape": "got shape",
+    "expected_dtype": "expected dtype",
+    "got_dtype": "got dtype",
+    "max_abs_error": "largest absolute error",
+    "max_rel_error": "largest relative error",
+    "first_mismatch_index": "first mismatch at",
+}
+
+
+def _numbers_line(numbers) -> str:
+    if not isinstance(numbers, dict):
+        return ""
+    shown = [f"{label} {md_inline(numbers[key])}" for key, label in NUMBER_LABELS.items() if key in numbers]
+    return " · ".join(shown)

@@ -1,0 +1,446 @@
+"""The self-contained HTML report, rendered from results.json alone.
+
+Any string in results.json may come from a hostile student (messages, tracebacks, captured
+output, written answers), so the template autoescapes everything, and the pictures are SVG
+that `svg.py` builds from numbers with escaped labels. The page loads nothing: inline CSS,
+inline SVG, no script.
+
+The template only lays out; this module turns results.json into plain view objects first, so
+that malformed or missing fields are dealt with in Python, once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+
+from . import svg
+from .summary import (
+    MANUAL,
+    STATUS_LABELS,
+    as_text,
+    clip,
+    count_checks,
+    format_points,
+    headline,
+    is_rejected,
+    is_self_check,
+    points_text,
+    rejection_reason,
+    score_label,
+)
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+# Longest text shown per field: enough to act on, small enough that a student who prints
+# megabytes cannot make the report unreadable or slow.
+LIMITS = {
+    "title": 300,
+    "message": 4_000,
+    "diagnosis": 1_000,
+    "counterexample": 4_000,
+    "value": 3_000,
+    "traceback": 8_000,
+    "output": 4_000,
+    "answer": 20_000,
+    "rubric": 8_000,
+    "note": 2_000,
+}
+# A bigger attention map is shown by its top-left corner: counterexamples are shrunk, so the
+# interesting part of a map is small.
+HEATMAP_SIDE = 48
+
+STATUS_ICONS = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "–", MANUAL: "✎"}
+
+_environment = Environment(
+    loader=FileSystemLoader(TEMPLATES),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+@dataclass
+class Figure:
+    caption: str
+    picture: Markup
+
+
+@dataclass
+class AttentionView:
+    figures: list[Figure]
+    scale_low: str
+    scale_high: str
+    difference_high: str | None
+    notes: list[str]
+
+
+@dataclass
+class ProportionRow:
+    name: str
+    value: str
+    target: str
+    interval: str
+    inside: bool
+    axis_end: str
+    track: Markup
+
+
+@dataclass
+class Legend:
+    name: str
+    colour: str
+    dashed: bool
+
+
+@dataclass
+class CurvesView:
+    charts: list[Figure]
+    legend: list[Legend]
+    notes: list[str]
+
+
+@dataclass
+class CheckView:
+    anchor: str
+    title: str
+    status: str
+    status_label: str
+    icon: str
+    points: str
+    hidden: bool
+    message: str
+    diagnosis: str
+    diagnosis_id: str
+    counterexample: str
+    expected: str
+    got: str
+    comparisons: list[tuple[str, str, str]]
+    numbers: list[tuple[str, str]]
+    attention: AttentionView | None
+    proportions: list[ProportionRow]
+    curves: CurvesView | None
+    traceback: str
+    output: str
+    answer: str
+    rubric: str
+    elapsed: str
+
+
+@dataclass
+class PartView:
+    anchor: str
+    title: str
+    points: str
+    bar: Markup
+    passed_line: str
+    provisional: bool
+    note: str
+    checks: list[CheckView] = field(default_factory=list)
+
+
+def render_html(results: dict) -> str:
+    template = _environment.get_template("report.html.j2")
+    return template.render(report=build_report_view(results))
+
+
+def build_report_view(results: dict) -> dict:
+    submission = _mapping(results.get("submission"))
+    parts = [_part_view(i, part) for i, part in enumerate(results.get("parts") or [])]
+    counts = count_checks(results)
+    score, max_score = results.get("score", 0), results.get("max_score", 0)
+    return {
+        "rejected": is_rejected(results),
+        "reason": clip(rejection_reason(results), LIMITS["message"]),
+        "self_check": is_self_check(results),
+        "mode": as_text(results.get("mode")),
+        "submission_name": clip(submission.get("name") or "submission", LIMITS["title"]),
+        "submission_kind": as_text(submission.get("kind")),
+        "sha256": as_text(submission.get("sha256")),
+        "notes": [clip(n, LIMITS["note"]) for n in submission.get("notes") or []],
+        "score": format_points(0 if is_rejected(results) else score),
+        "max_score": format_points(max_score),
+        "score_label": score_label(results),
+        "total_bar": svg.score_bar(score, max_score, f"{points_text(score, max_score)} points"),
+        "headline": headline(results),
+        "hidden_count": counts.hidden,
+        "provisional_parts": [p.title for p in parts if p.provisional],
+        "parts": parts,
+        "versions": _flat_items(results.get("versions")),
+        "timings": _timing_items(results.get("timings")),
+        "schema_version": as_text(results.get("schema_version")),
+    }
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _flat_items(mapping) -> list[tuple[str, str]]:
+    return [(as_text(k), clip(v, LIMITS["title"])) for k, v in _mapping(mapping).items()]
+
+
+def _timing_items(timings) -> list[tuple[str, str]]:
+    items = []
+    for key, value in _mapping(timings).items():
+        if isinstance(value, dict):
+            items.extend((f"{_timing_name(key)}: {k}", _seconds(v)) for k, v in value.items())
+        else:
+            items.append((_timing_name(key), _seconds(value)))
+    return items
+
+
+def _timing_name(key) -> str:
+    """total_s -> "total time", worker_start_s -> "worker start time"."""
+    return as_text(key).removesuffix("_s").replace("_", " ") + " time"
+
+
+def _seconds(value) -> str:
+    number = svg.as_number(value)
+    return f"{number:.2f} s" if math.isfinite(number) else as_text(value)
+
+
+def _part_view(index: int, part: dict) -> PartView:
+    checks = [_check_view(index, i, c) for i, c in enumerate(part.get("checks") or [])]
+    automatic = [c for c in checks if c.status != MANUAL]
+    passed = sum(1 for c in automatic if c.status == "passed")
+    score, max_score = part.get("score", 0), part.get("max_score", 0)
+    title = clip(part.get("title") or part.get("id") or f"Part {index + 1}", LIMITS["title"])
+    return PartView(
+        anchor=f"part-{index}",
+        title=title,
+        points=points_text(score, max_score),
+        bar=svg.score_bar(score, max_score, f"{title}: {points_text(score, max_score)} points"),
+        passed_line=f"{passed}/{len(automatic)} checks passed" if automatic else "",
+        provisional=bool(part.get("provisional")),
+        note=clip(part.get("note"), LIMITS["note"]),
+        checks=checks,
+    )
+
+
+def _check_view(part_index: int, index: int, check: dict) -> CheckView:
+    details = _mapping(check.get("details"))
+    diagnosis = _mapping(check.get("diagnosis"))
+    status = check.get("status") if check.get("status") in STATUS_LABELS else "error"
+    return CheckView(
+        anchor=f"part-{part_index}-check-{index}",
+        title=clip(check.get("title") or check.get("id") or "check", LIMITS["title"]),
+        status=status,
+        status_label=STATUS_LABELS[status],
+        icon=STATUS_ICONS[status],
+        points=points_text(check.get("score", 0), check.get("max_score", 0)),
+        hidden=check.get("visibility") == "hidden",
+        message=clip(check.get("message"), LIMITS["message"]),
+        diagnosis=clip(diagnosis.get("text"), LIMITS["diagnosis"]),
+        diagnosis_id=clip(diagnosis.get("id"), LIMITS["title"]),
+        counterexample=clip(check.get("counterexample"), LIMITS["counterexample"]),
+        expected=clip(details.get("expected"), LIMITS["value"]),
+        got=clip(details.get("got"), LIMITS["value"]),
+        comparisons=_comparisons(_mapping(details.get("numbers"))),
+        numbers=_error_numbers(_mapping(details.get("numbers"))),
+        attention=_attention_view(details.get("attention_maps")),
+        proportions=_proportion_rows(details.get("proportions")),
+        curves=_curves_view(details.get("training_curve")),
+        traceback=clip(details.get("traceback"), LIMITS["traceback"]),
+        output=clip(details.get("output"), LIMITS["output"]),
+        answer=clip(details.get("answer"), LIMITS["answer"]),
+        rubric=clip(details.get("rubric"), LIMITS["rubric"]),
+        elapsed=_seconds(details["elapsed_s"]) if "elapsed_s" in details else "",
+    )
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _show_value(value) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return "(" + ", ".join(_show_value(v) for v in value) + ")"
+    if isinstance(value, float):
+        return svg.format_number(value)
+    return clip(value, LIMITS["title"])
+
+
+def _comparisons(numbers: dict) -> list[tuple[str, str, str]]:
+    rows = []
+    for label, key in (("shape", "shape"), ("dtype", "dtype")):
+        expected, got = numbers.get(f"expected_{key}"), numbers.get(f"got_{key}")
+        if expected is not None or got is not None:
+            rows.append((label, _show_value(expected), _show_value(got)))
+    return rows
+
+
+ERROR_LABELS = {
+    "max_abs_error": "largest absolute error",
+    "max_rel_error": "largest relative error",
+    "first_mismatch_index": "first mismatching index",
+}
+
+
+def _error_numbers(numbers: dict) -> list[tuple[str, str]]:
+    return [(label, _show_value(numbers[key])) for key, label in ERROR_LABELS.items() if key in numbers]
+
+
+# --------------------------------------------------------------------------- attention maps
+
+
+def _attention_view(maps) -> AttentionView | None:
+    if not isinstance(maps, dict):
+        return None
+    notes: list[str] = []
+    matrices = {}
+    for name in ("expected", "got"):
+        if name not in maps:
+            continue
+        matrix = svg.to_matrix(maps[name])
+        if matrix is None:
+            notes.append(f"The {name} map is not a rectangular (T, T) matrix, so it is not drawn.")
+        else:
+            matrices[name] = matrix
+    if not matrices:
+        return AttentionView([], "", "", None, notes) if notes else None
+
+    shapes = {name: (len(m), len(m[0])) for name, m in matrices.items()}
+    if any(rows > HEATMAP_SIDE or cols > HEATMAP_SIDE for rows, cols in shapes.values()):
+        notes.append(f"Only the first {HEATMAP_SIDE} queries and keys are drawn.")
+        matrices = {name: svg.crop(m, HEATMAP_SIDE) for name, m in matrices.items()}
+    if any(not math.isfinite(v) for m in matrices.values() for row in m for v in row):
+        notes.append("Grey cells are not finite numbers (NaN or infinity).")
+
+    low, high = svg.matrix_range(*matrices.values())
+    figures = [
+        Figure(
+            f"{name} {_shape_text(shapes[name])}",
+            svg.heatmap(matrix, low, high, f"{name} attention weights"),
+        )
+        for name, matrix in matrices.items()
+    ]
+    difference_high = _add_difference(matrices, figures, notes)
+    return AttentionView(figures, svg.format_number(low), svg.format_number(high), difference_high, notes)
+
+
+def _shape_text(shape: tuple[int, int]) -> str:
+    return f"({shape[0]} × {shape[1]})"
+
+
+def _add_difference(matrices: dict, figures: list[Figure], notes: list[str]) -> str | None:
+    """Append |got − expected| with its largest cell outlined; return its scale's top."""
+    expected, got = matrices.get("expected"), matrices.get("got")
+    if expected is None or got is None:
+        return None
+    if (len(expected), len(expected[0])) != (len(got), len(got[0])):
+        notes.append("The maps have different shapes, so no difference is drawn.")
+        return None
+    difference = svg.abs_difference(got, expected)
+    values = svg.finite(v for row in difference for v in row)
+    if not values:
+        return None
+    top = max(values)
+    figures.append(
+        Figure(
+            "|got − expected|",
+            svg.heatmap(
+                difference,
+                0.0,
+                top or 1.0,
+                "absolute difference",
+                ramp=svg.DIFFERENCE_RAMP,
+                mark=svg.argmax_cell(difference),
+            ),
+        )
+    )
+    return svg.format_number(top)
+
+
+# --------------------------------------------------------------------------- proportions
+
+
+def _proportion_rows(items) -> list[ProportionRow]:
+    rows = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        value, target = svg.as_number(item.get("value")), svg.as_number(item.get("target"))
+        low, high = svg.as_number(item.get("low")), svg.as_number(item.get("high"))
+        end = svg.axis_end(max(svg.finite([value, target, high]), default=1.0))
+        rows.append(
+            ProportionRow(
+                name=clip(item.get("name") or "rate", LIMITS["title"]),
+                value=svg.format_number(value),
+                target=svg.format_number(target),
+                interval=f"[{svg.format_number(low)}, {svg.format_number(high)}]",
+                inside=math.isfinite(value) and low <= value <= high,
+                axis_end=svg.format_number(end),
+                track=svg.proportion_track(value, target, low, high, end),
+            )
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- training curves
+
+TRAIN_COLOUR, VALID_COLOUR = "#2563eb", "#d97706"
+CHARTS = (
+    ("loss", ("train_loss", "valid_loss")),
+    ("accuracy", ("train_acc", "valid_acc")),
+)
+
+
+def _curves_view(curve) -> CurvesView | None:
+    if not isinstance(curve, dict):
+        return None
+    columns = {
+        key: [svg.as_number(v) for v in values]
+        for key, values in curve.items()
+        if isinstance(values, list)
+    }
+    length = max((len(v) for v in columns.values()), default=0)
+    epochs = columns.get("epoch") or [float(i + 1) for i in range(length)]
+    charts, legend, notes = [], {}, []
+    for quantity, keys in CHARTS:
+        series = [_series(key, columns[key]) for key in keys if key in columns]
+        values = svg.finite(v for s in series for v in s.values)
+        if not values:
+            continue
+        y_range = _y_range(quantity, values)
+        label = f"{quantity} per epoch"
+        charts.append(Figure(quantity, svg.line_chart(epochs, series, y_range, label)))
+        legend.update({_role(s.name): Legend(_role(s.name), s.colour, s.dashed) for s in series})
+        notes.extend(_not_finite_notes(series, epochs))
+    if not charts:
+        return None
+    return CurvesView(charts, list(legend.values()), notes)
+
+
+def _series(key: str, values: list[float]) -> svg.Series:
+    validation = key.startswith("valid")
+    name = ("validation" if validation else "training") + (" loss" if key.endswith("loss") else " accuracy")
+    return svg.Series(name, values, VALID_COLOUR if validation else TRAIN_COLOUR, dashed=validation)
+
+
+def _role(series_name: str) -> str:
+    """Charts are captioned loss and accuracy, so the legend only says which split."""
+    return series_name.split()[0]
+
+
+def _y_range(quantity: str, values: list[float]) -> tuple[float, float]:
+    if quantity == "accuracy" and 0 <= min(values) and max(values) <= 1:
+        return 0.0, 1.0
+    low, high = svg.padded_range(values)
+    step = svg.nice_step(high - low, 4)
+    return math.floor(low / step) * step, math.ceil(high / step) * step
+
+
+def _not_finite_notes(series: list[svg.Series], epochs: list[float]) -> list[str]:
+    notes = []
+    for s in series:
+        bad = [svg.format_number(e) for e, v in zip(epochs, s.values) if not math.isfinite(v)]
+        if bad:
+            notes.append(f"{s.name} is not a finite number at epoch {', '.join(bad)}.")
+    return notes

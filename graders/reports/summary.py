@@ -1,0 +1,136 @@
+"""Wording and small text helpers shared by every renderer.
+
+All renderers read the same results.json, so they must also say the same thing about it: the
+headline sentence, how points are written and how student-supplied text is clipped live here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Written answers wait for a person; they are neither passed nor failed checks.
+MANUAL = "pending_manual"
+
+STATUS_LABELS = {
+    "passed": "passed",
+    "failed": "failed",
+    "error": "error",
+    "skipped": "skipped",
+    MANUAL: "awaiting manual grading",
+}
+
+
+@dataclass(frozen=True)
+class CheckCounts:
+    automatic: int  # checks graded by the machine (everything but written answers)
+    passed: int
+    manual: int
+    hidden: int
+
+
+def all_checks(results: dict):
+    for part in results.get("parts") or []:
+        yield from part.get("checks") or []
+
+
+def count_checks(results: dict) -> CheckCounts:
+    checks = list(all_checks(results))
+    automatic = [c for c in checks if c.get("status") != MANUAL]
+    return CheckCounts(
+        automatic=len(automatic),
+        passed=sum(1 for c in automatic if c.get("status") == "passed"),
+        manual=len(checks) - len(automatic),
+        hidden=sum(1 for c in checks if c.get("visibility") == "hidden"),
+    )
+
+
+def is_rejected(results: dict) -> bool:
+    return results.get("status") == "rejected"
+
+
+def is_self_check(results: dict) -> bool:
+    return results.get("mode") == "self-check"
+
+
+def rejection_reason(results: dict) -> str:
+    return str(results.get("reason") or "no reason was recorded")
+
+
+def headline(results: dict) -> str:
+    """One sentence saying how the checks went.
+
+    In self-check mode only public checks ran, so the sentence says so: a student who reads
+    "all tests passed" and then loses points to hidden checks feels cheated (otter-grader #138).
+    """
+    if is_rejected(results):
+        return f"Submission rejected: {rejection_reason(results)}"
+    counts = count_checks(results)
+    if is_self_check(results):
+        sentence = (
+            f"{counts.passed}/{counts.automatic} public checks passed"
+            " — hidden checks run after the deadline"
+        )
+    else:
+        sentence = f"{counts.passed}/{counts.automatic} checks passed"
+    if counts.manual:
+        noun = "answer awaits" if counts.manual == 1 else "answers await"
+        sentence += f"; {counts.manual} written {noun} manual grading"
+    return sentence
+
+
+def score_label(results: dict) -> str:
+    return "Score on public checks" if is_self_check(results) else "Score"
+
+
+def format_points(value) -> str:
+    """8.0 -> "8", 7.5 -> "7.5", 0.1 + 0.2 -> "0.3"."""
+    try:
+        return f"{round(float(value), 2):g}"
+    except (TypeError, ValueError):
+        return "?"
+
+
+def points_text(score, max_score) -> str:
+    return f"{format_points(score)} / {format_points(max_score)}"
+
+
+def fraction(score, max_score) -> float:
+    try:
+        score, max_score = float(score), float(max_score)
+    except (TypeError, ValueError):
+        return 0.0
+    if max_score <= 0:
+        return 1.0
+    return min(max(score / max_score, 0.0), 1.0)
+
+
+def as_text(value) -> str:
+    return "" if value is None else str(value)
+
+
+def clip(text, limit: int) -> str:
+    """Keep the head and the tail of a long text: a traceback's or a log's end says most."""
+    text = as_text(text)
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n… [{cut:,} characters cut] …\n{text[-tail:]}"
+
+
+def one_line(text, limit: int) -> str:
+    """Flatten to one printable line.
+
+    Control characters go too: a student's message may carry terminal escape codes, and they
+    must not reach the instructor's terminal.
+    """
+    flat = "".join(ch if ch.isprintable() else " " for ch in as_text(text))
+    flat = " ".join(flat.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def check_summary_line(check: dict) -> str:
+    """What a reader should act on first: the diagnosis, else the message."""
+    diagnosis = check.get("diagnosis") or {}
+    return as_text(diagnosis.get("text")) or as_text(check.get("message"))
