@@ -1,0 +1,292 @@
+"""Renderers of results.json: HTML report, Gradescope export, terminal summary, write_reports."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jsonschema
+import pytest
+from markupsafe import escape
+from rich.console import Console
+
+import report_samples
+from graders.reports import print_summary, render_html, to_gradescope, write_reports
+from graders.reports.gradescope import md_code
+from graders.reports.summary import check_summary_line, format_points
+
+SAMPLE_NAMES = sorted(report_samples.SAMPLES)
+RESULTS_SCHEMA = json.loads(report_samples.RESULTS_SCHEMA.read_text())
+GRADESCOPE_SCHEMA = json.loads(report_samples.GRADESCOPE_SCHEMA.read_text())
+SELF_CHECK_WORDING = "public checks passed — hidden checks run after the deadline"
+
+
+@pytest.fixture(scope="module", params=SAMPLE_NAMES)
+def sample(request):
+    results = report_samples.SAMPLES[request.param]()
+    return request.param, results, render_html(results)
+
+
+class TagCollector(HTMLParser):
+    """Every start tag with its attributes, and the text of <style> elements."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.styles: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.styles.append(data)
+
+
+def parse(html: str) -> TagCollector:
+    collector = TagCollector()
+    collector.feed(html)
+    return collector
+
+
+# --------------------------------------------------------------------------- samples
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_samples_follow_the_results_schema(name):
+    jsonschema.validate(report_samples.SAMPLES[name](), RESULTS_SCHEMA)
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def test_html_shows_score_parts_and_every_failing_diagnosis(sample):
+    _, results, html = sample
+    assert f"{format_points(results['score'])}</span>" in html
+    assert f"/ {format_points(results['max_score'])} points" in html
+    for part in results["parts"]:
+        assert str(escape(part["title"])) in html
+    for check in report_samples.failing_checks(results):
+        assert str(escape(check_summary_line(check))) in html, check["id"]
+
+
+def test_html_loads_nothing_from_outside(sample):
+    _, _, html = sample
+    page = parse(html)
+    for tag, attributes in page.tags:
+        for name in ("src", "href", "xlink:href", "action", "data", "poster", "srcset", "background"):
+            value = (attributes.get(name) or "").strip()
+            assert not value or value.startswith("#"), f"<{tag} {name}={value!r}>"
+    css = "".join(page.styles)
+    assert "@import" not in css and "url(" not in css
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.IGNORECASE)
+
+
+def test_html_has_no_script_and_one_style(sample):
+    _, _, html = sample
+    tags = [tag for tag, _ in parse(html).tags]
+    assert "script" not in tags
+    assert tags.count("style") == 1
+    assert html.count("</style>") == 1
+
+
+def test_hostile_strings_stay_text():
+    html = render_html(report_samples.hostile())
+    page = parse(html)
+    assert report_samples.SCRIPT not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert {tag for tag, _ in page.tags}.isdisjoint({"script", "img", "link", "iframe", "object", "embed"})
+    assert all(attributes.get("href", "").startswith("#") for tag, attributes in page.tags if tag == "a")
+    assert not any(name.startswith("on") for _, attributes in page.tags for name in attributes)
+
+
+def test_huge_output_is_cut():
+    html = render_html(report_samples.hostile())
+    assert len(html) < 200_000
+    assert "characters cut" in html
+
+
+def test_html_flags_provisional_parts_and_hidden_checks():
+    html = render_html(report_samples.buggy())
+    assert "Provisional score." in html
+    assert "Smoke mode: trained on the small shipped set" in html
+    assert '<span class="tag">hidden</span>' in html
+
+
+def test_html_shows_written_answer_beside_its_rubric():
+    html = render_html(report_samples.buggy())
+    assert "Because every token attends to every other token" in html
+    assert "5 points: explains that attention cost grows" in html
+    assert "1 written answer awaits manual grading" in html
+
+
+def test_html_draws_the_pictures():
+    html = render_html(report_samples.buggy())
+    assert html.count('class="heatmap"') == 6  # expected, got, difference for two checks
+    assert html.count('class="track"') == 4
+    assert html.count('class="chart"') == 2
+    assert "validation loss is not a finite number at epoch 4, 5, 6." in html
+
+
+def test_rejected_submission_page():
+    results = report_samples.rejected()
+    html = render_html(results)
+    assert "Submission rejected" in html
+    assert str(escape(results["reason"])) in html
+
+
+def test_self_check_wording():
+    html = render_html(report_samples.self_check_all_passing())
+    assert f"9/9 {SELF_CHECK_WORDING}" in html
+    template = render_html(report_samples.template_not_implemented())
+    assert f"0/9 {SELF_CHECK_WORDING}" in template
+    for page in (html, template):
+        assert "all tests passed" not in page.lower()
+        assert "all checks passed" not in page.lower()
+
+
+def test_instructor_wording_does_not_mention_hidden_checks_running_later():
+    html = render_html(report_samples.full_marks())
+    assert "9/9 checks passed" in html
+    assert "after the deadline" not in html
+
+
+def test_malformed_details_do_not_break_the_report():
+    results = report_samples.buggy()
+    check = results["parts"][0]["checks"][0]
+    check["details"] = {
+        "attention_maps": {"expected": [[1, 0], [0.5]], "got": "not a matrix"},
+        "proportions": {"not": "a list"},
+        "training_curve": {"train_loss": [None, "x"]},
+        "numbers": "nope",
+    }
+    html = render_html(results)
+    assert "is not a rectangular (T, T) matrix" in html
+
+
+# --------------------------------------------------------------------------- Gradescope
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_gradescope_export_follows_its_schema(name):
+    results = report_samples.SAMPLES[name]()
+    export = to_gradescope(results)
+    jsonschema.validate(export, GRADESCOPE_SCHEMA)
+    json.dumps(export, allow_nan=False)  # Gradescope reads strict JSON
+    numbers = [test["number"] for test in export["tests"]]
+    assert len(numbers) == len(set(numbers))
+
+
+def test_gradescope_visibility_and_scores():
+    results = report_samples.buggy()
+    export = to_gradescope(results)
+    assert export["score"] == pytest.approx(results["score"])
+    checks = [c for p in results["parts"] for c in p["checks"]]
+    for check, test in zip(checks, export["tests"], strict=True):
+        expected = "after_due_date" if check["visibility"] == "hidden" else "visible"
+        assert test["visibility"] == expected
+        if check["status"] == "pending_manual":
+            assert test["max_score"] == 0 and "status" not in test
+        else:
+            assert test["status"] == ("passed" if check["status"] == "passed" else "failed")
+            assert test["max_score"] == check["max_score"]
+    assert any(test["visibility"] == "after_due_date" for test in export["tests"])
+
+
+def test_gradescope_rejected_submission():
+    export = to_gradescope(report_samples.rejected())
+    assert export["score"] == 0
+    assert export["tests"] == []
+    assert export["output"].startswith("Submission rejected: not a zip file")
+
+
+def test_gradescope_student_text_is_fenced_or_escaped():
+    export = to_gradescope(report_samples.hostile())
+    fence = re.compile(r"^(`{3,})text\n.*?\n\1$", re.DOTALL | re.MULTILINE)
+    for text in [export["output"]] + [test["output"] for test in export["tests"]]:
+        outside_code = fence.sub("", text)
+        assert not re.search(r"(?<!\\)<", outside_code), outside_code
+
+
+def test_markdown_fence_outlasts_backticks_inside():
+    block = md_code("```\nstill code\n````")
+    assert block.startswith("`````text\n") and block.endswith("\n`````")
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def test_terminal_summary_is_plain_text_when_not_a_terminal():
+    buffer = io.StringIO()
+    print_summary(report_samples.hostile(), Console(file=buffer, width=200))
+    text = buffer.getvalue()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "[bold red]loud[/bold red]" in text  # student text is not rich markup
+    assert text.rstrip().splitlines()[-1].startswith("Score: 0 / 11")
+
+
+def test_terminal_summary_piped_from_a_process_has_no_escape_codes():
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import report_samples; "
+        "from graders.reports import print_summary; print_summary(report_samples.buggy())"
+    )
+    environment = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
+    environment["COLUMNS"] = "200"
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent)],
+        capture_output=True, text=True, env=environment, check=True,
+    )
+    assert "\x1b" not in run.stdout
+    assert "Attention is not scaled by 1/sqrt(d_k)" in run.stdout
+    assert run.stdout.rstrip().splitlines()[-1].startswith("Score: 2.4 / 39")
+
+
+def test_terminal_self_check_wording():
+    buffer = io.StringIO()
+    print_summary(report_samples.self_check_all_passing(), Console(file=buffer, width=120))
+    text = buffer.getvalue()
+    assert f"9/9 {SELF_CHECK_WORDING}" in " ".join(text.split())
+    assert "all tests passed" not in text.lower()
+
+
+def test_terminal_rejected_submission():
+    buffer = io.StringIO()
+    print_summary(report_samples.rejected(), Console(file=buffer, width=200))
+    assert buffer.getvalue().startswith("Submission rejected: not a zip file")
+
+
+# --------------------------------------------------------------------------- write_reports
+
+
+def test_write_reports_puts_both_files_next_to_results(tmp_path):
+    results = report_samples.buggy()
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    paths = write_reports(results, tmp_path)
+    assert paths == {"html": tmp_path / "report.html", "gradescope": tmp_path / "gradescope.json"}
+    assert paths["html"].read_text(encoding="utf-8") == render_html(results)
+    jsonschema.validate(json.loads(paths["gradescope"].read_text()), GRADESCOPE_SCHEMA)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gradescope.json", "report.html", "results.json"]
+
+
+def test_write_reports_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
+    (tmp_path / "report.html").write_text("previous report")
+
+    def failing_replace(source, target):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        write_reports(report_samples.buggy(), tmp_path)
+    assert (tmp_path / "report.html").read_text() == "previous report"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]

@@ -1,0 +1,183 @@
+"""The HTML report as a person sees it: headless Chromium renders it and we read what shows.
+
+Driven by Selenium and Debian's chromium + chromium-driver (same source package, so driver and
+browser versions always match). Requests are observed through ChromeDriver's performance log
+(the DevTools Network events of the page); a control test proves the log does see a request.
+
+Skipped where selenium, /usr/bin/chromium or chromedriver is missing. Screenshots go to
+$REPORT_SCREENSHOT_DIR (default: a pytest temporary folder); their paths are printed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import report_samples
+from graders.reports import render_html
+from graders.reports.summary import check_summary_line, format_points
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install -y chromium)"),
+    pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver (apt-get install -y chromium-driver)"),
+]
+
+DESKTOP = (1280, 900)
+PHONE = (390, 844)
+BROWSER_SAMPLES = ["buggy", "hostile", "template_not_implemented", "self_check_all_passing", "rejected", "full_size"]
+SCREENSHOT_SAMPLES = {"buggy", "hostile", "self_check_all_passing", "rejected"}
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",  # CI runs as root
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+        f"--window-size={DESKTOP[0]},{DESKTOP[1]}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    # An explicit driver path and browser binary keep Selenium Manager from looking online.
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    # Leave the start-up tab (its chrome:// loads would be counted against the first report).
+    driver.get("about:blank")
+    driver.get_log("performance")
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def screenshot_dir(tmp_path_factory) -> Path:
+    folder = os.environ.get("REPORT_SCREENSHOT_DIR")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("report-screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def open_page(driver, path: Path) -> list[str]:
+    """Load a file and return the URLs of every request the page made."""
+    driver.get_log("performance")  # drop the events of earlier pages
+    driver.get(path.as_uri())
+    requests = []
+    for entry in driver.get_log("performance"):
+        event = json.loads(entry["message"])["message"]
+        if event["method"] == "Network.requestWillBeSent":
+            requests.append(event["params"]["request"]["url"])
+    return requests
+
+
+def full_page_png(driver, path: Path, width: int, height: int, mobile: bool) -> Path:
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+    )
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": size["height"], "scale": 1},
+        },
+    )
+    path.write_bytes(base64.b64decode(shot["data"]))
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    return path
+
+
+def test_the_request_log_sees_requests(browser, tmp_path):
+    """Control: without it, 'no request seen' could mean the log is broken."""
+    page = tmp_path / "control.html"
+    page.write_text('<!DOCTYPE html><img src="http://127.0.0.1:9/pixel.png">')
+    requests = open_page(browser, page)
+    assert page.as_uri() in requests
+    assert "http://127.0.0.1:9/pixel.png" in requests
+
+
+@pytest.mark.parametrize("name", BROWSER_SAMPLES)
+def test_report_shows_what_matters_and_loads_nothing(browser, name, tmp_path, screenshot_dir):
+    results = report_samples.SAMPLES[name]()
+    page = tmp_path / f"{name}.html"
+    page.write_text(render_html(results), encoding="utf-8")
+
+    requests = open_page(browser, page)
+    assert [url for url in requests if url != page.as_uri()] == [], "the report made network requests"
+
+    body = browser.find_element(By.TAG_NAME, "body")
+    visible = body.text  # WebDriver's rendered text: hidden elements are left out
+    if results["status"] == "rejected":
+        assert "Submission rejected" in visible
+        assert results["reason"] in visible
+    assert f"{format_points(results['score'])}\n/ {format_points(results['max_score'])} points" in visible
+    for part in results["parts"]:
+        assert part["title"] in visible
+    for check in report_samples.failing_checks(results):
+        assert check_summary_line(check) in visible, check["id"]
+    assert all(element.is_displayed() for element in browser.find_elements(By.CSS_SELECTOR, ".diagnosis"))
+    assert "all tests passed" not in visible.lower()
+    if results["mode"] == "self-check":
+        assert "public checks passed" in visible
+
+    # Nothing from the data became markup: no script element, no alert, no external image.
+    assert browser.find_elements(By.TAG_NAME, "script") == []
+    assert browser.find_elements(By.TAG_NAME, "img") == []
+
+    if name in SCREENSHOT_SAMPLES:
+        for label, (width, height), mobile in (("desktop", DESKTOP, False), ("phone", PHONE, True)):
+            shot = full_page_png(browser, screenshot_dir / f"report-{name}-{label}.png", width, height, mobile)
+            print(f"screenshot: {shot}")
+
+
+@pytest.mark.parametrize("name", ["buggy", "hostile"])
+def test_report_fits_a_phone_screen(browser, name, tmp_path):
+    page = tmp_path / f"{name}.html"
+    page.write_text(render_html(report_samples.SAMPLES[name]()), encoding="utf-8")
+    open_page(browser, page)
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 1, "mobile": True},
+    )
+    try:
+        overflow = browser.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert overflow <= 0, f"the page is {overflow}px wider than a phone screen"
+
+
+def test_printed_report_cuts_nothing_off(browser, tmp_path):
+    page = tmp_path / "buggy.html"
+    page.write_text(render_html(report_samples.buggy()), encoding="utf-8")
+    open_page(browser, page)
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        clipped = browser.execute_script(
+            "return [...document.querySelectorAll('pre')]"
+            ".filter(p => p.scrollHeight > p.clientHeight + 1).length"
+        )
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+    assert clipped == 0, "some text blocks would be cut off when printed"
