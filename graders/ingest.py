@@ -1,0 +1,490 @@
+"""Turn a hand-in (a zip, a folder or a notebook) into a plain folder of module files.
+
+Everything in a submission is hostile: names, sizes, file types, the zip structure itself.
+Nothing here imports or runs student code; it only copies bytes, under limits, into a fresh
+folder the caller owns, and says what it found. Unusable input raises `Rejected` with a reason
+a TA can read; a module that is merely missing is recorded, so the grade can report it per part.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Literal
+
+EXPECTED_FILES: tuple[str, ...] = (
+    "attention.py",
+    "encoder.py",
+    "bert.py",
+    "sentiment.py",
+    "causal_lm.py",
+    "gpt.py",
+    "answers.toml",
+)
+
+# The public names each template module defines. A notebook definition goes to the first
+# module that lists its name, so `PositionalEncoding` lands in encoder.py and causal_lm.py
+# imports it from there.
+MODULE_NAMES: dict[str, tuple[str, ...]] = {
+    "attention.py": ("scaled_dot_product", "MultiHeadAttention"),
+    "encoder.py": ("PositionalEncoding", "TransformerBlock"),
+    "bert.py": ("BertModel", "mask_inputs", "pretrain_step"),
+    "sentiment.py": ("BERTGRUSentiment", "binary_accuracy", "train", "evaluate", "HYPERPARAMETERS"),
+    "causal_lm.py": (
+        "generate_square_subsequent_mask",
+        "PositionalEncoding",
+        "TransformerModel",
+        "LMHead",
+        "ClassificationHead",
+        "count_parameters",
+        "closed_form_parameter_count",
+    ),
+    "gpt.py": ("GPTConfig", "GPT", "LanguageModelingDataset", "lm_collate_fn", "generate"),
+}
+
+# Folders and files that operating systems and editors add on their own. They are skipped
+# without being read, wherever they appear in the tree.
+IGNORED_NAMES = frozenset({"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store", ".git"})
+
+MiB = 1024 * 1024
+_COPY_CHUNK = 64 * 1024
+# Below this size a high compression ratio is ordinary (a short file of repeated lines).
+_RATIO_CHECK_FROM_BYTES = 1 * MiB
+
+RAW_FOLDER = "submission"
+NOTEBOOK_FOLDER = "from_notebook"
+
+
+class Rejected(Exception):
+    """The input cannot be graded at all; `reason` says why, in words for a TA."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class IngestLimits:
+    max_total_bytes: int = 50 * MiB
+    max_files: int = 200
+    max_file_bytes: int = 10 * MiB
+    max_compression_ratio: float = 200.0
+
+
+@dataclass(frozen=True)
+class Ingested:
+    root: Path  # the folder holding the modules
+    kind: Literal["zip", "folder", "notebook"]
+    sha256: str
+    files: list[str]  # paths relative to root, sorted
+    missing: list[str]  # entries of EXPECTED_FILES not found in root
+    notes: list[str] = field(default_factory=list)
+
+
+def ingest(source: Path, dest: Path, *, limits: IngestLimits = IngestLimits()) -> Ingested:
+    """Copy the submission at `source` into `dest` (absent or empty) and locate its modules.
+
+    A zip or folder is copied into `dest/submission/`; a notebook's definitions are written as
+    modules into `dest/from_notebook/`. On rejection everything written into `dest` is removed.
+    """
+    source, dest = Path(source), Path(dest)
+    if not source.exists():
+        raise Rejected(f"{_show(str(source))} does not exist")
+    if dest.exists() and any(dest.iterdir()):
+        raise ValueError(f"destination {dest} must be absent or empty")
+    if source.is_dir() and dest.resolve().is_relative_to(source.resolve()):
+        raise ValueError("the destination must not lie inside the submission folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        return _ingest_into(source, dest, limits)
+    except Rejected:
+        for child in dest.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        raise
+
+
+def _ingest_into(source: Path, dest: Path, limits: IngestLimits) -> Ingested:
+    notes: list[str] = []
+    raw = dest / RAW_FOLDER
+    raw.mkdir()
+    if source.is_dir():
+        kind = "folder"
+        _copy_folder(source, raw, limits, notes)
+        sha256 = _hash_tree(raw)
+    elif source.suffix.lower() == ".ipynb":
+        kind = "notebook"
+        try:
+            src = _open_regular_file(source.resolve())
+        except _NotRegular:
+            raise Rejected(f"{_show(source.name)} is not a regular file") from None
+        with src:
+            _copy_stream(src, raw / source.name, source.name, limits, _Budget(limits))
+        sha256 = _hash_file(raw / source.name)
+    else:
+        kind = "zip"
+        _extract_zip(source, raw, limits, notes)
+        sha256 = _hash_file(source)
+
+    module_dir, notebook = _locate(raw, notes)
+    if notebook is None:
+        root = module_dir
+    else:
+        kind = "notebook"
+        root = _modules_from_notebook(raw / notebook, dest / NOTEBOOK_FOLDER, notes)
+
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    missing = [name for name in EXPECTED_FILES if not (root / name).is_file()]
+    notes.extend(_near_miss_notes(missing, raw))
+    return Ingested(root=root, kind=kind, sha256=sha256, files=files, missing=missing, notes=notes)
+
+
+# --- zip -------------------------------------------------------------------------------------
+
+
+def _extract_zip(archive: Path, out: Path, limits: IngestLimits, notes: list[str]) -> None:
+    archive_size = archive.stat().st_size
+    if archive_size > limits.max_total_bytes:
+        raise Rejected(
+            f"the file is {_size(archive_size)}; submissions are limited to {_size(limits.max_total_bytes)}"
+        )
+    try:
+        zf = zipfile.ZipFile(archive)
+    # zipfile raises a zoo of exception types on crafted input; each means "unreadable".
+    except Exception:
+        with archive.open("rb") as f:
+            looks_like_zip = f.read(2) == b"PK"
+        if looks_like_zip:
+            raise Rejected("the zip file is damaged or truncated") from None
+        raise Rejected("the file is not a zip archive (nor a folder or a .ipynb notebook)") from None
+
+    with zf:
+        infos = zf.infolist()
+        if not infos:
+            raise Rejected("the zip file is empty")
+        wanted = _select_entries(infos, limits, notes)
+        budget = _Budget(limits)
+        for path, info in wanted:
+            try:
+                with zf.open(info) as src:
+                    _copy_stream(src, out.joinpath(*path.parts), path.as_posix(), limits, budget,
+                                 compressed_size=info.compress_size)
+            except Rejected:
+                raise
+            # Damaged data (bad CRC, truncated deflate stream, a size that lies) surfaces here.
+            except Exception as error:
+                raise Rejected(f"the zip file is damaged: {_show(path.as_posix())}: {str(error)[:200]}") from None
+
+
+def _select_entries(infos: list[zipfile.ZipInfo], limits: IngestLimits, notes: list[str]
+                    ) -> list[tuple[PurePosixPath, zipfile.ZipInfo]]:
+    """Check every entry before anything is written; return the regular files to extract."""
+    wanted: list[tuple[PurePosixPath, zipfile.ZipInfo]] = []
+    ignored: dict[str, int] = {}
+    seen: set[PurePosixPath] = set()
+    declared_total = 0
+    for info in infos:
+        path = _safe_entry_path(info.filename)
+        if _check_entry_type(info) == stat.S_IFDIR or path is None:
+            continue
+        junk = next((part for part in path.parts if part in IGNORED_NAMES), None)
+        if junk is not None:
+            ignored[junk] = ignored.get(junk, 0) + 1
+            continue
+        if path in seen:
+            raise Rejected(f"the zip holds two entries named {_show(path.as_posix())}")
+        seen.add(path)
+        if info.file_size > limits.max_file_bytes:
+            raise Rejected(
+                f"{_show(path.as_posix())} unpacks to {_size(info.file_size)}; "
+                f"the limit per file is {_size(limits.max_file_bytes)}"
+            )
+        _check_ratio(path.as_posix(), info.file_size, info.compress_size, limits)
+        declared_total += info.file_size
+        wanted.append((path, info))
+
+    if len(wanted) > limits.max_files:
+        raise Rejected(f"the zip holds {len(wanted)} files; the limit is {limits.max_files}")
+    if declared_total > limits.max_total_bytes:
+        raise Rejected(
+            f"the zip unpacks to {_size(declared_total)}; the limit is {_size(limits.max_total_bytes)}"
+        )
+    folders = {parent for path in seen for parent in path.parents}
+    clash = next((path for path in sorted(seen) if path in folders), None)
+    if clash is not None:
+        raise Rejected(f"the zip holds {_show(clash.as_posix())} both as a file and as a folder")
+    if not wanted:
+        raise Rejected("the zip holds no files (only folders or system files such as __MACOSX)")
+    if ignored:
+        notes.append("ignored system files: " + ", ".join(f"{name} ({count})" for name, count in sorted(ignored.items())))
+    return wanted
+
+
+def _safe_entry_path(name: str) -> PurePosixPath | None:
+    """The entry's path inside the extraction folder, or Rejected if it could leave it."""
+    if any(ord(char) < 32 or ord(char) == 127 for char in name):
+        raise Rejected(f"the zip entry {_show(name)} has control characters in its name")
+    # Some Windows tools write backslashes as separators; treating them as separators lets the
+    # same checks catch `..\evil.py` while accepting such zips.
+    normalised = name.replace("\\", "/")
+    if normalised.startswith("/"):
+        raise Rejected(f"the zip entry {_show(name)} has an absolute path")
+    if re.match(r"[A-Za-z]:", normalised):
+        raise Rejected(f"the zip entry {_show(name)} starts with a drive letter")
+    parts = [part for part in normalised.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise Rejected(f"the zip entry {_show(name)} points outside the folder ('..')")
+    return PurePosixPath(*parts) if parts else None
+
+
+def _check_entry_type(info: zipfile.ZipInfo) -> int:
+    """Reject anything but a plain file or folder; return stat.S_IFDIR or stat.S_IFREG."""
+    shown = _show(info.filename)
+    if info.flag_bits & 0x1:
+        raise Rejected(f"the zip entry {shown} is encrypted; password-protected zips cannot be graded")
+    file_type = stat.S_IFMT(info.external_attr >> 16)
+    if file_type == stat.S_IFLNK:
+        raise Rejected(f"the zip entry {shown} is a symbolic link; only regular files are accepted")
+    # Zips made on Windows leave the Unix type bits at zero, which means a plain file.
+    if file_type not in (0, stat.S_IFREG, stat.S_IFDIR):
+        raise Rejected(f"the zip entry {shown} is a device, pipe or socket, not a regular file")
+    is_folder = file_type == stat.S_IFDIR or info.filename.endswith(("/", "\\"))
+    return stat.S_IFDIR if is_folder else stat.S_IFREG
+
+
+def _check_ratio(name: str, size: int, compressed_size: int, limits: IngestLimits) -> None:
+    if size >= _RATIO_CHECK_FROM_BYTES and size > limits.max_compression_ratio * max(compressed_size, 1):
+        ratio = size / max(compressed_size, 1)
+        raise Rejected(
+            f"{_show(name)} is compressed {ratio:.0f}:1, far more than real files are "
+            f"(limit {limits.max_compression_ratio:.0f}:1); this looks like a zip bomb"
+        )
+
+
+# --- folder ----------------------------------------------------------------------------------
+
+
+def _copy_folder(source: Path, out: Path, limits: IngestLimits, notes: list[str]) -> None:
+    base = source.resolve()
+    budget = _Budget(limits)
+    ignored: dict[str, int] = {}
+    # An explicit stack rather than os.walk: it never follows links, and it stops as soon as
+    # a limit is crossed instead of listing a huge tree first.
+    pending = [PurePosixPath()]
+    while pending:
+        relative_dir = pending.pop()
+        try:
+            with os.scandir(source.joinpath(*relative_dir.parts)) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            raise Rejected(f"cannot list {_show(relative_dir.as_posix())}: {error.strerror}") from None
+        for entry in entries:
+            relative = relative_dir / entry.name
+            shown = relative.as_posix()
+            if entry.name in IGNORED_NAMES:
+                ignored[entry.name] = ignored.get(entry.name, 0) + 1
+                continue
+            if entry.is_symlink():
+                try:
+                    target = Path(entry.path).resolve()
+                except (OSError, RuntimeError):  # a loop of links
+                    notes.append(f"skipped {_show(shown)}: a link that leads nowhere")
+                    continue
+                if not target.is_relative_to(base):
+                    raise Rejected(f"{_show(shown)} is a link to a place outside the submission folder")
+                if not target.is_file():
+                    notes.append(f"skipped {_show(shown)}: a link to something other than a file")
+                    continue
+                file_path = target
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(relative)
+                continue
+            elif entry.is_file(follow_symlinks=False):
+                file_path = Path(entry.path)
+            else:
+                notes.append(f"skipped {_show(shown)}: not a regular file")
+                continue
+            try:
+                src = _open_regular_file(file_path)
+            except _NotRegular:
+                notes.append(f"skipped {_show(shown)}: not a regular file")
+                continue
+            with src:
+                budget.count_file(shown)
+                _copy_stream(src, out.joinpath(*relative.parts), shown, limits, budget)
+    if budget.files == 0:
+        raise Rejected("the folder holds no files")
+    if ignored:
+        notes.append("ignored system files: " + ", ".join(f"{name} ({count})" for name, count in sorted(ignored.items())))
+
+
+class _NotRegular(Exception):
+    pass
+
+
+def _open_regular_file(path: Path) -> BinaryIO:
+    # O_NONBLOCK keeps a fifo from blocking the open; O_NOFOLLOW refuses a file swapped for a
+    # link after it was listed. The type is then checked on the open descriptor itself.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        raise Rejected(f"cannot read {_show(path.name)}: {error.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _NotRegular(path)
+    return os.fdopen(fd, "rb")
+
+
+# --- copying under limits --------------------------------------------------------------------
+
+
+class _Budget:
+    """Counts files and bytes actually written, whatever the input declared."""
+
+    def __init__(self, limits: IngestLimits):
+        self.limits = limits
+        self.files = 0
+        self.bytes = 0
+
+    def count_file(self, shown: str) -> None:
+        self.files += 1
+        if self.files > self.limits.max_files:
+            raise Rejected(f"the submission holds more than {self.limits.max_files} files (reached at {_show(shown)})")
+
+    def count_bytes(self, shown: str, written_to_file: int, more: int) -> None:
+        if written_to_file + more > self.limits.max_file_bytes:
+            raise Rejected(f"{_show(shown)} is larger than the limit per file, {_size(self.limits.max_file_bytes)}")
+        self.bytes += more
+        if self.bytes > self.limits.max_total_bytes:
+            raise Rejected(f"the submission is larger than the limit of {_size(self.limits.max_total_bytes)} in all")
+
+
+def _copy_stream(src: BinaryIO, target: Path, shown: str, limits: IngestLimits, budget: _Budget,
+                 *, compressed_size: int | None = None) -> None:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out = target.open("xb")
+    except OSError as error:
+        raise Rejected(f"cannot store {_show(shown)}: {error.strerror}") from None
+    with out:
+        written = 0
+        while chunk := src.read(_COPY_CHUNK):
+            budget.count_bytes(shown, written, len(chunk))
+            written += len(chunk)
+            if compressed_size is not None:
+                _check_ratio(shown, written, compressed_size, limits)
+            out.write(chunk)
+
+
+# --- finding the modules ---------------------------------------------------------------------
+
+
+def _locate(raw: Path, notes: list[str]) -> tuple[Path, PurePosixPath | None]:
+    """The folder holding the modules, or the one notebook to read when there are no modules.
+
+    The shallowest folder holding module files wins; two at the same depth (say `v1/` and
+    `v2/`) are ambiguous and rejected rather than guessed between.
+    """
+    files = [PurePosixPath(p.relative_to(raw).as_posix()) for p in raw.rglob("*") if p.is_file()]
+    notebooks = sorted(p for p in files if p.suffix.lower() == ".ipynb")
+    module_dirs = {p.parent for p in files if p.name in EXPECTED_FILES}
+    if module_dirs:
+        shallowest = min(len(folder.parts) for folder in module_dirs)
+        candidates = sorted(folder for folder in module_dirs if len(folder.parts) == shallowest)
+        if len(candidates) > 1:
+            raise Rejected(
+                f"module files are in {len(candidates)} different folders "
+                f"({', '.join(_folder(c) for c in candidates)}); the grader cannot tell which to grade"
+            )
+        chosen = candidates[0]
+        if chosen.parts:
+            notes.append(f"modules found in {_folder(chosen)}")
+        others = sorted(module_dirs - {chosen})
+        if others:
+            notes.append(f"module files in {', '.join(_folder(o) for o in others)} are not graded; those in {_folder(chosen)} are")
+        if notebooks:
+            shown = ", ".join(_show(n.as_posix()) for n in notebooks[:5])
+            verb = "is" if len(notebooks) == 1 else "are"
+            notes.append(f"notebook {shown} {verb} not read: the module files are graded")
+        return raw.joinpath(*chosen.parts), None
+    if len(notebooks) == 1:
+        return raw, notebooks[0]
+    if notebooks:
+        shown = ", ".join(_show(n.as_posix()) for n in notebooks[:5])
+        raise Rejected(f"found {len(notebooks)} notebooks ({shown}) and no module files; hand in one notebook or the module files")
+    found = ", ".join(_show(p.as_posix()) for p in sorted(files)[:10])
+    raise Rejected(f"found none of the module files ({', '.join(EXPECTED_FILES)}) and no notebook; the submission holds: {found}")
+
+
+def _modules_from_notebook(notebook: Path, out: Path, notes: list[str]) -> Path:
+    # Imported here because notebook.py imports the module table from this file.
+    from .notebook import extract_notebook
+
+    extraction = extract_notebook(notebook, out)
+    if not extraction.modules:
+        expected = ", ".join(name for names in MODULE_NAMES.values() for name in names)
+        raise Rejected(f"the notebook {_show(notebook.name)} defines none of the graded names ({expected})")
+    notes.extend(extraction.notes)
+    notes.append("answers.toml: written answers are not read from a notebook; read them in the notebook")
+    return out
+
+
+def _near_miss_notes(missing: list[str], raw: Path) -> list[str]:
+    """Point at `Attention.py` or `attention (1).py` when `attention.py` is missing."""
+    names = sorted({p.name for p in raw.rglob("*") if p.is_file()} - set(EXPECTED_FILES))
+    notes = []
+    for expected in missing:
+        close = difflib.get_close_matches(expected.lower(), [n.lower() for n in names], n=1, cutoff=0.75)
+        if close:
+            original = next(n for n in names if n.lower() == close[0])
+            notes.append(f"{expected} is missing, but {_show(original)} was found; file names must match exactly")
+    return notes
+
+
+# --- hashing and display ---------------------------------------------------------------------
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_COPY_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _hash_tree(root: Path) -> str:
+    """A hash of the copied files' sorted relative paths and contents."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+        if path.is_file():
+            # Lengths make the encoding unambiguous: no two trees hash the same input stream.
+            name = path.relative_to(root).as_posix().encode("utf-8", "surrogateescape")
+            digest.update(len(name).to_bytes(8, "big") + name)
+            digest.update(path.stat().st_size.to_bytes(8, "big"))
+            with path.open("rb") as f:
+                while chunk := f.read(_COPY_CHUNK):
+                    digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _show(name: str, limit: int = 80) -> str:
+    """A name from the submission, safe to put in a message: quoted, escaped and short."""
+    text = ascii(name)[1:-1] if not name.isprintable() else name
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _folder(path: PurePosixPath) -> str:
+    return f"{path.as_posix()}/" if path.parts else "the top level"
+
+
+def _size(size: int) -> str:
+    return f"{size / MiB:.1f} MiB" if size >= MiB else f"{size / 1024:.1f} KiB"
