@@ -32,6 +32,9 @@ DIAGNOSES = {
     "missing_residual": "A residual connection is missing: add the sub-layer's input to its output before the LayerNorm.",
     "block_drops_mask": "The block must return (embedding, mask) so blocks can be chained.",
     "block_ignores_mask": "The block does not pass the padding mask to its attention: outputs depend on padding content.",
+    "pe_not_added": "The positional encoding is not added: the output equals the input.",
+    "pe_not_registered": "The positional table is a plain tensor attribute: register it with self.register_buffer so it moves with .to(device) and is saved in the state_dict.",
+    "block_no_dropout": "The block applies no dropout in training mode: use layer_drop_rate after the attention and in linear_net.",
     # BERT
     "bert_no_mask_embedding": "The embedding needs vocab_size + 1 rows: the last one is the <mask> token.",
     "bert_mask_not_passed": "The padding mask is not passed through the blocks: predictions change with padding content.",
@@ -49,6 +52,7 @@ DIAGNOSES = {
     "pretrain_no_backward": "The pre-training step never calls loss.backward(): the weights do not change.",
     "pretrain_no_step": "The pre-training step never calls optimizer.step(): the weights do not change.",
     "pretrain_loss_on_all_tokens": "The loss counts unselected tokens: use the -100 labels with ignore_index so only selected tokens count.",
+    "mlm_labels_mismatch": "Tokens are changed at positions whose label is -100 (or the reverse): build the labels and the masked text from the same selection.",
     # causal LM
     "square_mask_polarity": "The square mask must be 0 on and below the diagonal and -inf above it.",
     "square_mask_diagonal": "The diagonal is masked too (triu without diagonal=1): the first row is fully masked.",

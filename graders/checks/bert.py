@@ -1,0 +1,473 @@
+"""Checks for the BERT model, BERT's masking and the pre-training step (seed 004, parts 5 and 6).
+
+Masking is random, so its checks are statistical: every one draws its batch from the grading seed
+(the same seed gives the same batch and seeds the worker's generator), uses batches large enough
+that a right solution lies well inside the bounds, and bounds every proportion by 5 binomial
+standard deviations (a right solution fails one such bound with probability below 1e-6).
+Failures carry details["proportions"] for the report.
+
+The pre-training step runs inside the worker (harness tasks `bert.pretrain_probe` and
+`bert.pretrain_fresh` in graders/sandbox/tasks.py) because it needs an optimizer over the model's
+parameters. The loss check feeds the student's step a stand-in model whose predictions are
+perfect on every token it sees unchanged, so the loss summed over tokens is known from the inputs
+alone and the returned mean tells how many tokens it was averaged over.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from graders.checks.compare import expect_tensor
+from graders.checks.encoder import split_parameters
+from graders.checks.framework import CheckFailed, check
+from graders.sandbox import StudentError
+
+MODULE = "bert"
+IGNORE = -100
+SIGMAS = 5.0
+
+
+def binomial_bounds(p, n, sigmas=SIGMAS):
+    sigma = math.sqrt(max(p * (1 - p), 1e-12) / max(n, 1))
+    return p - sigmas * sigma, p + sigmas * sigma
+
+
+def proportion(name, value, target, n, sigmas=SIGMAS):
+    low, high = binomial_bounds(target, n, sigmas)
+    return {"name": name, "value": value, "target": target, "low": low, "high": high}
+
+
+def outside(row):
+    return not row["low"] <= row["value"] <= row["high"]
+
+
+# ---------------------------------------------------------------- the model
+
+
+@dataclass
+class BertInput:
+    n_layers: int
+    vocab_size: int
+    embed_dim: int
+    n_heads: int
+    text: torch.Tensor  # (B, T) ids in [1, V)
+    padding: torch.Tensor | None  # (B, T) bool, True at padding; position 0 always real
+
+    def __repr__(self):
+        padding = None if self.padding is None else self.padding.int().tolist()
+        return (f"BertModel(n_layers={self.n_layers}, vocab_size={self.vocab_size}, embed_dim={self.embed_dim}, "
+                f"n_heads={self.n_heads}) on text {self.text.tolist()}, padding mask {padding}")
+
+
+@st.composite
+def bert_inputs(draw, *, padded=False):
+    n_heads = draw(st.integers(1, 2))
+    E = n_heads * draw(st.integers(2, 4))
+    V = draw(st.integers(3, 30))
+    n_layers = draw(st.integers(1, 2))
+    T = draw(st.integers(2 if padded else 1, 6))
+    B = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    text = torch.randint(1, V, (B, T), generator=g)
+    padding = None
+    if padded:
+        rest = torch.rand(B, T - 1, generator=g) < 0.5
+        rest[0, -1] = True
+        padding = torch.cat([torch.zeros(B, 1, dtype=torch.bool), rest], dim=1)
+        text = text.masked_fill(padding, 0)
+    return BertInput(n_layers, V, E, n_heads, text, padding)
+
+
+def build_bert(ctx, ex, drop=0.1, mode="eval"):
+    handle = ctx.student.construct(MODULE, "BertModel", ex.n_layers, ex.vocab_size, ex.embed_dim, ex.n_heads, drop, drop)
+    ctx.student.call(handle, mode)
+    return handle
+
+
+def bert_forward(ctx, handle, ex, text=None, padding="same"):
+    text = ex.text if text is None else text
+    padding = ex.padding if isinstance(padding, str) else padding
+    B, T = text.shape
+    out = ctx.student.call(handle, "__call__", text, padding)
+    return expect_tensor(out, "BertModel output", shape=(B, T, ex.vocab_size))
+
+
+@check("bert.mask_embedding", "The embedding has vocab_size + 1 rows: the <mask> token (id vocab_size) can be embedded")
+def bert_mask_embedding(ctx):
+    @ctx.given(bert_inputs())
+    def prop(ex):
+        V, E = ex.vocab_size, ex.embed_dim
+        handle = build_bert(ctx, ex)
+        shapes = [tuple(p["shape"]) for p in split_parameters(ctx.student.parameters(handle))[0]]
+        if (V + 1, E) not in shapes:
+            rows = sorted({s[0] for s in shapes if len(s) == 2 and s[1] == E and s[0] >= V - 1})
+            raise CheckFailed(f"vocab_size={V}, embed_dim={E}: no ({V + 1}, {E}) embedding among the parameters "
+                              f"(found tables with {rows} rows)", diagnosis="bert_no_mask_embedding")
+        text = ex.text.clone()
+        text[0, 0] = V  # the <mask> token
+        try:
+            bert_forward(ctx, handle, ex, text=text)
+        except StudentError as error:
+            raise CheckFailed(f"the model raised {error.exc_type} on text holding the <mask> id {V}: {error.message}",
+                              diagnosis="bert_no_mask_embedding") from None
+
+
+@check("bert.output_shape", "BertModel returns (B, T, vocab_size) logits, with and without a padding mask")
+def bert_output_shape(ctx):
+    @ctx.given(st.booleans().flatmap(lambda padded: bert_inputs(padded=padded)))
+    def prop(ex):
+        handle = build_bert(ctx, ex)
+        bert_forward(ctx, handle, ex)
+
+
+@check("bert.mask_passed", "With a padding mask, predictions at real positions ignore the padded tokens")
+def bert_mask_passed(ctx):
+    @ctx.given(bert_inputs(padded=True))
+    def prop(ex):
+        handle = build_bert(ctx, ex)
+        got = bert_forward(ctx, handle, ex)
+        g = torch.Generator().manual_seed(int(ex.text.sum()))
+        other = torch.randint(1, ex.vocab_size + 1, ex.text.shape, generator=g)
+        changed = bert_forward(ctx, handle, ex, text=torch.where(ex.padding, other, ex.text))
+        real = ~ex.padding
+        if not torch.allclose(got[real], changed[real], atol=1e-5):
+            unmasked = bert_forward(ctx, handle, ex, padding=None)
+            diagnosis = "bert_mask_not_passed" if torch.allclose(got, unmasked, atol=1e-6) else None
+            raise CheckFailed("changing the tokens at padded positions changed the predictions at real positions",
+                              diagnosis=diagnosis,
+                              details={"numbers": {"max_change": (got[real] - changed[real]).abs().max().item()}})
+
+
+@check("bert.eval_deterministic", "In eval mode two forward passes agree (no dropout)")
+def bert_eval_deterministic(ctx):
+    @ctx.given(bert_inputs())
+    def prop(ex):
+        handle = build_bert(ctx, ex, drop=0.5)
+        first = bert_forward(ctx, handle, ex)
+        second = bert_forward(ctx, handle, ex)
+        if not torch.equal(first, second):
+            raise CheckFailed("two eval-mode forward passes on the same text differ", diagnosis="dropout_in_eval")
+
+
+# ---------------------------------------------------------------- masking
+
+
+def call_mask_inputs(ctx, text, vocab_size, mask_id, *, pad_ind=0, mask_rate=0.15, only_mask=False):
+    result = ctx.student.call(MODULE, "mask_inputs", text, vocab_size, mask_id,
+                              pad_ind=pad_ind, mask_rate=mask_rate, only_mask=only_mask)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise CheckFailed("mask_inputs must return a pair (masked_text, mask_labels)", diagnosis="returns_wrong_type")
+    masked = expect_tensor(result[0], "masked_text", shape=text.shape)
+    labels = expect_tensor(result[1], "mask_labels", shape=text.shape)
+    return masked.long(), labels.long()
+
+
+def big_batch(seed, *, B=256, T=256, vocab_size=100, padded=True):
+    """(B, T) ids in [1, V); with `padded`, every row ends in padding (id 0) after a random length."""
+    g = torch.Generator().manual_seed(seed)
+    text = torch.randint(1, vocab_size, (B, T), generator=g)
+    if padded:
+        lengths = torch.randint(T // 2, T + 1, (B, 1), generator=g)
+        text = text.masked_fill(torch.arange(T)[None, :] >= lengths, 0)
+    return text
+
+
+def masked_big_batch(ctx, *, vocab_size=100, mask_rate=0.15, padded=True, B=256, T=256, salt=0):
+    text = big_batch(ctx.seed + salt, B=B, T=T, vocab_size=vocab_size, padded=padded)
+    ctx.student.seed(ctx.seed + salt)
+    masked, labels = call_mask_inputs(ctx, text, vocab_size, vocab_size, pad_ind=0, mask_rate=mask_rate)
+    return text, masked, labels
+
+
+def categories(text, masked, labels, mask_id):
+    """Boolean maps: selected (labelled), and among all tokens: masked, unchanged, randomised."""
+    selected = labels != IGNORE
+    is_mask = masked == mask_id
+    unchanged = masked == text
+    randomised = ~is_mask & ~unchanged
+    return selected, is_mask, unchanged, randomised
+
+
+@dataclass
+class MaskingInput:
+    vocab_size: int
+    pad_ind: int
+    mask_rate: float
+    text: torch.Tensor
+    seed: int
+
+    def __repr__(self):
+        return (f"mask_inputs(text={self.text.tolist()}, vocab_size={self.vocab_size}, "
+                f"mask_token_ind={self.vocab_size}, pad_ind={self.pad_ind}, mask_rate={self.mask_rate}) "
+                f"with torch.manual_seed({self.seed})")
+
+
+@st.composite
+def masking_inputs(draw, *, rates=(0.15, 0.5, 1.0), pad_share=0.3):
+    V = draw(st.integers(3, 50))
+    pad = draw(st.sampled_from([0, 1]))
+    rate = draw(st.sampled_from(rates))
+    B = draw(st.integers(1, 4))
+    T = draw(st.integers(1, 8))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    text = torch.randint(0, V - 1, (B, T), generator=g)
+    text = text + (text >= pad).long()  # ids in [0, V) without the padding id
+    text = text.masked_fill(torch.rand(B, T, generator=g) < pad_share, pad)
+    return MaskingInput(V, pad, rate, text, seed)
+
+
+def _mask_small(ctx, ex, only_mask=False):
+    ctx.student.seed(ex.seed)
+    return call_mask_inputs(ctx, ex.text, ex.vocab_size, ex.vocab_size, pad_ind=ex.pad_ind,
+                            mask_rate=ex.mask_rate, only_mask=only_mask)
+
+
+@check("pretraining.selection_rate", "mask_inputs selects mask_rate of the non-padding tokens (labels != -100)")
+def selection_rate(ctx):
+    rows = []
+    for salt, rate in enumerate((0.15, 0.4)):
+        text, masked, labels = masked_big_batch(ctx, mask_rate=rate, salt=salt)
+        real = text != 0
+        n = int(real.sum())
+        share = (labels[real] != IGNORE).double().mean().item()
+        rows.append(proportion(f"share of tokens labelled (mask_rate={rate})", share, rate, n))
+        if outside(rows[-1]):
+            if (labels == -1).double().mean().item() > 0.5:
+                diagnosis = "mlm_labels_not_ignored"
+            else:
+                diagnosis = "mlm_wrong_rate"
+            raise CheckFailed(f"with mask_rate={rate}, {share:.4f} of the non-padding tokens of a 256 x 256 batch "
+                              f"are labelled (expected within [{rows[-1]['low']:.4f}, {rows[-1]['high']:.4f}])",
+                              diagnosis=diagnosis, details={"proportions": rows})
+
+
+@check("pretraining.split", "Of the selected tokens, 80% become <mask>, 10% a random token, 10% stay unchanged")
+def split(ctx):
+    V = 100
+    text, masked, labels = masked_big_batch(ctx, vocab_size=V)
+    selected, is_mask, unchanged, randomised = categories(text, masked, labels, V)
+    n = int(selected.sum())
+    if n == 0:
+        raise CheckFailed("no token of a 256 x 256 batch is labelled", diagnosis="mlm_wrong_rate")
+    shares = {name: (m & selected).sum().item() / n for name, m in
+              (("mask", is_mask), ("random", randomised), ("unchanged", unchanged))}
+    # A random token equals the original with probability 1/V: it then counts as unchanged.
+    rows = [
+        proportion("selected tokens replaced by <mask>", shares["mask"], 0.8, n),
+        proportion("selected tokens replaced by another token", shares["random"], 0.1 * (1 - 1 / V), n),
+        proportion("selected tokens left unchanged", shares["unchanged"], 0.1 + 0.1 / V, n),
+    ]
+    real = int((text != 0).sum())
+    info = [  # seed 004's published figures, over all non-padding tokens; shown, not graded here
+        proportion("tokens changed (seed 004: ~0.135)", ((masked != text) & (text != 0)).sum().item() / real, 0.135, real),
+        proportion("tokens masked (seed 004: ~0.12)", (is_mask & (text != 0)).sum().item() / real, 0.12, real),
+    ]
+    bad = [row for row in rows if outside(row)]
+    if bad:
+        if shares["random"] < 0.06 and shares["unchanged"] > 0.14:
+            diagnosis = "mlm_random_share_too_low"
+        elif shares["unchanged"] < 0.05:
+            diagnosis = "mlm_no_unchanged_share"
+        else:
+            diagnosis = "mlm_wrong_split"
+        text_rows = "; ".join(f"{r['name']}: {r['value']:.3f} (expected {r['target']:.3f})" for r in rows)
+        raise CheckFailed(f"over {n} selected tokens: {text_rows}", diagnosis=diagnosis,
+                          details={"proportions": rows + info})
+
+
+@check("pretraining.labels", "Labels hold the original token at selected positions and -100 everywhere else")
+def labels_check(ctx):
+    @ctx.given(masking_inputs())
+    def prop(ex):
+        masked, labels = _mask_small(ctx, ex)
+        V = ex.vocab_size
+        labelled = labels != IGNORE
+        wrong = labelled & (labels != ex.text)
+        if wrong.any():
+            values = labels[wrong]
+            if bool((values == V).all()) or bool((values == masked[wrong]).all()):
+                diagnosis = "mlm_labels_hold_mask"
+            elif bool((values < 0).all()):
+                diagnosis = "mlm_labels_not_ignored"
+            else:
+                diagnosis = None
+            raise CheckFailed(f"labels {values.tolist()[:8]} where -100 or the original tokens "
+                              f"{ex.text[wrong].tolist()[:8]} were expected", diagnosis=diagnosis,
+                              details={"got": str(labels.tolist()), "masked_text": str(masked.tolist())})
+        changed = masked != ex.text
+        if (changed & ~labelled).any():
+            raise CheckFailed("tokens were changed at positions whose label is -100: the labels must mark every "
+                              "selected token", diagnosis="mlm_labels_mismatch",
+                              details={"got": str(labels.tolist()), "masked_text": str(masked.tolist())})
+
+
+@check("pretraining.padding_never_selected", "Padding tokens (pad_ind) are never selected, changed or labelled")
+def padding_never_selected(ctx):
+    @ctx.given(masking_inputs(rates=(0.5, 1.0), pad_share=0.5))
+    def prop(ex):
+        masked, labels = _mask_small(ctx, ex)
+        pad = ex.text == ex.pad_ind
+        if (labels[pad] != IGNORE).any() or (masked[pad] != ex.pad_ind).any():
+            raise CheckFailed(f"padding (id {ex.pad_ind}) was selected: masked_text {masked.tolist()}, "
+                              f"labels {labels.tolist()}", diagnosis="mlm_selects_padding")
+
+
+@check("pretraining.random_tokens", "Random replacements are uniform over [0, vocab_size)")
+def random_tokens(ctx):
+    V = 16
+    text, masked, labels = masked_big_batch(ctx, vocab_size=V, mask_rate=1.0, padded=False)
+    selected, is_mask, unchanged, randomised = categories(text, masked, labels, V)
+    values = masked[randomised & selected]
+    out_of_range = values[(values < 0) | (values >= V)]
+    if out_of_range.numel():
+        raise CheckFailed(f"random replacements {sorted(set(out_of_range.tolist()))[:10]} lie outside [0, {V})",
+                          diagnosis="mlm_random_out_of_range")
+    n = values.numel()
+    if n < 100:
+        raise CheckFailed(f"only {n} of {int(selected.sum())} selected tokens were replaced by another token",
+                          diagnosis="mlm_wrong_split")
+    # A replacement equal to the original looks unchanged: value v is seen with weight 1 - f(v),
+    # f(v) the share of selected tokens whose original id is v.
+    originals = torch.bincount(text[selected], minlength=V)[:V].double()
+    weight = 1 - originals / originals.sum()
+    target = weight / weight.sum()
+    counts = torch.bincount(values, minlength=V).double()
+    rows = [proportion(f"replacements equal to {v}", counts[v].item() / n, target[v].item(), n, sigmas=5.5)
+            for v in range(V)]
+    bad = [row for row in rows if outside(row)]
+    if bad:
+        raise CheckFailed(f"over {n} random replacements with vocab_size={V}, the share of "
+                          + ", ".join(f"{r['name'].split()[-1]} is {r['value']:.3f} (expected {r['target']:.3f})" for r in bad[:4]),
+                          diagnosis="mlm_random_not_uniform", details={"proportions": rows})
+
+
+@check("pretraining.category_independent", "Which of mask / random / unchanged a token gets does not depend on its row or position")
+def category_independent(ctx):
+    V = 100
+    text, masked, labels = masked_big_batch(ctx, vocab_size=V, padded=False)
+    selected, is_mask, _, _ = categories(text, masked, labels, V)
+    n = int(selected.sum())
+    if n == 0:
+        raise CheckFailed("no token of a 256 x 256 batch is labelled", diagnosis="mlm_wrong_rate")
+    pooled = (is_mask & selected).sum().item() / n
+    rows = []
+    B, T = text.shape
+    for axis, size, label in ((0, B, "rows"), (1, T, "positions")):
+        for q in range(4):
+            part = torch.zeros_like(selected)
+            index = slice(q * size // 4, (q + 1) * size // 4)
+            if axis == 0:
+                part[index, :] = True
+            else:
+                part[:, index] = True
+            n_q = int((selected & part).sum())
+            share = (is_mask & selected & part).sum().item() / max(n_q, 1)
+            # The quarter is part of the pool: Var(share_q - pooled) = p(1-p)(1/n_q - 1/n).
+            sigma = math.sqrt(max(pooled * (1 - pooled), 1e-12) * max(1 / max(n_q, 1) - 1 / n, 0))
+            rows.append({"name": f"<mask> share in {label} quarter {q + 1}", "value": share, "target": pooled,
+                         "low": pooled - SIGMAS * sigma, "high": pooled + SIGMAS * sigma})
+    bad = [row for row in rows if outside(row)]
+    if bad:
+        raise CheckFailed("the share of selected tokens that become <mask> differs between parts of the batch: "
+                          + ", ".join(f"{r['name']} {r['value']:.3f}" for r in bad[:4]) + f" (whole batch {pooled:.3f})",
+                          diagnosis="mlm_order_dependent", details={"proportions": rows})
+
+
+@check("pretraining.only_mask", "only_mask=True turns every selected token into <mask> and changes nothing else")
+def only_mask(ctx):
+    @ctx.given(masking_inputs(rates=(0.5, 1.0)))
+    def prop(ex):
+        masked, labels = _mask_small(ctx, ex, only_mask=True)
+        labelled = labels != IGNORE
+        V = ex.vocab_size
+        if (masked[labelled] != V).any():
+            raise CheckFailed(f"with only_mask=True selected tokens became {masked[labelled].tolist()} "
+                              f"(expected all {V})", diagnosis="mlm_only_mask_ignored")
+        if (masked[~labelled] != ex.text[~labelled]).any():
+            raise CheckFailed("with only_mask=True tokens outside the selection were changed",
+                              diagnosis="mlm_labels_mismatch")
+
+
+# ---------------------------------------------------------------- the pre-training step
+
+
+def _loss_value(value):
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.reshape(()))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise CheckFailed(f"pretrain_step returned {type(value).__name__}, expected the loss as a float",
+                      diagnosis="returns_wrong_type")
+
+
+def _step_diagnosis(report):
+    if report["grad_none"]:
+        return "pretrain_no_backward"
+    return "pretrain_no_step"
+
+
+@check("pretraining.step_updates_parameters", "One pretrain_step call changes the model's parameters (backward and step)")
+def step_updates(ctx):
+    text = big_batch(ctx.seed, B=8, T=16, vocab_size=20)
+    report = ctx.student.task("bert.pretrain_fresh", text=text, vocab_size=20, n_layers=1, embed_dim=16,
+                              n_heads=2, seed=ctx.seed, lr=1e-2)
+    _loss_value(report["loss"])
+    if report["n_changed"] == 0:
+        raise CheckFailed(
+            f"after one pretrain_step none of the {report['n_params']} parameter tensors changed"
+            + (" and no parameter has a gradient" if report["grad_none"] else " although gradients were computed"),
+            diagnosis=_step_diagnosis(report), details={"numbers": {k: report[k] for k in ("n_params", "n_changed")}})
+
+
+def _stand_in_logits(inputs, vocab_size, scale):
+    """What the stand-in model predicts: `scale` on the id it sees, 0 elsewhere; uniform on <mask>."""
+    onehot = F.one_hot(inputs.clamp(0, vocab_size), vocab_size + 1)[..., :vocab_size].double()
+    return scale * onehot
+
+
+@check("pretraining.loss_on_selected_tokens", "The loss is the mean cross-entropy over the selected tokens only")
+def loss_on_selected(ctx):
+    V, B, T = 50, 32, 64
+    text = big_batch(ctx.seed, B=B, T=T, vocab_size=V)
+    report = ctx.student.task("bert.pretrain_probe", text=text, vocab_size=V, seed=ctx.seed)
+    loss = _loss_value(report["loss"])
+    inputs = report["inputs"]
+    if not isinstance(inputs, torch.Tensor) or tuple(inputs.shape) != (B, T):
+        raise CheckFailed("pretrain_step did not call the model on the (B, T) batch", details={"got": repr(inputs)})
+    if not report["param_changed"]:
+        raise CheckFailed("pretrain_step did not update the model", diagnosis=_step_diagnosis(report))
+    per_token = F.cross_entropy(_stand_in_logits(inputs.long(), V, report["scale"]).reshape(-1, V),
+                                text.reshape(-1), reduction="none")
+    total = per_token.sum().item()
+    n_changed = int(((inputs != text) & (text != 0)).sum())
+    n_real, n_all = int((text != 0).sum()), text.numel()
+    if n_changed == 0 or loss <= 0 or not math.isfinite(loss):
+        raise CheckFailed(f"pretrain_step returned loss {loss} with {n_changed} tokens changed by masking")
+    implied = total / loss  # how many tokens the loss was averaged over
+    numbers = {"returned_loss": loss, "summed_token_loss": total, "tokens_averaged_over": implied,
+               "tokens_changed": n_changed, "tokens_not_padding": n_real, "tokens": n_all}
+    if not n_changed * 0.999 - 0.5 <= implied <= 2 * n_changed:
+        near = lambda count: abs(implied - count) <= 0.02 * count  # noqa: E731
+        diagnosis = "pretrain_loss_on_all_tokens" if near(n_all) or near(n_real) else None
+        raise CheckFailed(
+            f"the returned loss {loss:.4f} is the summed loss {total:.1f} divided by {implied:.1f} tokens; "
+            f"{n_changed} tokens were changed by masking (about 90% of the selected ones), {n_real} are not padding",
+            diagnosis=diagnosis, details={"numbers": numbers})
+
+
+@check("pretraining.first_loss", "The first loss of a fresh BertModel is about ln(vocab_size)")
+def first_loss(ctx):
+    V = 100
+    text = big_batch(ctx.seed, B=16, T=32, vocab_size=V, padded=False)
+    report = ctx.student.task("bert.pretrain_fresh", text=text, vocab_size=V, n_layers=2, embed_dim=64,
+                              n_heads=4, seed=ctx.seed, lr=1e-4)
+    loss = _loss_value(report["loss"])
+    low, high = math.log(V) - 1.0, math.log(V) + 1.5
+    if not low <= loss <= high:
+        raise CheckFailed(f"first loss {loss:.3f} with vocab_size={V}; expected about ln({V}) = {math.log(V):.3f} "
+                          f"(within [{low:.2f}, {high:.2f}])", details={"numbers": {"loss": loss, "ln_vocab": math.log(V)}})

@@ -1,0 +1,374 @@
+"""Checks for the sinusoidal positional encoding and the post-LN Transformer block (seed 004, parts 3, 4).
+
+No check here compares with the reference block: the width of `linear_net` is the student's choice
+(seed 004's own template uses E, the reference 4E). The block is instead compared with its own
+sub-modules (self_attn, linear_net, norm1, norm2) called one by one through the worker, which tests
+the wiring whatever the sub-modules hold. The positional table is compared with its closed form.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+from graders.checks.compare import expect_close, expect_tensor, is_close
+from graders.checks.framework import CheckFailed, check
+from graders.checks.strategies import tensors_from
+
+MODULE = "encoder"
+
+
+# ---------------------------------------------------------------- positional encoding: closed forms
+
+
+def pe_table(T, E, *, layout="interleaved", exponent="2i"):
+    """(T, E) sinusoidal table in float64. layout 'interleaved' (right): sin on even dimensions,
+    cos on odd; 'halves': [sin | cos] concatenated; 'swapped': cos on even, sin on odd.
+    exponent '2i' (right): pair i uses 10000^(2i/E); 'i': 10000^(i/E); 'dim': every dimension j
+    uses 10000^(j/E) (the formula read with the dimension index)."""
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    half = (E + 1) // 2
+    pair = torch.arange(half, dtype=torch.float64)
+    if exponent == "2i":
+        freq = 10000.0 ** (-2 * pair / E)
+    elif exponent == "i":
+        freq = 10000.0 ** (-pair / E)
+    else:  # 'dim'
+        freq = None
+    table = torch.zeros(T, E, dtype=torch.float64)
+    if exponent == "dim":
+        dims = torch.arange(E, dtype=torch.float64)
+        angle = pos * 10000.0 ** (-dims / E)
+        table[:, 0::2] = torch.sin(angle[:, 0::2])
+        table[:, 1::2] = torch.cos(angle[:, 1::2])
+        return table
+    angle = pos * freq  # (T, half)
+    if layout == "halves":
+        table[:, :half] = torch.sin(angle)
+        table[:, half:] = torch.cos(angle[:, : E - half])
+    elif layout == "swapped":
+        table[:, 0::2] = torch.cos(angle)
+        table[:, 1::2] = torch.sin(angle[:, : E // 2])
+    else:
+        table[:, 0::2] = torch.sin(angle)
+        table[:, 1::2] = torch.cos(angle[:, : E // 2])
+    return table
+
+
+PE_MISTAKES = {
+    "pe_not_interleaved": [dict(layout="halves"), dict(layout="swapped")],
+    "pe_wrong_exponent": [dict(exponent="i"), dict(exponent="dim")],
+}
+
+
+def diagnose_pe(x, got):
+    """The known positional-encoding mistake whose output equals the student's, if any."""
+    B, T, E = x.shape
+    x = x.double()
+    for diagnosis, variants in PE_MISTAKES.items():
+        for options in variants:
+            if is_close(got, (x + pe_table(T, E, **options)).to(got.dtype), atol=1e-4):
+                return diagnosis
+    if is_close(got, (x + pe_table(B, E)[:, None, :]).to(got.dtype), atol=1e-4):
+        return "pe_batch_axis"
+    if is_close(got, x.to(got.dtype), atol=1e-6):
+        return "pe_not_added"
+    return None
+
+
+@dataclass
+class PEInput:
+    embed_dim: int
+    x: torch.Tensor  # (B, T, E)
+
+    def __repr__(self):
+        return f"PositionalEncoding(embed_dim={self.embed_dim}) on input of shape {tuple(self.x.shape)}"
+
+
+@st.composite
+def pe_inputs(draw, *, min_batch=1, min_len=1):
+    """Even embed_dim (the assignment's), batch-first x; sequences long enough that high
+    positions, where the frequencies differ most, are exercised."""
+    E = 2 * draw(st.integers(1, 8))
+    T = draw(st.integers(min_len, 40))
+    B = draw(st.integers(min_batch, 3))
+    seed = draw(st.integers(0, 2**16))
+    (x,) = tensors_from(seed, (B, T, E))
+    return PEInput(E, x)
+
+
+def _pe_forward(ctx, ex, dropout=0.1, mode="eval"):
+    handle = ctx.student.construct(MODULE, "PositionalEncoding", ex.embed_dim, dropout)
+    ctx.student.call(handle, mode)
+    got = ctx.student.call(handle, "__call__", ex.x)
+    return expect_tensor(got, "PositionalEncoding output", shape=ex.x.shape)
+
+
+def split_parameters(entries):
+    """(parameters, buffers) of a `ctx.student.parameters` answer: the worker's
+    {"parameters": [...], "buffers": [...]}, or one list whose buffers say kind == "buffer"."""
+    if isinstance(entries, dict):
+        return list(entries.get("parameters", [])), list(entries.get("buffers", []))
+    params, buffers = [], []
+    for entry in entries:
+        kind = entry.get("kind", "parameter")
+        (buffers if kind == "buffer" else params).append(entry)
+    return params, buffers
+
+
+# ---------------------------------------------------------------- positional encoding: checks
+
+
+@check("positional_encoding.values", "sin on even, cos on odd dimensions, frequencies 1/10000^(2i/d), added to the input")
+def pe_values(ctx):
+    @ctx.given(pe_inputs())
+    def prop(ex):
+        got = _pe_forward(ctx, ex)
+        T, E = ex.x.shape[1:]
+        expected = (ex.x.double() + pe_table(T, E)).float()
+        if not is_close(got, expected, atol=1e-4):
+            expect_close(got, expected, "x + PE (eval mode)", atol=1e-4, diagnosis=diagnose_pe(ex.x, got),
+                         details={"pe_rows": {"expected": pe_table(min(T, 4), E).tolist(),
+                                              "got": (got[0, :4] - ex.x[0, :4]).tolist()}})
+
+
+@check("positional_encoding.buffer", "The table is a registered buffer, not a (trainable) parameter")
+def pe_buffer(ctx):
+    @ctx.given(st.integers(1, 8).map(lambda h: 2 * h), st.integers(1, 64))
+    def prop(E, max_len):
+        handle = ctx.student.construct(MODULE, "PositionalEncoding", E, 0.1, max_len)
+        params, buffers = split_parameters(ctx.student.parameters(handle))
+        if params:
+            names = ", ".join(f"{p['name']} {tuple(p['shape'])}" for p in params)
+            raise CheckFailed(f"PositionalEncoding(embed_dim={E}, max_len={max_len}) has parameters: {names}; "
+                              "it should have none", diagnosis="pe_parameter",
+                              details={"numbers": {"parameters": sum(math.prod(p["shape"]) for p in params)}})
+        if not any(math.prod(b["shape"]) >= max_len * E for b in buffers):
+            raise CheckFailed(f"PositionalEncoding(embed_dim={E}, max_len={max_len}) registers no buffer holding "
+                              f"the {max_len} x {E} table", diagnosis="pe_not_registered")
+
+
+@check("positional_encoding.sequence_axis", "The encoding runs along the sequence axis of batch-first input")
+def pe_sequence_axis(ctx):
+    @ctx.given(pe_inputs(min_batch=2, min_len=2))
+    def prop(ex):
+        B, T, E = ex.x.shape
+        same = ex.x[:1].expand(B, T, E).contiguous()  # identical sequences in the batch
+        got = _pe_forward(ctx, PEInput(E, same))
+        if not torch.allclose(got, got[:1].expand_as(got), atol=1e-6):
+            raise CheckFailed(f"{B} identical sequences of length {T} got different outputs",
+                              diagnosis=diagnose_pe(same, got) or "pe_batch_axis")
+        flat = ex.x[:, :1].expand(B, T, E).contiguous()  # every position holds the same vector
+        got = _pe_forward(ctx, PEInput(E, flat))
+        if torch.allclose(got[:, 1:], got[:, :1].expand(B, T - 1, E), atol=1e-6):
+            raise CheckFailed(f"every position of a sequence of length {T} got the same encoding",
+                              diagnosis=diagnose_pe(flat, got) or "pe_batch_axis")
+
+
+@check("positional_encoding.dropout", "Dropout is applied after adding the encoding (training mode)")
+def pe_dropout(ctx):
+    p = 0.5
+    (x,) = tensors_from(ctx.seed, (4, 32, 32))
+    ctx.student.seed(ctx.seed)
+    handle = ctx.student.construct(MODULE, "PositionalEncoding", 32, p)
+    ctx.student.call(handle, "train")
+    got = expect_tensor(ctx.student.call(handle, "__call__", x), "output", shape=x.shape)
+    n = got.numel()
+    share = (got == 0).double().mean().item()
+    sigma = math.sqrt(p * (1 - p) / n)
+    low, high = p - 5 * sigma, p + 5 * sigma
+    details = {"proportions": [{"name": "share of values zeroed", "value": share, "target": p, "low": low, "high": high}]}
+    if not low <= share <= high:
+        raise CheckFailed(f"with dropout={p} in training mode {share:.3f} of the outputs are zero "
+                          f"(expected within [{low:.3f}, {high:.3f}])",
+                          diagnosis="pe_no_dropout" if share < low else None, details=details)
+
+
+# ---------------------------------------------------------------- transformer block
+
+
+@dataclass
+class BlockInput:
+    embed_dim: int
+    n_heads: int
+    x: torch.Tensor  # (B, T, E)
+    padding: torch.Tensor | None  # (B, T), 1 at padding; position 0 always real
+
+    def __repr__(self):
+        padding = None if self.padding is None else self.padding.int().tolist()
+        return (f"TransformerBlock(embed_dim={self.embed_dim}, n_heads={self.n_heads}) on input of shape "
+                f"{tuple(self.x.shape)}, padding mask {padding}")
+
+
+@st.composite
+def block_inputs(draw, *, padded=None):
+    """padded: True (a padding mask with at least one padded position), False (mask None),
+    None (either). Inputs are scaled and shifted so that LayerNorm has work to do."""
+    n_heads = draw(st.integers(1, 4))
+    E = max(n_heads * draw(st.integers(1, 4)), 2)  # LayerNorm over one feature is always 0
+    if padded is None:
+        padded = draw(st.booleans())
+    T = draw(st.integers(2 if padded else 1, 6))
+    B = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**16))
+    (x,) = tensors_from(seed, (B, T, E))
+    x = 3 * x + 1
+    padding = None
+    if padded:
+        g = torch.Generator().manual_seed(seed + 1)
+        rest = (torch.rand(B, T - 1, generator=g) < 0.5).float()
+        rest[0, -1] = 1.0
+        padding = torch.cat([torch.zeros(B, 1), rest], dim=1)
+    return BlockInput(E, n_heads, x, padding)
+
+
+def build_block(ctx, ex, attn_drop=0.1, layer_drop=0.1, mode="eval"):
+    handle = ctx.student.construct(MODULE, "TransformerBlock", ex.embed_dim, ex.n_heads, attn_drop, layer_drop)
+    ctx.student.call(handle, mode)
+    return handle
+
+
+def block_forward(ctx, handle, ex, x=None, padding="same"):
+    """The block's (embedding, mask) output; fails with block_drops_mask if it is not a pair."""
+    x = ex.x if x is None else x
+    padding = ex.padding if padding == "same" else padding
+    result = ctx.student.call(handle, "__call__", (x, padding))
+    if isinstance(result, torch.Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise CheckFailed(f"the block returned {_kind(result)}, expected a pair (embedding, mask)",
+                          diagnosis="block_drops_mask")
+    return expect_tensor(result[0], "block output embedding", shape=x.shape), result[1]
+
+
+def _kind(value):
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    return type(value).__name__
+
+
+class SubModules:
+    """The block's own sub-modules, called through the worker."""
+
+    def __init__(self, ctx, handle):
+        self.ctx = ctx
+        self.mods = {name: ctx.student.getattr(handle, name) for name in ("self_attn", "linear_net", "norm1", "norm2")}
+
+    def __call__(self, name, *args):
+        out = self.ctx.student.call(self.mods[name], "__call__", *args)
+        return expect_tensor(out, f"{name} output")
+
+
+def wirings(sub, x, padding):
+    """Outputs of the right post-LN wiring and of known mistakes, from the block's own sub-modules."""
+    attended = sub("self_attn", x, padding)
+    out = {}
+    h = sub("norm1", x + attended)
+    out["right"] = sub("norm2", h + sub("linear_net", h))
+    out["missing_residual"] = [
+        sub("norm2", sub("norm1", attended) + sub("linear_net", sub("norm1", attended))),
+        sub("norm2", sub("linear_net", h)),
+        sub("norm2", sub("linear_net", sub("norm1", attended))),
+    ]
+    x1 = x + sub("self_attn", sub("norm1", x), padding)
+    out["pre_ln"] = [x1 + sub("linear_net", sub("norm2", x1))]
+    if padding is not None:
+        unmasked = sub("self_attn", x, None)
+        h0 = sub("norm1", x + unmasked)
+        out["block_ignores_mask"] = [sub("norm2", h0 + sub("linear_net", h0))]
+    return out
+
+
+def diagnose_block(variants, got, rows=None):
+    for diagnosis, outputs in variants.items():
+        if diagnosis == "right":
+            continue
+        for output in outputs:
+            a, b = (got, output) if rows is None else (got[rows], output[rows])
+            if is_close(a, b, atol=1e-4):
+                return diagnosis
+    return None
+
+
+@check("block.returns_embedding_and_mask", "The block returns (embedding, mask), so blocks chain in nn.Sequential")
+def block_returns_pair(ctx):
+    @ctx.given(block_inputs())
+    def prop(ex):
+        handle = build_block(ctx, ex)
+        _, mask = block_forward(ctx, handle, ex)
+        if ex.padding is None:
+            if mask is not None:
+                raise CheckFailed(f"the mask passed in was None, the block returned {_kind(mask)}",
+                                  diagnosis="block_drops_mask")
+        elif not isinstance(mask, torch.Tensor) or not torch.equal(mask.float(), ex.padding):
+            raise CheckFailed(f"the block returned {_kind(mask)} as the mask, not the mask it was given",
+                              diagnosis="block_drops_mask")
+
+
+@check("block.post_ln", "Post-LN: every output token has mean 0 and standard deviation 1 (default LayerNorm init)")
+def block_post_ln(ctx):
+    @ctx.given(block_inputs(padded=False))
+    def prop(ex):
+        if ex.embed_dim < 2:
+            return
+        handle = build_block(ctx, ex)
+        got, _ = block_forward(ctx, handle, ex)
+        mean = got.double().mean(-1)
+        std = got.double().std(-1, unbiased=False)
+        worst_mean = mean.abs().max().item()
+        worst_std = (std - 1).abs().max().item()
+        if worst_mean > 1e-3 or worst_std > 1e-2:
+            variants = wirings(SubModules(ctx, handle), ex.x, None)
+            raise CheckFailed(
+                f"output tokens have mean up to {worst_mean:.3g} away from 0 and standard deviation up to "
+                f"{worst_std:.3g} away from 1: the last operation of the block must be norm2",
+                diagnosis=diagnose_block(variants, got) or "pre_ln",
+                details={"numbers": {"max_abs_token_mean": worst_mean, "max_abs_token_std_minus_1": worst_std}},
+            )
+
+
+@check("block.wiring", "norm2(h + linear_net(h)) with h = norm1(x + self_attn(x, mask)), from the block's own sub-modules")
+def block_wiring(ctx):
+    @ctx.given(block_inputs())
+    def prop(ex):
+        handle = build_block(ctx, ex)
+        got, _ = block_forward(ctx, handle, ex)
+        variants = wirings(SubModules(ctx, handle), ex.x, ex.padding)
+        if not is_close(got, variants["right"], atol=1e-4):
+            expect_close(got, variants["right"], "block outputs (eval mode) against its own sub-modules", atol=1e-4,
+                         diagnosis=diagnose_block(variants, got))
+
+
+@check("block.padding", "Outputs at real positions do not change when the content at padded positions changes")
+def block_padding(ctx):
+    @ctx.given(block_inputs(padded=True))
+    def prop(ex):
+        handle = build_block(ctx, ex)
+        got, _ = block_forward(ctx, handle, ex)
+        (noise,) = tensors_from(11, ex.x.shape)
+        padded = ex.padding.bool()[:, :, None]
+        changed, _ = block_forward(ctx, handle, ex, x=torch.where(padded, 10 * noise, ex.x))
+        real = ~padded.expand_as(got)
+        if not torch.allclose(got[real], changed[real], atol=1e-5):
+            variants = wirings(SubModules(ctx, handle), ex.x, ex.padding)
+            diagnosis = diagnose_block(variants, got) or "block_ignores_mask"
+            raise CheckFailed("changing the embeddings at padded positions changed the outputs at real positions",
+                              diagnosis=diagnosis)
+
+
+@check("block.dropout", "In training mode the block applies dropout; in eval mode it is deterministic")
+def block_dropout(ctx):
+    (x,) = tensors_from(ctx.seed, (2, 8, 16))
+    ex = BlockInput(16, 4, x, None)
+    handle = build_block(ctx, ex, attn_drop=0.0, layer_drop=0.9, mode="train")
+    first, _ = block_forward(ctx, handle, ex)
+    second, _ = block_forward(ctx, handle, ex)
+    if torch.equal(first, second):
+        raise CheckFailed("with layer_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
+                          diagnosis="block_no_dropout")
+    ctx.student.call(handle, "eval")
+    first, _ = block_forward(ctx, handle, ex)
+    second, _ = block_forward(ctx, handle, ex)
+    if not torch.equal(first, second):
+        raise CheckFailed("two eval-mode passes on the same input differ", diagnosis="dropout_in_eval")
