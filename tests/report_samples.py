@@ -149,6 +149,38 @@ TRACEBACK = """Traceback (most recent call last):
     attention = attention.masked_fill(mask[:, None, :, None] == 1, float("-inf"))
 RuntimeError: The size of tensor a (8) must match the size of tensor b (5) at non-singleton dimension 3"""
 
+# Known mistakes and the line a student acts on (graders/diagnoses.py has the real catalogue).
+UNSCALED = (
+    "unscaled",
+    "Attention is not scaled by 1/sqrt(d_k): divide q·kᵀ by sqrt(d_k) before the softmax.",
+)
+MASK_ON_QUERIES = (
+    "mask-on-queries",
+    "The padding mask is applied to queries, not keys: mask the last axis of the scores.",
+)
+DROPOUT_IN_EVAL = (
+    "dropout-in-eval",
+    "Dropout is active in eval mode: use self.training (or nn.Dropout) so eval() turns it off.",
+)
+MASK_BROADCAST = (
+    "mask-broadcast",
+    "The (B, T) key-padding mask is broadcast on the wrong axis: index it as mask[:, None, None, :].",
+)
+NO_RANDOM_REPLACEMENT = (
+    "no-random-replacement",
+    "All selected tokens become the mask token: 10% should become a random token and 10% stay unchanged.",
+)
+LR_TOO_HIGH = (
+    "lr-too-high",
+    "The loss becomes NaN after epoch 3: the learning rate is likely too high for the GRU head.",
+)
+PARAMS_NO_EMBEDDING = (
+    "params-no-embedding",
+    "The count leaves out the embedding table (ntokens × d_model).",
+)
+
+SMOKE_NOTE = "Smoke mode: trained on the small shipped set without a GPU; regraded on the GPU runner."
+
 WRITTEN_RUBRIC = """5 points: explains that attention cost grows as O(T^2) in sequence length.
 3 points: mentions memory of the attention matrix but not time.
 0 points: off-topic."""
@@ -214,7 +246,7 @@ def buggy():
         part("attention", "Scaled dot-product and multi-head attention", [
             check("sdp-values", "scaled_dot_product returns the right values", "failed", 4,
                   message="values differ from the reference on a (1, 1, 6, 4) input",
-                  diagnosis=("unscaled", "Attention is not scaled by 1/sqrt(d_k): divide q·kᵀ by sqrt(d_k) before the softmax."),
+                  diagnosis=UNSCALED,
                   counterexample="q = k = v of shape (1, 1, 6, 4), seed 3, mask=None",
                   details={
                       "numbers": {"max_abs_error": 0.4213, "max_rel_error": 3.2, "first_mismatch_index": [0, 0, 1, 0],
@@ -227,18 +259,18 @@ def buggy():
                   }),
             check("sdp-mask", "padding keys get zero weight", "failed", 2,
                   message="keys marked as padding receive non-zero weight",
-                  diagnosis=("mask-on-queries", "The padding mask is applied to queries, not keys: mask the last axis of the scores."),
+                  diagnosis=MASK_ON_QUERIES,
                   counterexample="T = 8, the last 2 positions padded",
                   details={"attention_maps": attention_maps(8, seed=5, mask_queries=True)}),
             check("mha-dropout", "no attention dropout in eval mode", "failed", 2, visibility="hidden",
                   message="two calls in eval mode gave different outputs",
-                  diagnosis=("dropout-in-eval", "Dropout is active in eval mode: use self.training (or nn.Dropout) so eval() turns it off.")),
+                  diagnosis=DROPOUT_IN_EVAL),
         ]),
         part("encoder", "Positional encoding and Transformer block", [
             check("pe-buffer", "positional encoding is a buffer", "passed", 0),
             check("block-shapes", "Transformer block keeps (B, T, E)", "error", 8,
                   message="RuntimeError in TransformerBlock.forward",
-                  diagnosis=("mask-broadcast", "The (B, T) key-padding mask is broadcast on the wrong axis: index it as mask[:, None, None, :]."),
+                  diagnosis=MASK_BROADCAST,
                   details={
                       "traceback": TRACEBACK,
                       "output": "debug: scores shape torch.Size([2, 4, 5, 5])\n" * 3,
@@ -248,21 +280,22 @@ def buggy():
         part("bert", "BERT masking and pre-training", [
             check("mask-rates", "mask_inputs selects 15% with 80/10/10", "failed", 4,
                   message="the mask token replaced 100% of the selected tokens",
-                  diagnosis=("no-random-replacement", "All selected tokens become the mask token: 10% should become a random token and 10% stay unchanged."),
-                  details={"proportions": masking_proportions(selected=0.149, mask_token=1.0, random_token=0.0, unchanged=0.0)}),
+                  diagnosis=NO_RANDOM_REPLACEMENT,
+                  details={"proportions": masking_proportions(selected=0.149, mask_token=1.0,
+                                                              random_token=0.0, unchanged=0.0)}),
             check("bert-step", "one pre-training step lowers the loss", "skipped", 4,
                   message="skipped: BertModel could not be built because mask_inputs failed"),
         ]),
         part("sentiment", "Sentiment fine-tuning", [
             check("finetune-accuracy", "validation accuracy over a frozen encoder", "failed", 8, score=2.4,
                   message="validation accuracy 0.62 (0 points at 0.50, full marks at 0.90)",
-                  diagnosis=("lr-too-high", "The loss becomes NaN after epoch 3: the learning rate is likely too high for the GRU head."),
+                  diagnosis=LR_TOO_HIGH,
                   details={"training_curve": training_curve(6, diverge_at=4)}),
-        ], provisional=True, note="Smoke mode: trained on the small shipped set without a GPU; regraded on the GPU runner."),
+        ], provisional=True, note=SMOKE_NOTE),
         part("answers", "Written and numeric answers", [
             check("params-total", "parameter count of the seed-000 model", "failed", 2,
                   message="answered 10,050,201; expected 10,968,200",
-                  diagnosis=("params-no-embedding", "The count leaves out the embedding table (ntokens × d_model).")),
+                  diagnosis=PARAMS_NO_EMBEDDING),
             check("q-complexity", "Why is self-attention expensive for long sequences?", "pending_manual", 5,
                   details={"answer": "Because every token attends to every other token, so the score matrix is T×T.",
                            "rubric": WRITTEN_RUBRIC}),
@@ -272,8 +305,8 @@ def buggy():
 
 
 def rejected():
-    return result([], status="rejected", name="homework.rar",
-                  reason="not a zip file: the upload is a RAR archive. Zip the folder with your modules and upload that.")
+    reason = "not a zip file: the upload is a RAR archive. Zip the folder with your modules and upload that."
+    return result([], status="rejected", name="homework.rar", reason=reason)
 
 
 def hostile():
@@ -290,8 +323,10 @@ def hostile():
                       "expected": "<b>expected</b>",
                       "got": "```\n</pre><script>alert(3)</script>",
                       "numbers": {"expected_dtype": SCRIPT, "got_dtype": "float32", "expected_shape": ["<i>", 2]},
-                      "attention_maps": {"expected": [[0.5, 0.5], [1.0, 0.0]], "got": [[SCRIPT, None], [math.nan, math.inf]]},
-                      "proportions": [{"name": SCRIPT, "value": "high", "target": 0.15, "low": 0.1, "high": 0.2}, "junk"],
+                      "attention_maps": {"expected": [[0.5, 0.5], [1.0, 0.0]],
+                                         "got": [[SCRIPT, None], [math.nan, math.inf]]},
+                      "proportions": [{"name": SCRIPT, "value": "high", "target": 0.15, "low": 0.1, "high": 0.2},
+                                      "junk"],
                       "training_curve": {"epoch": [1, 2], "train_loss": [SCRIPT, 0.3], "valid_acc": "nope"},
                   }),
             check("sdp-mask", "padding keys get zero weight", "error", 2,

@@ -110,8 +110,10 @@ def _overview(results: dict) -> str:
 
 def _test(number: str, part: dict, check: dict) -> dict:
     diagnosis = check.get("diagnosis") if isinstance(check.get("diagnosis"), dict) else {}
+    part_title = one_line(part.get("title") or part.get("id"), 200)
+    check_title = one_line(check.get("title") or check.get("id"), 200)
     test = {
-        "name": f"{one_line(part.get('title') or part.get('id'), 200)}: {one_line(check.get('title') or check.get('id'), 200)}",
+        "name": f"{part_title}: {check_title}",
         "number": number,
         "output": _test_output(part, check, diagnosis),
         "output_format": "md",

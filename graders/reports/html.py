@@ -430,7 +430,7 @@ def _role(series_name: str) -> str:
 
 
 def _y_range(quantity: str, values: list[float]) -> tuple[float, float]:
-    if quantity == "accuracy" and 0 <= min(values) and max(values) <= 1:
+    if quantity == "accuracy" and min(values) >= 0 and max(values) <= 1:
         return 0.0, 1.0
     low, high = svg.padded_range(values)
     step = svg.nice_step(high - low, 4)

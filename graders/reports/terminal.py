@@ -54,7 +54,8 @@ def print_summary(results: dict, console: Console | None = None) -> None:
 
 
 def _part_table(part: dict) -> Table:
-    title = f"{one_line(part.get('title') or part.get('id'), 120)} — {points_text(part.get('score'), part.get('max_score'))}"
+    points = points_text(part.get("score"), part.get("max_score"))
+    title = f"{one_line(part.get('title') or part.get('id'), 120)} — {points}"
     if part.get("provisional"):
         title += " (provisional)"
     # Status and points keep their width; titles and diagnoses are cut with an ellipsis, so
