@@ -218,7 +218,9 @@ class _NotebookReader:
             return
         module = node.module or ""
         if module == "__future__":
-            self.future_features.update(alias.name for alias in node.names)
+            # Only `annotations` still changes anything in Python 3; the others are no-ops, or
+            # (`barry_as_FLUFL`, unknown names) would stop every generated module from compiling.
+            self.future_features.update(alias.name for alias in node.names if alias.name == "annotations")
         elif node.level > 0 or module.split(".")[0] in template_modules:
             # The student's own files are not part of a notebook submission; the generated
             # modules import each other's graded names instead.
@@ -306,7 +308,7 @@ def _definition_references(text: str, node: ast.AST) -> frozenset[str]:
         table = symtable.symtable(text, "<cell>", "exec")
     # ast accepts some code that the compiler refuses (a misplaced `nonlocal`); fall back to
     # every name mentioned, which over-approximates.
-    except (SyntaxError, ValueError, RecursionError):
+    except _PARSE_ERRORS:
         return frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)) - {node.name}
     names = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_referenced()}
     scopes = list(table.get_children())
@@ -538,9 +540,12 @@ class _ModuleBuilder:
         notes = []
         for name in chosen.names:
             definitions = [b for b in self.bindings[name] if b.kind != "import"]
-            if len(definitions) > 1:
-                cells = ", ".join(str(b.cell) for b in definitions)
-                notes.append(f"{_short(name)}: defined in cells {cells}; the last definition (cell {chosen.cell}) is used")
+            cells = list(dict.fromkeys(b.cell for b in definitions))
+            if len(cells) > 1:
+                notes.append(f"{_short(name)}: defined in cells {', '.join(map(str, cells))}; "
+                             f"the last definition (cell {chosen.cell}) is used")
+            elif len(definitions) > 1:
+                notes.append(f"{_short(name)}: defined {len(definitions)} times in cell {chosen.cell}; the last is used")
             shadowing = [b for b in self.bindings[name] if b.kind == "import"]
             if shadowing and name in self.home:
                 notes.append(f"{_short(name)}: the import in cell {shadowing[-1].cell} is ignored; "

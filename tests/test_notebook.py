@@ -202,11 +202,12 @@ def test_shared_class_goes_to_encoder_and_is_imported_by_causal_lm(tmp_path):
     assert "PositionalEncoding: cell 1 -> encoder.py (causal_lm.py imports it from there)" in extraction.notes
 
 
-def test_a_constant_changed_by_code_not_run_is_pointed_out(tmp_path):
+def test_reassignments_and_future_imports(tmp_path):
     cells = [
         ("code", "N_HEADS = 4\ndef binary_accuracy(preds, y):\n    return N_HEADS"),
         ("code", "N_HEADS = compute_heads()"),
-        ("code", "from __future__ import annotations"),
+        ("code", "from __future__ import annotations, barry_as_FLUFL, braces"),
+        ("code", "def evaluate(model, iterator, criterion):\n    return 1\ndef evaluate(model, iterator, criterion):\n    return N_HEADS != 4"),
     ]
     extraction = extract_notebook(write_notebook(tmp_path / "nb.ipynb", cells), tmp_path / "out")
     sentiment = (tmp_path / "out" / "sentiment.py").read_text()
@@ -214,6 +215,7 @@ def test_a_constant_changed_by_code_not_run_is_pointed_out(tmp_path):
     assert sentiment.splitlines()[2] == "from __future__ import annotations"
     compile(sentiment, "sentiment.py", "exec")
     assert "N_HEADS: cell 2 reassigns it in code that is not run; the definition from cell 1 is used" in extraction.notes
+    assert "evaluate: defined 2 times in cell 4; the last is used" in extraction.notes
 
 
 def test_oversized_and_unparseable_cells_are_skipped(tmp_path):
