@@ -20,6 +20,7 @@ import report_samples
 from graders.reports import print_summary, render_html, to_gradescope, write_reports
 from graders.reports.gradescope import md_code
 from graders.reports.summary import check_summary_line, format_points
+from graders.reports.svg import score_bar
 
 SAMPLE_NAMES = sorted(report_samples.SAMPLES)
 RESULTS_SCHEMA = json.loads(report_samples.RESULTS_SCHEMA.read_text())
@@ -173,6 +174,11 @@ def test_malformed_details_do_not_break_the_report():
     }
     html = render_html(results)
     assert "is not a rectangular (T, T) matrix" in html
+
+
+def test_a_part_worth_no_points_gets_a_neutral_bar():
+    assert score_bar(0, 0, "no points").count("<rect") == 1
+    assert score_bar(3, 4, "some points").count("<rect") == 2
 
 
 # --------------------------------------------------------------------------- Gradescope

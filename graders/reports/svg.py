@@ -74,11 +74,14 @@ def fraction_colour(share: float) -> str:
 
 
 def score_bar(score, max_score, label: str) -> Markup:
-    share = fraction(score, max_score)
+    """A filled share of a track; a part worth no points gets the bare track, neither good nor bad."""
+    fill = ""
+    if as_number(max_score) > 0:
+        share = fraction(score, max_score)
+        fill = f'<rect width="{share * 100:.2f}" height="10" rx="2" fill="{fraction_colour(share)}"/>'
     return Markup(
         '<svg class="score-bar" viewBox="0 0 100 10" preserveAspectRatio="none" role="img" '
-        f'aria-label="{escape(label)}"><rect width="100" height="10" rx="2" fill="#e5e7eb"/>'
-        f'<rect width="{share * 100:.2f}" height="10" rx="2" fill="{fraction_colour(share)}"/></svg>'
+        f'aria-label="{escape(label)}"><rect width="100" height="10" rx="2" fill="#e5e7eb"/>{fill}</svg>'
     )
 
 
