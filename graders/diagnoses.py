@@ -83,6 +83,8 @@ DIAGNOSES = {
     "train_no_train_mode": "train() does not put the model in training mode (model.train()).",
     "evaluate_no_eval_mode": "evaluate() does not put the model in eval mode: dropout stays on.",
     "double_sigmoid": "The loss is computed on sigmoid outputs, but BCEWithLogitsLoss expects logits.",
+    "evaluate_grad_enabled": "evaluate() runs the model with gradients enabled: wrap the loop in torch.no_grad().",
+    "hyperparameters_invalid": "HYPERPARAMETERS must be a dict with hidden_dim, n_layers, bidirectional, dropout, learning_rate, n_epochs and batch_size, of the right types and in sane ranges.",
     # answers and general
     "numeric_answer_wrong": "The number differs from the expected count; recount with the closed-form formula.",
     "nondeterministic": "The same input gave different outputs on two runs: look for dropout or randomness that is not switched off.",

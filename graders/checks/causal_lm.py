@@ -1,0 +1,338 @@
+"""Checks for the causal Transformer LM on nn.TransformerEncoder (seeds 000 and 001)."""
+
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from graders.checks.compare import expect_tensor
+from graders.checks.framework import CheckFailed, check
+from graders.sandbox import StudentError
+
+MODULE = "causal_lm"
+
+
+# ---------------------------------------------------------------- strategies
+
+
+@st.composite
+def lm_configs(draw):
+    """A small TransformerModel configuration: (ntoken, d_model, nhead, d_hid, nlayers)."""
+    nhead = draw(st.integers(1, 3))
+    d_model = nhead * draw(st.integers(1, 4))
+    return draw(st.integers(2, 30)), d_model, nhead, draw(st.integers(1, 12)), draw(st.integers(1, 3))
+
+
+@st.composite
+def causal_inputs(draw, *, square=None):
+    """(config, ids (B, T), position j to change, the new token); with `square`, B == T (True) or B != T (False)."""
+    config = draw(lm_configs())
+    ntoken = config[0]
+    T = draw(st.integers(2, 6))
+    if square is True:
+        B = T
+    elif square is False:
+        B = draw(st.integers(1, 5).filter(lambda b: b != T))
+    else:
+        B = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, ntoken, (B, T), generator=g)
+    j = draw(st.integers(1, T - 1))
+    return config, ids, j
+
+
+def _changed(ids, row, j, ntoken):
+    """ids with token (row, j) replaced by another token."""
+    other = ids.clone()
+    other[row, j] = (ids[row, j] + 1) % ntoken
+    return other
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _model(ctx, config):
+    handle = ctx.student.construct(MODULE, "TransformerModel", *config, 0.1)
+    ctx.student.call(handle, "eval")
+    return handle
+
+
+def _hidden(ctx, handle, ids, d_model):
+    out = ctx.student.call(handle, "__call__", ids)
+    return expect_tensor(out, "TransformerModel output", shape=(*ids.shape, d_model))
+
+
+def _rows_interact(ctx, handle, config, T=3):
+    """Run a square (B == T) batch and change row 0: do other rows' outputs move? That is what an
+    encoder that reads batch-first input as sequence-first does."""
+    ntoken, d_model = config[0], config[1]
+    g = torch.Generator().manual_seed(1234)
+    ids = torch.randint(0, ntoken, (T, T), generator=g)
+    other = ids.clone()
+    other[0] = (ids[0] + 1) % ntoken
+    try:
+        a = ctx.student.call(handle, "__call__", ids)
+        b = ctx.student.call(handle, "__call__", other)
+    except StudentError:
+        return False
+    if type(a) is not torch.Tensor or a.shape != (T, T, d_model):
+        return False
+    return not torch.allclose(a[1:], b[1:], atol=1e-5)
+
+
+def parameter_entries(ctx, handle):
+    """The module's parameters (not buffers) as [{name, shape, dtype, requires_grad}], whichever
+    form the worker answers in ({"parameters", "buffers"}, or one list with buffers marked)."""
+    answer = ctx.student.parameters(handle)
+    if isinstance(answer, dict):
+        return list(answer.get("parameters", []))
+    return [p for p in answer if p.get("kind", "parameter") != "buffer"]
+
+
+def is_float_entry(entry):
+    return "float" in str(entry["dtype"])
+
+
+def _true_count(ctx, handle):
+    return sum(math.prod(p["shape"]) for p in parameter_entries(ctx, handle) if p["requires_grad"])
+
+
+def _layer_count(d_model, d_hid):
+    return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_hid + d_hid + d_model + 4 * d_model
+
+
+def _as_int(value, what):
+    if type(value) is torch.Tensor and value.numel() == 1 and not value.is_floating_point():
+        value = int(value.item())
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    if type(value) is not int:
+        raise CheckFailed(f"{what}: expected an int, got {type(value).__name__} {value!r}"[:300], diagnosis="returns_wrong_type")
+    return value
+
+
+# ---------------------------------------------------------------- the square subsequent mask
+
+
+def _mask_variants(sz):
+    ninf = float("-inf")
+    return {
+        "square_mask_polarity": torch.tril(torch.full((sz, sz), ninf), diagonal=-1),
+        "square_mask_diagonal": torch.triu(torch.full((sz, sz), ninf), diagonal=0),
+    }
+
+
+@check("causal_lm.square_mask", "generate_square_subsequent_mask: float (sz, sz), 0 on and below the diagonal, -inf above")
+def square_mask(ctx):
+    @ctx.given(st.integers(1, 8))
+    def prop(sz):
+        got = ctx.student.call(MODULE, "generate_square_subsequent_mask", sz)
+        expect_tensor(got, f"generate_square_subsequent_mask({sz})", shape=(sz, sz))
+        expected = torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)
+        if got.dtype == torch.bool or not got.is_floating_point():
+            raise CheckFailed(f"generate_square_subsequent_mask({sz}) has dtype {got.dtype}, expected a float tensor of 0 and -inf",
+                              diagnosis="square_mask_boolean", details={"got": str(got.int().tolist())[:400]})
+        above = torch.triu(torch.ones(sz, sz, dtype=torch.bool), diagonal=1)
+        # -inf above the diagonal; a finite fill as low as the dtype's minimum works the same in the encoder
+        blocked_ok = bool((got[above] <= torch.finfo(got.dtype).min / 2).all()) if above.any() else True
+        open_ok = bool((got[~above] == 0).all())
+        if blocked_ok and open_ok:
+            return
+        diagnosis = None
+        for name, variant in _mask_variants(sz).items():
+            if torch.equal(got.double(), variant.double()):
+                diagnosis = name
+        finite = got[torch.isfinite(got)]
+        if diagnosis is None and finite.numel() == got.numel() and bool(((finite == 0) | (finite == 1)).all()):
+            diagnosis = "square_mask_boolean"
+        raise CheckFailed(
+            f"generate_square_subsequent_mask({sz}) is wrong: expected {expected.tolist()}, got {got.tolist()}"[:600],
+            diagnosis=diagnosis,
+            details={"expected": str(expected.tolist())[:400], "got": str(got.tolist())[:400]},
+        )
+
+
+# ---------------------------------------------------------------- the model
+
+
+@check("causal_lm.causal", "TransformerModel is causal: changing a future token leaves earlier outputs unchanged (eval mode)")
+def causal(ctx):
+    @ctx.given(causal_inputs())
+    def prop(ex):
+        config, ids, j = ex
+        handle = _model(ctx, config)
+        hidden = _hidden(ctx, handle, ids, config[1])
+        row = ids.size(0) - 1
+        other = _changed(ids, row, j, config[0])
+        changed = _hidden(ctx, handle, other, config[1])
+        if not torch.allclose(hidden[row, :j], changed[row, :j], atol=1e-5):
+            moved = (hidden[row, :j] - changed[row, :j]).abs().amax(-1)
+            first = int((moved > 1e-5).nonzero()[0])
+            diagnosis = "not_batch_first" if _rows_interact(ctx, handle, config) else "not_causal"
+            raise CheckFailed(
+                f"changing the token at position {j} of row {row} changed the output at earlier position {first} "
+                f"(by up to {moved.max().item():.3g})",
+                diagnosis=diagnosis,
+            )
+
+
+@check("causal_lm.rows_independent", "TransformerModel keeps batch rows apart: changing one sequence leaves the others unchanged")
+def rows_independent(ctx):
+    @ctx.given(causal_inputs(square=True))
+    def prop(ex):
+        config, ids, _ = ex
+        handle = _model(ctx, config)
+        hidden = _hidden(ctx, handle, ids, config[1])
+        other = ids.clone()
+        other[0] = (ids[0] + 1) % config[0]
+        changed = _hidden(ctx, handle, other, config[1])
+        if not torch.allclose(hidden[1:], changed[1:], atol=1e-5):
+            raise CheckFailed(
+                f"with a batch of {ids.size(0)} sequences of length {ids.size(1)}, changing sequence 0 changed the outputs "
+                "of other sequences: attention runs across the batch",
+                diagnosis="not_batch_first",
+            )
+
+
+@check("causal_lm.batch_first_shape", "TransformerModel maps (B, T) ids to (B, T, d_model) when B != T")
+def batch_first_shape(ctx):
+    @ctx.given(causal_inputs(square=False))
+    def prop(ex):
+        config, ids, _ = ex
+        handle = _model(ctx, config)
+        try:
+            out = ctx.student.call(handle, "__call__", ids)
+        except StudentError as error:
+            if _rows_interact(ctx, handle, config):
+                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: {error.message}"[:500],
+                                  diagnosis="not_batch_first") from None
+            raise
+        B, T = ids.shape
+        if type(out) is torch.Tensor and out.shape == (T, B, config[1]):
+            raise CheckFailed(f"output of shape {tuple(out.shape)} for ids {tuple(ids.shape)}: expected (B, T, d_model) = "
+                              f"{(B, T, config[1])}", diagnosis="not_batch_first")
+        expect_tensor(out, "TransformerModel output", shape=(B, T, config[1]))
+
+
+# ---------------------------------------------------------------- heads
+
+
+@st.composite
+def head_inputs(draw):
+    d_model = draw(st.integers(1, 8))
+    B, T = draw(st.integers(1, 4)), draw(st.integers(2, 6))
+    n_out = draw(st.integers(1, 12))
+    seed = draw(st.integers(0, 2**16))
+    hidden = torch.randn(B, T, d_model, generator=torch.Generator().manual_seed(seed))
+    return d_model, n_out, hidden
+
+
+@check("causal_lm.lm_head", "LMHead maps (B, T, d_model) to next-token logits (B, T, ntoken), position by position")
+def lm_head(ctx):
+    @ctx.given(head_inputs())
+    def prop(ex):
+        d_model, ntoken, hidden = ex
+        handle = ctx.student.construct(MODULE, "LMHead", d_model, ntoken)
+        ctx.student.call(handle, "eval")
+        B, T, _ = hidden.shape
+        out = expect_tensor(ctx.student.call(handle, "__call__", hidden), "LMHead output", shape=(B, T, ntoken))
+        other = hidden.clone()
+        other[:, 0] += 1.0
+        changed = expect_tensor(ctx.student.call(handle, "__call__", other), "LMHead output", shape=(B, T, ntoken))
+        if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
+            raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
+                              "the head must map every position on its own")
+        count = _true_count(ctx, handle)
+        if count != d_model * ntoken + ntoken:
+            raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {count} trainable parameters, expected "
+                              f"{d_model * ntoken + ntoken} (Linear(d_model, ntoken) with bias)", diagnosis="parameter_count_off")
+
+
+@check("causal_lm.classification_head", "ClassificationHead reads the last position: (B, T, d_model) -> (B, n_classes)")
+def classification_head(ctx):
+    @ctx.given(head_inputs())
+    def prop(ex):
+        d_model, n_classes, hidden = ex
+        handle = ctx.student.construct(MODULE, "ClassificationHead", d_model, n_classes)
+        ctx.student.call(handle, "eval")
+        B, T, _ = hidden.shape
+        out = expect_tensor(ctx.student.call(handle, "__call__", hidden), "ClassificationHead output", shape=(B, n_classes))
+        earlier = hidden.clone()
+        earlier[:, :-1] = torch.randn(B, T - 1, d_model, generator=torch.Generator().manual_seed(99)) * 3
+        same = expect_tensor(ctx.student.call(handle, "__call__", earlier), "ClassificationHead output", shape=(B, n_classes))
+        if not torch.allclose(out, same, atol=1e-5):
+            raise CheckFailed(f"on hidden states of shape {(B, T, d_model)}, changing positions 0..{T - 2} changed the class "
+                              "logits: only the last position may count", diagnosis="head_wrong_position")
+        last = hidden.clone()
+        last[:, -1] += 1.0
+        moved = expect_tensor(ctx.student.call(handle, "__call__", last), "ClassificationHead output", shape=(B, n_classes))
+        if torch.allclose(out, moved, atol=1e-7):
+            raise CheckFailed("changing the last position's hidden state did not change the class logits",
+                              diagnosis="head_wrong_position")
+
+
+# ---------------------------------------------------------------- counting
+
+
+@check("causal_lm.count_parameters", "count_parameters equals the number of trainable parameters (no buffers, no frozen ones)")
+def count_parameters(ctx):
+    @ctx.given(lm_configs(), st.integers(0, 2))
+    def prop(config, frozen):
+        ntoken, d_model, nhead, d_hid, nlayers = config
+        handle = _model(ctx, config)
+        got = _as_int(ctx.student.call(MODULE, "count_parameters", handle), "count_parameters(model)")
+        expected = _true_count(ctx, handle)
+        if got != expected:
+            raise CheckFailed(f"count_parameters(TransformerModel{config}) = {got}, but the model has {expected} trainable "
+                              f"parameters", diagnosis="parameter_count_off",
+                              details={"numbers": {"expected": expected, "got": got}})
+        # a module with frozen parameters and a buffer, built in the worker from torch.nn only
+        sizes = (d_model, d_hid, ntoken)
+        got = _as_int(ctx.student.task("causal_lm.count_partly_frozen", list(sizes), frozen), "count_parameters")
+        expected = _partly_frozen_count(sizes, frozen)
+        if got != expected:
+            raise CheckFailed(f"count_parameters of Sequential(Linear{sizes[:2]}, Linear{sizes[1:]}) with the first {frozen} "
+                              f"layer(s) frozen and a buffer = {got}, expected {expected} (only requires_grad parameters count)",
+                              diagnosis="parameter_count_off", details={"numbers": {"expected": expected, "got": got}})
+
+
+def _partly_frozen_count(sizes, frozen):
+    a, b, c = sizes
+    layers = [a * b + b, b * c + c]
+    return sum(layers[frozen:])
+
+
+@check("causal_lm.model_parameters", "TransformerModel has exactly the parameters of its closed form (no extra or shared layer)")
+def model_parameters(ctx):
+    @ctx.given(lm_configs())
+    def prop(config):
+        ntoken, d_model, nhead, d_hid, nlayers = config
+        handle = _model(ctx, config)
+        got = _true_count(ctx, handle)
+        expected = ctx.oracle.call("causal_lm.closed_form_parameter_count", *config)["base"]
+        if got != expected:
+            layer = _layer_count(d_model, d_hid)
+            diagnosis = "extra_layer_copy" if got == expected + layer else "parameter_count_off"
+            raise CheckFailed(f"TransformerModel{config} has {got} trainable parameters, expected {expected}"
+                              + (" (one encoder layer too many)" if diagnosis == "extra_layer_copy" else ""),
+                              diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}})
+
+
+@check("causal_lm.closed_form", "closed_form_parameter_count matches the modules and the formula for every configuration")
+def closed_form(ctx):
+    @ctx.given(lm_configs(), st.integers(1, 5))
+    def prop(config, n_classes):
+        ntoken, d_model, nhead, d_hid, nlayers = config
+        got = ctx.student.call(MODULE, "closed_form_parameter_count", *config, n_classes)
+        expected = ctx.oracle.call("causal_lm.closed_form_parameter_count", *config, n_classes)
+        if not isinstance(got, dict) or set(expected) - set(got):
+            raise CheckFailed(f"closed_form_parameter_count must return a dict with keys {sorted(expected)}, got {got!r}"[:400],
+                              diagnosis="returns_wrong_type")
+        call = f"closed_form_parameter_count{(*config, n_classes)}"
+        for key in ("base", "lm_head", "classification_head"):
+            value = _as_int(got[key], f"{call}[{key!r}]")
+            if value != expected[key]:
+                raise CheckFailed(f"{call}[{key!r}] = {value}, expected {expected[key]}", diagnosis="closed_form_wrong",
+                                  details={"numbers": {"expected": expected[key], "got": value}})
+

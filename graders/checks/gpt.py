@@ -1,0 +1,383 @@
+"""Checks for minGPT: the dataset, collate, the heads and generation (seeds 002 and 003).
+
+Generation checks load grader-chosen weights (seeded, larger than minGPT's init) so that logits
+are well separated and argmax / top-k sets have no near-ties; every expectation is computed from
+the student's own forward pass in eval mode, so no reference model is needed.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from graders.checks.causal_lm import is_float_entry, parameter_entries
+from graders.checks.compare import expect_tensor
+from graders.checks.framework import CheckFailed, check
+from graders.sandbox import StudentError
+
+MODULE = "gpt"
+PAD_ID, IGNORE_INDEX = 0, -1
+
+
+# ---------------------------------------------------------------- strategies
+
+
+@st.composite
+def gpt_configs(draw, *, min_vocab=4, max_vocab=16):
+    n_head = draw(st.integers(1, 2))
+    return {
+        "vocab_size": draw(st.integers(min_vocab, max_vocab)),
+        "block_size": draw(st.integers(3, 8)),
+        "n_layer": draw(st.integers(1, 2)),
+        "n_head": n_head,
+        "n_embd": n_head * draw(st.integers(2, 4)),
+        "n_classification_class": draw(st.integers(2, 4)),
+        "weights_seed": draw(st.integers(0, 2**16)),
+    }
+
+
+@st.composite
+def sentences(draw, *, min_len=2, max_len=7, max_count=5):
+    """Lists of token ids (a corpus already encoded)."""
+    count = draw(st.integers(1, max_count))
+    return [draw(st.lists(st.integers(1, 30), min_size=min_len, max_size=max_len)) for _ in range(count)]
+
+
+@st.composite
+def prompts(draw, *, max_len=None, longer_than_block=False):
+    """(config, prompt (B, T), max_new_tokens)."""
+    config = draw(gpt_configs())
+    block = config["block_size"]
+    if longer_than_block:
+        T = draw(st.integers(block + 1, block + 4))
+        n = draw(st.integers(1, 3))
+    else:
+        T = draw(st.integers(1, block - 1))
+        n = draw(st.integers(1, block - T))
+    B = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**16))
+    idx = torch.randint(0, config["vocab_size"], (B, T), generator=torch.Generator().manual_seed(seed))
+    return config, idx, n
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def build_gpt(ctx, config, *, grader_weights=True, scale=1.0):
+    """The student's GPT for `config`, in eval mode, with grader-chosen weights (seeded)."""
+    cfg = {k: v for k, v in config.items() if k != "weights_seed"}
+    handle = ctx.student.construct(MODULE, "GPT", ctx.student.construct(MODULE, "GPTConfig", **cfg))
+    ctx.student.call(handle, "eval")
+    if grader_weights:
+        ctx.student.load_state_dict(handle, grader_state(ctx, handle, config["weights_seed"], scale), strict=False)
+    return handle
+
+
+def grader_state(ctx, handle, seed, scale=1.0):
+    """A seeded value for every floating parameter (not buffers: the causal mask stays)."""
+    g = torch.Generator().manual_seed(seed)
+    state = {}
+    for p in parameter_entries(ctx, handle):
+        if not is_float_entry(p):
+            continue
+        shape = tuple(p["shape"])
+        if p["name"].endswith(".weight") and len(shape) == 1 and "ln" in p["name"]:
+            state[p["name"]] = 1.0 + 0.1 * torch.randn(shape, generator=g)  # LayerNorm gains near one
+        else:
+            fan_in = shape[-1] if len(shape) > 1 else 1
+            state[p["name"]] = torch.randn(shape, generator=g) * scale / math.sqrt(max(fan_in, 1)) * (3.0 if "lm_head" in p["name"] else 1.0)
+    return state
+
+
+def forward(ctx, handle, idx, *args, **kwargs):
+    result = ctx.student.call(handle, "__call__", idx, *args, **kwargs)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise CheckFailed("GPT.forward must return a tuple (logits, loss)", diagnosis="returns_wrong_type")
+    return result
+
+
+def last_logits(ctx, handle, idx, vocab_size):
+    logits, _ = forward(ctx, handle, idx)
+    return expect_tensor(logits, "logits", shape=(*idx.shape, vocab_size))[:, -1, :]
+
+
+def generate(ctx, handle, idx, n, **kwargs):
+    out = ctx.student.call(handle, "generate", idx, n, **kwargs)
+    B, T = idx.shape
+    expect_tensor(out, f"generate(idx of shape {(B, T)}, max_new_tokens={n})", shape=(B, T + n))
+    if not torch.equal(out[:, :T], idx):
+        raise CheckFailed("generate must return the prompt followed by the new tokens; the prompt part changed",
+                          details={"expected": str(idx.tolist()), "got": str(out[:, :T].tolist())})
+    return out
+
+
+# ---------------------------------------------------------------- data
+
+
+@check("gpt.dataset_is_dataset", "LanguageModelingDataset subclasses torch.utils.data.Dataset")
+def dataset_is_dataset(ctx):
+    names = ctx.student.task("gpt.dataset_mro")
+    if "torch.utils.data.dataset.Dataset" not in names:
+        raise CheckFailed(f"LanguageModelingDataset's bases are {names}: it must subclass torch.utils.data.Dataset",
+                          diagnosis="dataset_wrong_class")
+
+
+@check("gpt.dataset_shifted", "LanguageModelingDataset gives (X, Y) with X = ids[:-1] and Y = ids[1:]")
+def dataset_shifted(ctx):
+    @ctx.given(sentences())
+    def prop(corpus):
+        dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", corpus)
+        n = ctx.student.call(dataset, "__len__")
+        if n != len(corpus):
+            raise CheckFailed(f"{len(corpus)} sentences of two tokens or more gave a dataset of length {n}")
+        for i, ids in enumerate(corpus):
+            item = ctx.student.call(dataset, "__getitem__", i)
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise CheckFailed("dataset[i] must be a pair (X, Y)", diagnosis="returns_wrong_type")
+            x = expect_tensor(item[0], f"X of sentence {ids}")
+            y = expect_tensor(item[1], f"Y of sentence {ids}")
+            ids_t = torch.tensor(ids)
+            if not (torch.equal(x.long(), ids_t[:-1]) and torch.equal(y.long(), ids_t[1:])):
+                raise CheckFailed(
+                    f"sentence {ids}: expected X = {ids[:-1]}, Y = {ids[1:]}; got X = {x.tolist()}, Y = {y.tolist()}",
+                    diagnosis="dataset_not_shifted",
+                )
+            if x.dtype != torch.long or y.dtype != torch.long:
+                raise CheckFailed(f"X and Y must be long tensors (token ids), got {x.dtype} and {y.dtype}",
+                                  diagnosis="returns_wrong_type")
+
+
+def _pairs(corpus):
+    return [(torch.tensor(ids[:-1]), torch.tensor(ids[1:])) for ids in corpus]
+
+
+@check("gpt.collate_pads", "lm_collate_fn pads X with PAD_ID and Y with IGNORE_INDEX to the longest sequence")
+def collate_pads(ctx):
+    @ctx.given(sentences(min_len=2, max_len=8, max_count=4))
+    def prop(corpus):
+        batch = _pairs(corpus)
+        result = ctx.student.call(MODULE, "lm_collate_fn", batch)
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise CheckFailed("lm_collate_fn must return a pair (X, Y)", diagnosis="returns_wrong_type")
+        B, T = len(batch), max(len(x) for x, _ in batch)
+        lengths = [len(x) for x, _ in batch]
+        for name, got in zip("XY", result):
+            if type(got) is not torch.Tensor or tuple(got.shape) != (B, T):
+                shape = tuple(got.shape) if type(got) is torch.Tensor else type(got).__name__
+                raise CheckFailed(f"{name} of a batch with lengths {lengths} should have shape {(B, T)}, got {shape}",
+                                  diagnosis="collate_not_padded")
+        X, Y = result
+        for i, (x, y) in enumerate(batch):
+            if not (torch.equal(X[i, : len(x)].long(), x) and torch.equal(Y[i, : len(y)].long(), y)):
+                raise CheckFailed(f"row {i} of the batch does not start with its own sequence", diagnosis="collate_not_padded")
+            if not bool((X[i, len(x):] == PAD_ID).all()):
+                raise CheckFailed(f"X must be padded with PAD_ID = {PAD_ID}, got {X[i].tolist()}", diagnosis="collate_not_padded")
+            if not bool((Y[i, len(y):] == IGNORE_INDEX).all()):
+                raise CheckFailed(f"Y must be padded with IGNORE_INDEX = {IGNORE_INDEX} so padding is not in the loss, "
+                                  f"got {Y[i].tolist()}", diagnosis="collate_padding_counts")
+
+
+@check("gpt.padding_not_in_loss", "The loss of a padded batch equals the loss over its real tokens only")
+def padding_not_in_loss(ctx):
+    @ctx.given(gpt_configs(), st.integers(0, 2**16), st.integers(2, 4))
+    def prop(config, seed, B):
+        block, V = config["block_size"], config["vocab_size"]
+        g = torch.Generator().manual_seed(seed)
+        lengths = [int(n) for n in torch.randint(2, block + 2, (B,), generator=g)]
+        lengths[0] = block + 1  # X of the longest has block_size tokens; others are padded
+        lengths[-1] = 2
+        corpus = [torch.randint(1, V, (n,), generator=g).tolist() for n in lengths]
+        handle = build_gpt(ctx, config)
+        X, Y = ctx.student.call(MODULE, "lm_collate_fn", _pairs(corpus))
+        _, loss = forward(ctx, handle, X, Y)
+        total, count = 0.0, 0
+        for ids in corpus:
+            x, y = torch.tensor([ids[:-1]]), torch.tensor(ids[1:])
+            logits, _ = forward(ctx, handle, x)
+            total += F.cross_entropy(logits[0].double(), y, reduction="sum").item()
+            count += len(y)
+        expected = total / count
+        got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 else None
+        if got is None or not math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
+            padded_y = Y[torch.arange(Y.size(1))[None, :] >= torch.tensor([len(i) - 1 for i in corpus])[:, None]]
+            diagnosis = "collate_padding_counts" if bool((padded_y != IGNORE_INDEX).any()) else None
+            raise CheckFailed(
+                f"sentences of lengths {lengths}: the batch loss is {got}, but the mean cross-entropy over the real tokens "
+                f"(each sentence run alone) is {expected:.6g}",
+                diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}},
+            )
+
+
+# ---------------------------------------------------------------- model and heads
+
+
+@check("gpt.heads", "lm_head is Linear(n_embd, vocab_size) without bias; classifier_head has a bias")
+def heads(ctx):
+    config = {"vocab_size": 11, "block_size": 6, "n_layer": 1, "n_head": 2, "n_embd": 8, "n_classification_class": 3, "weights_seed": 0}
+    handle = build_gpt(ctx, config, grader_weights=False)
+    shapes = {p["name"]: tuple(p["shape"]) for p in parameter_entries(ctx, handle)}
+    expected = {"lm_head.weight": (11, 8), "classifier_head.weight": (3, 8), "classifier_head.bias": (3,)}
+    for name, shape in expected.items():
+        if shapes.get(name) != shape:
+            raise CheckFailed(f"expected a parameter {name} of shape {shape}, got {shapes.get(name)}")
+    if "lm_head.bias" in shapes:
+        raise CheckFailed("lm_head must have no bias (minGPT: Linear(n_embd, vocab_size, bias=False))", diagnosis="parameter_count_off")
+
+
+@check("gpt.causal", "GPT logits at position t do not depend on later tokens")
+def causal(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, _ = ex
+        if idx.size(1) < 2:
+            idx = torch.cat([idx, idx], dim=1)
+        handle = build_gpt(ctx, config)
+        logits, _ = forward(ctx, handle, idx)
+        expect_tensor(logits, "logits", shape=(*idx.shape, config["vocab_size"]))
+        other = idx.clone()
+        other[:, -1] = (idx[:, -1] + 1) % config["vocab_size"]
+        changed, _ = forward(ctx, handle, other)
+        if not torch.allclose(logits[:, :-1], changed[:, :-1], atol=1e-5):
+            raise CheckFailed("changing the last token changed the logits of earlier positions", diagnosis="not_causal")
+
+
+@check("gpt.classifier_last_position", "finetune_classify=True classifies from the last position's hidden state")
+def classifier_last_position(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, _ = ex
+        handle = build_gpt(ctx, config)
+        C = config["n_classification_class"]
+        # The classifier gets the first C rows of lm_head and no bias: its logits must then equal the
+        # LM logits of the first C tokens at the position it reads.
+        lm_w = ctx.student.state_dict(handle)["lm_head.weight"]
+        ctx.student.load_state_dict(handle, {"classifier_head.weight": lm_w[:C].clone(),
+                                             "classifier_head.bias": torch.zeros(C)}, strict=False)
+        lm_logits, _ = forward(ctx, handle, idx)
+        got, _ = forward(ctx, handle, idx, finetune_classify=True)
+        B, T = idx.shape
+        expect_tensor(got, "classification logits", shape=(B, C))
+        expected = lm_logits[:, -1, :C]
+        if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
+            elsewhere = [lm_logits[:, t, :C] for t in range(T - 1)] + [lm_logits[:, :, :C].mean(1)]
+            diagnosis = "classifier_not_last" if any(torch.allclose(got, other, atol=1e-4) for other in elsewhere) else None
+            raise CheckFailed(f"on idx of shape {(B, T)} the class logits are not the classifier applied to the last "
+                              "position's hidden state", diagnosis=diagnosis,
+                              details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300]})
+
+
+# ---------------------------------------------------------------- generation
+
+
+@check("gpt.greedy_follows_argmax", "Greedy generate appends the argmax of the model's own last-position logits, step by step")
+def greedy_follows_argmax(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, n = ex
+        handle = build_gpt(ctx, config)
+        out = generate(ctx, handle, idx, n)
+        T = idx.size(1)
+        for step in range(n):
+            logits = last_logits(ctx, handle, out[:, : T + step], config["vocab_size"])
+            expected = logits.argmax(-1)
+            if not torch.equal(out[:, T + step], expected):
+                raise CheckFailed(f"new token {step}: generate gave {out[:, T + step].tolist()}, the argmax of the model's "
+                                  f"logits is {expected.tolist()}", diagnosis="generate_not_greedy")
+
+
+@check("gpt.greedy_deterministic", "Greedy generate in eval mode gives the same tokens twice")
+def greedy_deterministic(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, n = ex
+        handle = build_gpt(ctx, config, scale=0.3)  # flatter logits: sampling would show
+        first = generate(ctx, handle, idx.repeat(8, 1), n)
+        second = generate(ctx, handle, idx.repeat(8, 1), n)
+        if not torch.equal(first, second):
+            raise CheckFailed("two greedy generate calls on the same prompt gave different tokens",
+                              diagnosis="generate_not_greedy")
+
+
+@check("gpt.generate_crops_context", "A prompt longer than block_size works and equals generation from its last block_size tokens")
+def generate_crops_context(ctx):
+    @ctx.given(prompts(longer_than_block=True))
+    def prop(ex):
+        config, idx, n = ex
+        block = config["block_size"]
+        handle = build_gpt(ctx, config)
+        try:
+            out = generate(ctx, handle, idx, n)
+        except StudentError as error:
+            raise CheckFailed(f"generate on a prompt of length {idx.size(1)} > block_size={block} raised "
+                              f"{error.exc_type}: {error.message}"[:500], diagnosis="generate_no_crop") from None
+        cropped = generate(ctx, handle, idx[:, -block:], n)
+        if not torch.equal(out[:, idx.size(1):], cropped[:, block:]):
+            raise CheckFailed("the tokens generated from a long prompt differ from those generated from its last "
+                              "block_size tokens", diagnosis="generate_no_crop")
+
+
+def _sample_rows(config, seed, rows):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, config["vocab_size"], (rows, draw_len(config)), generator=g)
+
+
+def draw_len(config):
+    return max(1, config["block_size"] - 2)
+
+
+@check("gpt.top_k", "Sampling with top_k only ever draws one of the k most likely tokens")
+def top_k(ctx):
+    @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), st.integers(1, 4), max_examples=max(4, ctx.max_examples // 3))
+    def prop(config, seed, k):
+        handle = build_gpt(ctx, config, scale=0.5)
+        idx = _sample_rows(config, seed, 64)
+        logits = last_logits(ctx, handle, idx, config["vocab_size"])
+        allowed = logits >= logits.topk(k, dim=-1).values[:, -1:]
+        ctx.student.seed(seed)
+        out = generate(ctx, handle, idx, 1, do_sample=True, top_k=k)
+        drawn = out[:, -1]
+        leaked = ~allowed.gather(1, drawn[:, None].clamp(0, config["vocab_size"] - 1))[:, 0]
+        if leaked.any():
+            row = int(leaked.nonzero()[0])
+            raise CheckFailed(f"with top_k={k}, {int(leaked.sum())} of {len(drawn)} draws fell outside the top {k} "
+                              f"(row {row}: drew token {int(drawn[row])}, the top {k} are "
+                              f"{logits[row].topk(k).indices.tolist()})", diagnosis="top_k_leaks")
+
+
+@check("gpt.temperature_small_is_greedy", "Sampling at a tiny temperature picks the argmax: the logits are divided by it")
+def temperature_small_is_greedy(ctx):
+    @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), max_examples=max(4, ctx.max_examples // 3))
+    def prop(config, seed):
+        handle = build_gpt(ctx, config, scale=0.3)
+        idx = _sample_rows(config, seed, 64)
+        logits = last_logits(ctx, handle, idx, config["vocab_size"])
+        top2 = logits.topk(2, dim=-1).values
+        clear = (top2[:, 0] - top2[:, 1]) > 0.01  # rows with a clear winner: at T=1e-4 it has all the mass
+        ctx.student.seed(seed)
+        out = generate(ctx, handle, idx, 1, temperature=1e-4, do_sample=True)
+        differs = (out[:, -1] != logits.argmax(-1)) & clear
+        if differs.any():
+            raise CheckFailed(f"sampling with temperature=1e-4 drew a token other than the argmax in {int(differs.sum())} "
+                              f"of {int(clear.sum())} rows: at that temperature softmax(logits / T) is the argmax",
+                              diagnosis="temperature_ignored")
+
+
+@check("gpt.temperature_large_spreads", "Sampling at a huge temperature spreads draws over the whole vocabulary")
+def temperature_large_spreads(ctx):
+    @ctx.given(gpt_configs(min_vocab=4, max_vocab=10), st.integers(0, 2**16), max_examples=max(3, ctx.max_examples // 5))
+    def prop(config, seed):
+        handle = build_gpt(ctx, config, scale=3.0)  # peaked logits: at temperature 1 a few tokens take the mass
+        g = torch.Generator().manual_seed(seed)
+        prompt = torch.randint(0, config["vocab_size"], (1, draw_len(config)), generator=g)
+        ctx.student.seed(seed)
+        rows = 400
+        out = generate(ctx, handle, prompt.repeat(rows, 1), 1, temperature=1e4, do_sample=True)
+        counts = torch.bincount(out[:, -1].clamp(0, config["vocab_size"] - 1), minlength=config["vocab_size"])
+        # at T=1e4 the draw is uniform: a token is missed from 400 draws with probability < 10 * 0.9^400 ~ 5e-18
+        if bool((counts == 0).any()):
+            raise CheckFailed(f"with temperature=1e4, {rows} draws hit only {int((counts > 0).sum())} of "
+                              f"{config['vocab_size']} tokens (counts {counts.tolist()}): the distribution should be "
+                              "nearly uniform", diagnosis="temperature_ignored",
+                              details={"numbers": {"counts": counts.tolist()}})
+

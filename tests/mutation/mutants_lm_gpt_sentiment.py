@@ -1,0 +1,201 @@
+"""Mutants and alternatives of causal_lm.py, gpt.py and sentiment.py (parts causal_lm, gpt, sentiment)."""
+
+from tests.mutation.model import Alternative, Edit, Mutant
+
+LM, GPT, SENT = "causal_lm.py", "gpt.py", "sentiment.py"
+
+# causal_lm.py
+MASK = 'return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)'
+LAYER = "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout, batch_first=True)"
+ENCODER = "self.transformer_encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)"
+RUN_ENCODER = "return self.transformer_encoder(x, mask=src_mask)"
+CLS_FORWARD = "return self.classifier(hidden[:, -1])"
+COUNT = "return sum(p.numel() for p in module.parameters() if p.requires_grad)"
+ATTENTION_FORMULA = "attention = (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model)"
+FF_FORMULA = "feed_forward = (d_model * d_hid + d_hid) + (d_hid * d_model + d_model)"
+
+# gpt.py
+CLS_LOGITS = "logits = self.classifier_head(x[:, -1, :])  # (B, n_classes)"
+CROP = "context = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size :]"
+TEMPERATURE = "logits = logits[:, -1, :] / temperature  # (B, vocab_size)"
+TOP_K_FILL = 'logits = logits.masked_fill(logits < kth_best, float("-inf"))'
+TOP_K = """                kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)
+                logits = logits.masked_fill(logits < kth_best, float("-inf"))"""
+GREEDY = "next_id = logits.argmax(dim=-1, keepdim=True)"
+GETITEM = "return ids[:-1], ids[1:]"
+COLLATE = """    xs, ys = zip(*batch)
+    X = nn.utils.rnn.pad_sequence(xs, batch_first=True, padding_value=PAD_ID)
+    Y = nn.utils.rnn.pad_sequence(ys, batch_first=True, padding_value=IGNORE_INDEX)
+    return X, Y"""
+PAD_Y = "Y = nn.utils.rnn.pad_sequence(ys, batch_first=True, padding_value=IGNORE_INDEX)"
+DATASET_CLASS = "class LanguageModelingDataset(Dataset):"
+
+# sentiment.py
+NO_GRAD_BERT = """        with torch.no_grad():
+            embedded = self.bert(text, attention_mask=attention_mask)[0]  # (B, T, H_bert)"""
+BERT_CALL = "embedded = self.bert(text, attention_mask=attention_mask)[0]  # (B, T, H_bert)"
+BIDI = "hidden = torch.cat((hidden[-2], hidden[-1]), dim=1)  # (B, 2 * hidden_dim)"
+ACCURACY = "return (rounded == y).float().mean()"
+ROUND = "rounded = torch.round(torch.sigmoid(preds))"
+STEP = """        loss.backward()
+        optimizer.step()"""
+TRAIN_MODE = """    epoch_loss, epoch_acc = 0.0, 0.0
+    model.train()"""
+EVAL_MODE = """    epoch_loss, epoch_acc = 0.0, 0.0
+    model.eval()"""
+EVAL_NO_GRAD = """    with torch.no_grad():
+        for batch in iterator:
+            predictions = _forward_batch(model, batch)
+            epoch_loss += criterion(predictions, batch.label).item()
+            epoch_acc += binary_accuracy(predictions, batch.label).item()"""
+
+
+def one(id, part, file, find, replace, diagnosis):
+    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
+
+
+MUTANTS = [
+    # ---- causal_lm
+    one("lm_mask_zero_one", "causal_lm", LM, MASK,
+        "return torch.triu(torch.ones(sz, sz), diagonal=1)", "square_mask_boolean"),
+    one("lm_mask_boolean", "causal_lm", LM, MASK,
+        "return torch.triu(torch.ones(sz, sz, dtype=torch.bool), diagonal=1)", "square_mask_boolean"),
+    one("lm_mask_diagonal_masked", "causal_lm", LM, MASK,
+        'return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=0)', "square_mask_diagonal"),
+    one("lm_mask_polarity", "causal_lm", LM, MASK,
+        'return torch.tril(torch.full((sz, sz), float("-inf")), diagonal=-1)', "square_mask_polarity"),
+    one("lm_no_batch_first", "causal_lm", LM, LAYER,
+        "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout)", "not_batch_first"),
+    one("lm_no_causal_mask", "causal_lm", LM, RUN_ENCODER,
+        "return self.transformer_encoder(x)", "not_causal"),
+    one("lm_head_first_position", "causal_lm", LM, CLS_FORWARD,
+        "return self.classifier(hidden[:, 0])", "head_wrong_position"),
+    one("lm_head_mean_pool", "causal_lm", LM, CLS_FORWARD,
+        "return self.classifier(hidden.mean(dim=1))", "head_wrong_position"),
+    one("lm_count_all_parameters", "causal_lm", LM, COUNT,
+        "return sum(p.numel() for p in module.parameters())", "parameter_count_off"),
+    one("lm_count_with_buffers", "causal_lm", LM, COUNT,
+        "return sum(t.numel() for t in module.state_dict().values())", "parameter_count_off"),
+    one("lm_closed_form_no_biases", "causal_lm", LM, FF_FORMULA,
+        "feed_forward = (d_model * d_hid) + (d_hid * d_model)", "closed_form_wrong"),
+    one("lm_closed_form_times_nhead", "causal_lm", LM, ATTENTION_FORMULA,
+        "attention = nhead * (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model)", "closed_form_wrong"),
+    Mutant(
+        "lm_template_layer_kept",
+        "causal_lm",
+        (Edit(LM, LAYER + "\n", LAYER.replace("layer = ", "self.layer = ") + "\n        layer = self.layer\n"),),
+        "extra_layer_copy",
+    ),
+    # ---- gpt
+    one("gpt_dataset_not_shifted", "gpt", GPT, GETITEM, "return ids, ids", "dataset_not_shifted"),
+    one("gpt_dataset_no_drop_last", "gpt", GPT, GETITEM, "return ids[:-1], ids[:-1]", "dataset_not_shifted"),
+    one("gpt_dataset_plain_class", "gpt", GPT, DATASET_CLASS, "class LanguageModelingDataset:", "dataset_wrong_class"),
+    one("gpt_collate_pads_y_with_pad", "gpt", GPT, PAD_Y,
+        "Y = nn.utils.rnn.pad_sequence(ys, batch_first=True, padding_value=PAD_ID)", "collate_padding_counts"),
+    one("gpt_classifier_first_position", "gpt", GPT, CLS_LOGITS,
+        "logits = self.classifier_head(x[:, 0, :])", "classifier_not_last"),
+    one("gpt_greedy_samples", "gpt", GPT, GREEDY,
+        "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)", "generate_not_greedy"),
+    one("gpt_no_crop", "gpt", GPT, CROP, "context = idx", "generate_no_crop"),
+    one("gpt_top_k_zero_fill", "gpt", GPT, TOP_K_FILL,
+        "logits = logits.masked_fill(logits < kth_best, 0.0)", "top_k_leaks"),
+    one("gpt_top_k_off_by_one", "gpt", GPT, "kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)",
+        "kth_best = torch.topk(logits, top_k + 1).values[:, [-1]]", "top_k_leaks"),
+    one("gpt_temperature_ignored", "gpt", GPT, TEMPERATURE, "logits = logits[:, -1, :]", "temperature_ignored"),
+    one("gpt_temperature_multiplied", "gpt", GPT, TEMPERATURE,
+        "logits = logits[:, -1, :] * temperature", "temperature_ignored"),
+    # ---- sentiment
+    one("sent_bert_not_frozen", "sentiment", SENT, NO_GRAD_BERT,
+        "        embedded = self.bert(text, attention_mask=attention_mask)[0]", "bert_not_frozen"),
+    one("sent_no_attention_mask", "sentiment", SENT, BERT_CALL,
+        "embedded = self.bert(text)[0]", "no_attention_mask"),
+    one("sent_hidden_last_only", "sentiment", SENT, BIDI, "hidden = torch.cat((hidden[-1], hidden[-1]), dim=1)",
+        "gru_wrong_hidden"),
+    one("sent_hidden_first_layer", "sentiment", SENT, BIDI, "hidden = torch.cat((hidden[0], hidden[1]), dim=1)",
+        "gru_wrong_hidden"),
+    Mutant(
+        "sent_hidden_minus_one_small_linear",
+        "sentiment",
+        (
+            Edit(SENT, "self.out = nn.Linear(hidden_dim * 2 if bidirectional else hidden_dim, output_dim)",
+                 "self.out = nn.Linear(hidden_dim, output_dim)"),
+            Edit(SENT, BIDI, "hidden = hidden[-1]"),
+        ),
+        "gru_wrong_hidden",
+    ),
+    one("sent_accuracy_count", "sentiment", SENT, ACCURACY, "return (rounded == y).float().sum()", "accuracy_not_fraction"),
+    one("sent_accuracy_no_sigmoid", "sentiment", SENT, ROUND, "rounded = torch.round(preds)", "accuracy_no_sigmoid"),
+    one("sent_train_no_step", "sentiment", SENT, STEP, "        loss.backward()", "train_no_step"),
+    one("sent_train_no_train_mode", "sentiment", SENT, TRAIN_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0",
+        "train_no_train_mode"),
+    one("sent_evaluate_no_eval_mode", "sentiment", SENT, EVAL_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0",
+        "evaluate_no_eval_mode"),
+    one("sent_evaluate_with_grad", "sentiment", SENT, EVAL_NO_GRAD,
+        EVAL_NO_GRAD.replace("    with torch.no_grad():\n", "    if True:\n"), "evaluate_grad_enabled"),
+    one("sent_hyperparameters_string", "sentiment", SENT, '"hidden_dim": 256,', '"hidden_dim": "256",',
+        "hyperparameters_invalid"),
+]
+
+ALTERNATIVES = [
+    Alternative(
+        "lm_mask_masked_fill_bool",
+        ("causal_lm",),
+        (Edit(LM, MASK, "blocked = torch.triu(torch.ones(sz, sz, dtype=torch.bool), diagonal=1)\n"
+                        '    return torch.zeros(sz, sz).masked_fill(blocked, float("-inf"))'),),
+        "the mask from a boolean triu and masked_fill",
+    ),
+    Alternative(
+        "lm_count_named_parameters",
+        ("causal_lm",),
+        (Edit(LM, COUNT, "total = 0\n    for _, p in module.named_parameters():\n        if p.requires_grad:\n"
+                         "            total += p.numel()\n    return total"),),
+        "a loop over named_parameters",
+    ),
+    Alternative(
+        "lm_layer_list",
+        ("causal_lm",),
+        (Edit(LM, ENCODER, ENCODER + "\n        del layer"),),
+        "the template layer is a local, deleted after use",
+    ),
+    Alternative(
+        "gpt_topk_scatter",
+        ("gpt",),
+        (Edit(GPT, TOP_K, """                values, indices = torch.topk(logits, top_k)
+                logits = torch.full_like(logits, float("-inf")).scatter(1, indices, values)"""),),
+        "top-k with torch.topk + scatter into a -inf tensor",
+    ),
+    Alternative(
+        "gpt_collate_manual_loops",
+        ("gpt",),
+        (Edit(GPT, COLLATE, """    longest = max(len(x) for x, _ in batch)
+    X = torch.full((len(batch), longest), PAD_ID, dtype=torch.long)
+    Y = torch.full((len(batch), longest), IGNORE_INDEX, dtype=torch.long)
+    for i, (x, y) in enumerate(batch):
+        X[i, : len(x)] = x
+        Y[i, : len(y)] = y
+    return X, Y"""),),
+        "padding with explicit loops",
+    ),
+    Alternative(
+        "gpt_crop_always_slice",
+        ("gpt",),
+        (Edit(GPT, CROP, "context = idx[:, -self.block_size :]"),),
+        "the crop as an unconditional slice",
+    ),
+    Alternative(
+        "sent_frozen_by_requires_grad",
+        ("sentiment",),
+        (
+            Edit(SENT, "        self.bert = bert\n", "        self.bert = bert\n        for p in self.bert.parameters():\n"
+                                                       "            p.requires_grad = False\n"),
+            Edit(SENT, NO_GRAD_BERT, "        embedded = self.bert(text, attention_mask=attention_mask)[0]"),
+        ),
+        "BERT frozen by requires_grad=False instead of torch.no_grad()",
+    ),
+    Alternative(
+        "sent_accuracy_threshold",
+        ("sentiment",),
+        (Edit(SENT, ROUND, "rounded = (preds > 0).float()"),),
+        "preds > 0 is round(sigmoid(preds)) for logits away from 0",
+    ),
+]
