@@ -4,6 +4,7 @@ The grading process never imports the submission. Scores are computed here from 
 returns; a crash, hang or exit in student code fails the check it happened in and grading goes on.
 """
 
+import hashlib
 import json
 import os
 import platform
@@ -21,7 +22,7 @@ from graders.checks import REGISTRY
 from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, run_check
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
-from graders.sandbox import Limits, StudentError, Worker, WorkerCrashed, WorkerTimeout
+from graders.sandbox import Handle, Limits, StudentError, Worker, WorkerCrashed, WorkerTimeout
 from graders.scoring import load_rubric, part_score
 
 INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
@@ -54,6 +55,46 @@ def read_answers(root):
         return tomllib.loads(path.read_text(errors="replace"))
     except tomllib.TOMLDecodeError:
         return None
+
+
+class TrackedStudent:
+    """The worker as a check sees it: every handle a check receives is freed when the check ends,
+    so objects do not pile up in the worker over a whole grade."""
+
+    _RETURNING_HANDLES = ("construct", "call", "getattr", "task")
+
+    def __init__(self, worker):
+        self._worker = worker
+        self._handles = []
+
+    def __getattr__(self, name):
+        method = getattr(self._worker, name)
+        if name not in self._RETURNING_HANDLES:
+            return method
+
+        def tracked(*args, **kwargs):
+            result = method(*args, **kwargs)
+            self._collect(result)
+            return result
+
+        return tracked
+
+    def _collect(self, value):
+        if isinstance(value, Handle):
+            self._handles.append(value)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                self._collect(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                self._collect(item)
+
+    def release(self):
+        handles, self._handles = self._handles, []
+        try:
+            self._worker.free(*handles)
+        except (StudentError, WorkerCrashed, WorkerTimeout):
+            pass  # a dead worker took its objects with it
 
 
 class _ModuleGate:
@@ -122,16 +163,16 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                     if problem:
                         results.append(_blocked_result(chk, problem))
                         continue
-                    worker.seed(check_seed(seed, chk.id))
-                    ctx = Context(worker, oracle, check_seed(seed, chk.id), answers=answers,
+                    student = TrackedStudent(worker)
+                    ctx = Context(student, oracle, check_seed(seed, chk.id), answers=answers,
                                   reference_answers=reference_answers, options=options)
-                    result = run_check(chk, ctx)
-                    worker.free_all()
+                    result = run_check(chk, ctx, before=lambda: worker.seed(ctx.seed))
+                    student.release()
                     results.append(result)
                     timings["checks"][chk.id] = round(result.elapsed_s, 3)
                 timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
                 parts.append(part_json(part, results))
-            sandbox = worker.describe()
+            sandbox = worker.layers.to_json()
     timings["total_s"] = round(time.perf_counter() - started, 3)
     score = round(sum(p["score"] for p in parts), 4)
     max_score = round(sum(p["max_score"] for p in parts), 4)
@@ -158,17 +199,33 @@ def part_json(part, results):
     return {
         "id": part.id,
         "title": part.title,
-        "score": part_score(results, points),
-        "max_score": round(sum(points.values()), 4),
+        "score": part_score(part, results),
+        "max_score": part.points if results else 0.0,
         "provisional": bool(provisional),
         "note": provisional[0] if provisional else None,
         "checks": [r.to_json(points[r.check.id]) for r in results],
     }
 
 
-def rejected_result(source, reason, rubric, mode, started):
-    from graders.ingest import sha256_of
+def input_sha256(source):
+    """A hash of a rejected input as it is, without following links (it may be hostile)."""
+    source = Path(source)
+    digest = hashlib.sha256()
+    if source.is_file() and not source.is_symlink():
+        with source.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    elif source.is_dir() and not source.is_symlink():
+        for path in sorted(source.rglob("*")):
+            digest.update(str(path.relative_to(source)).encode("utf-8", "surrogateescape"))
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= 64 << 20:
+                digest.update(path.read_bytes())
+    else:
+        digest.update(str(source).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
 
+
+def rejected_result(source, reason, rubric, mode, started):
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "rejected",
@@ -176,7 +233,7 @@ def rejected_result(source, reason, rubric, mode, started):
         "mode": mode,
         "score": 0,
         "max_score": sum(p.points for p in rubric.parts),
-        "submission": {"sha256": sha256_of(Path(source)), "name": Path(source).name, "kind": "unknown", "notes": []},
+        "submission": {"sha256": input_sha256(source), "name": Path(source).name, "kind": "unknown", "notes": []},
         "versions": versions(rubric),
         "timings": {"total_s": round(time.perf_counter() - started, 3)},
         "parts": [],

@@ -45,6 +45,11 @@ def load_rubric(path=RUBRIC_PATH):
     return Rubric(int(data.get("seed", 0)), parts, hashlib.sha256(raw).hexdigest())
 
 
-def part_score(check_results, points_by_check):
-    """Sum of the checks' scores; every check's score is its max score times its fraction."""
-    return round(sum(points_by_check[r.check.id] * r.fraction for r in check_results), 4)
+def part_score(part, check_results):
+    """The part's points times the weighted share of credit its checks earned (computed from the
+    weights, not from rounded per-check points, so a full part is exactly its points)."""
+    weights = [float(part.weights.get(r.check.id, 1.0)) for r in check_results]
+    if not weights or sum(weights) == 0:
+        return 0.0
+    earned = sum(w * r.fraction for w, r in zip(weights, check_results))
+    return round(part.points * earned / sum(weights), 4)

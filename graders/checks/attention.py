@@ -294,7 +294,7 @@ def mha_parameter_count(ctx):
     def prop(n_heads, head_dim):
         E = n_heads * head_dim
         handle = ctx.student.construct(MODULE, "MultiHeadAttention", E, n_heads, 0.1)
-        count = sum(math.prod(p["shape"]) for p in ctx.student.parameters(handle) if p["requires_grad"])
+        count = sum(math.prod(p["shape"]) for p in ctx.student.parameters(handle)["parameters"] if p["requires_grad"])
         expected = 4 * E * E + 4 * E
         if count != expected:
             diagnosis = "output_projection_missing" if count == 3 * E * E + 3 * E else "wrong_parameter_count_mha"

@@ -209,10 +209,13 @@ class CheckResult:
         }
 
 
-def run_check(chk, ctx):
-    """Run one check and turn whatever happens into a CheckResult; never raises for student faults."""
+def run_check(chk, ctx, before=None):
+    """Run one check and turn whatever happens into a CheckResult; never raises for student faults.
+    `before` runs first inside the same protection (seeding the worker may meet a dead worker)."""
     started = time.perf_counter()
     try:
+        if before:
+            before()
         outcome = chk.func(ctx)
         if chk.manual and isinstance(outcome, CheckOutcome) and outcome.fraction is None:
             result = CheckResult(chk, PENDING_MANUAL, 0.0, outcome.message, details=outcome.details)

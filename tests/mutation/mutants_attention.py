@@ -1,0 +1,102 @@
+"""Mutants and alternatives of attention.py (parts attention and mha)."""
+
+from tests.mutation.model import Alternative, Edit, Mutant
+
+F = "attention.py"
+LOGITS = "logits = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T)"
+MASK_2D = "mask = mask[:, None, None, :]  # (B, 1, 1, T): the same keys are hidden from every query"
+FILL = 'logits = logits.masked_fill(mask.bool(), float("-inf"))'
+SOFTMAX = "attention = F.softmax(logits, dim=-1)  # (B, H, T, T), rows sum to 1"
+DROPOUT = "attention = F.dropout(attention, p=attn_drop_rate)"
+SPLIT_Q = "q = q.view(B, T, H, hd).transpose(1, 2)  # (B, H, T, hd)"
+SPLIT_K = "k = k.view(B, T, H, hd).transpose(1, 2)"
+SPLIT_V = "v = v.view(B, T, H, hd).transpose(1, 2)"
+DROP_RATE = "drop = self.attn_drop_rate if self.training else 0.0"
+CALL_SDP = "values, _ = scaled_dot_product(q, k, v, drop, mask)  # (B, H, T, hd)"
+MERGE = "values = values.transpose(1, 2).reshape(B, T, E)  # heads side by side again"
+PROJECT = "return self.o_proj(values)"
+
+
+def one(id, part, find, replace, diagnosis):
+    return Mutant(id, part, (Edit(F, find, replace),), diagnosis)
+
+
+MUTANTS = [
+    one("sdp_not_scaled", "attention", LOGITS, "logits = q @ k.transpose(-2, -1)", "attention_not_scaled"),
+    one("sdp_scaled_by_d_k", "attention", LOGITS, "logits = q @ k.transpose(-2, -1) / d_k", "attention_scaled_by_d_k"),
+    one("sdp_softmax_over_queries", "attention", SOFTMAX, "attention = F.softmax(logits, dim=-2)", "softmax_wrong_dim"),
+    one("sdp_mask_on_queries", "attention", MASK_2D, "mask = mask[:, None, :, None]", "mask_on_query_axis"),
+    one("sdp_mask_inverted", "attention", FILL, 'logits = logits.masked_fill(~mask.bool(), float("-inf"))', "mask_inverted"),
+    Mutant(
+        "sdp_mask_after_softmax",
+        "attention",
+        (
+            Edit(F, FILL, "pass"),
+            Edit(F, SOFTMAX, "attention = F.softmax(logits, dim=-1)\n    if mask is not None:\n        attention = attention.masked_fill(mask.bool(), 0.0)"),
+        ),
+        "mask_after_softmax",
+    ),
+    one("sdp_mask_ignored", "attention", FILL, "pass", "mask_ignored"),
+    one("sdp_small_fill", "attention", FILL, "logits = logits.masked_fill(mask.bool(), -30.0)", "mask_small_fill"),
+    one("sdp_no_dropout", "attention", DROPOUT, "pass", "dropout_not_applied"),
+    one(
+        "sdp_dropout_not_inverted",
+        "attention",
+        DROPOUT,
+        "attention = attention * (torch.rand_like(attention) >= attn_drop_rate)",
+        "dropout_not_inverted",
+    ),
+    one("sdp_mask_read_as_square", "attention", MASK_2D, "mask = mask[None, None, :, :]", "mask_as_square"),
+    one("mha_no_output_projection", "mha", PROJECT, "return values", "output_projection_missing"),
+    one("mha_dropout_in_eval", "mha", DROP_RATE, "drop = self.attn_drop_rate", "dropout_in_eval"),
+    Mutant(
+        "mha_heads_not_transposed",
+        "mha",
+        (
+            Edit(F, SPLIT_Q, "q = q.reshape(B, H, T, hd)"),
+            Edit(F, SPLIT_K, "k = k.reshape(B, H, T, hd)"),
+            Edit(F, SPLIT_V, "v = v.reshape(B, H, T, hd)"),
+            Edit(F, MERGE, "values = values.reshape(B, T, E)"),
+        ),
+        "heads_not_transposed",
+    ),
+    one("mha_mask_on_queries", "mha", CALL_SDP,
+        "values, _ = scaled_dot_product(q, k, v, drop, None if mask is None else mask[:, None, :, None])",
+        "mask_on_query_axis"),
+    one("mha_merge_without_transpose", "mha", MERGE, "values = values.reshape(B, T, E)", None),
+]
+
+ALTERNATIVES = [
+    Alternative(
+        "sdp_einsum",
+        ("attention", "mha"),
+        (Edit(F, LOGITS, 'logits = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(d_k)'),),
+    ),
+    Alternative(
+        "sdp_finite_fill",
+        ("attention", "mha"),
+        (Edit(F, FILL, "logits = logits.masked_fill(mask.bool(), torch.finfo(logits.dtype).min)"),),
+    ),
+    Alternative(
+        "mha_interleaved_qkv_layout",
+        ("mha",),
+        (
+            Edit(F, "q, k, v = self.qkv_proj(embedding).split(E, dim=-1)  # 3 x (B, T, E), blocks [q | k | v]",
+                 "q, k, v = self.qkv_proj(embedding).reshape(B, T, H, 3 * hd).permute(0, 2, 1, 3).chunk(3, dim=-1)"),
+            Edit(F, SPLIT_Q, "pass"),
+            Edit(F, SPLIT_K, "pass"),
+            Edit(F, SPLIT_V, "pass"),
+        ),
+        "uvadlc's per-head [q_h | k_h | v_h] layout",
+    ),
+    Alternative(
+        "mha_torch_sdpa",
+        ("mha",),
+        (
+            Edit(F, CALL_SDP,
+                 "keep = None if mask is None else ~mask.bool()[:, None, None, :]\n"
+                 "        values = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=drop)"),
+        ),
+        "PyTorch's fused attention inside the module",
+    ),
+]

@@ -1,0 +1,135 @@
+"""`grade` end to end: full marks for the reference, zero for the template, a written result
+with a clear reason for every malformed input, and the same result on every regrade."""
+
+import io
+import json
+import shutil
+import stat
+import zipfile
+
+import pytest
+
+from graders.build import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from graders.cli import main
+from graders.grading import grade
+
+
+def _strip_timings(results):
+    results = json.loads(json.dumps(results))
+    results.pop("timings", None)
+    return results
+
+
+@pytest.fixture(scope="module")
+def reference_results():
+    return grade(REFERENCE_DIR)
+
+
+def test_reference_gets_full_marks(reference_results):
+    not_passed = [
+        (c["id"], c["status"], c["message"])
+        for part in reference_results["parts"]
+        for c in part["checks"]
+        if c["status"] not in ("passed", "pending_manual")
+    ]
+    assert not_passed == []
+    for part in reference_results["parts"]:
+        automatic = [c for c in part["checks"] if c["status"] != "pending_manual"]
+        if automatic and len(automatic) == len(part["checks"]):
+            assert part["score"] == part["max_score"], part["id"]
+
+
+def test_template_gets_zero_with_one_clear_message_per_check():
+    results = grade(TEMPLATE_DIR)
+    assert results["status"] == "graded" and results["score"] == 0
+    for part in results["parts"]:
+        for c in part["checks"]:
+            assert c["status"] in ("error", "failed", "skipped"), (c["id"], c["status"])
+            assert c["message"], c["id"]
+            if part["id"] != "answers":
+                assert "not implemented" in c["message"] or "no answer" in c["message"], (c["id"], c["message"])
+
+
+def test_regrades_are_identical_apart_from_timings(reference_results):
+    parts = ["attention", "mha", "answers"]
+    first, second, third = (_strip_timings(grade(REFERENCE_DIR, only_parts=parts)) for _ in range(3))
+    assert first == second == third
+
+
+def _zip(path, entries):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return path
+
+
+def _symlink_zip(path):
+    with zipfile.ZipFile(path, "w") as archive:
+        info = zipfile.ZipInfo("attention.py")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(info, "/etc/passwd")
+    return path
+
+
+def _bomb(path):
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("attention.py", b"\0" * (300 * 1024 * 1024))
+    return path
+
+
+def _module_files(source=REFERENCE_DIR):
+    return {p.name: p.read_text() for p in source.iterdir() if p.suffix in (".py", ".toml") and p.name != "__init__.py"}
+
+
+MALFORMED = {
+    "zip_slip": (lambda p: _zip(p, {"../evil.py": "x = 1", **_module_files()}), "outside"),
+    "absolute_path": (lambda p: _zip(p, {"/etc/evil.py": "x = 1"}), "absolute"),
+    "symlink": (_symlink_zip, "link"),
+    "zip_bomb": (_bomb, "compress"),
+    "not_a_zip": (lambda p: p.write_bytes(b"this is not a zip file at all") or p, "zip"),
+    "empty_zip": (lambda p: _zip(p, {}), "empty"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_input_is_rejected_with_a_reason(case, tmp_path, capsys):
+    make, reason_word = MALFORMED[case]
+    source = make(tmp_path / f"{case}.zip")
+    out = tmp_path / "out"
+    assert main([str(source), "--out", str(out), "--parts", "attention"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["status"] == "rejected"
+    assert reason_word in results["reason"].lower(), results["reason"]
+    assert (out / "report.html").exists()
+
+
+def test_nested_top_folder_is_accepted(tmp_path):
+    source = _zip(tmp_path / "nested.zip", {f"alice_hw3/{name}": text for name, text in _module_files().items()})
+    results = grade(source, only_parts=["attention"])
+    assert results["status"] == "graded" and results["score"] == results["max_score"]
+
+
+def test_missing_module_is_reported_per_part(tmp_path):
+    folder = tmp_path / "partial"
+    shutil.copytree(REFERENCE_DIR, folder)
+    (folder / "gpt.py").unlink()
+    results = grade(folder, only_parts=["attention", "gpt"])
+    parts = {p["id"]: p for p in results["parts"]}
+    assert parts["attention"]["score"] == parts["attention"]["max_score"]
+    assert parts["gpt"]["score"] == 0
+    assert all("gpt.py is missing" in c["message"] for c in parts["gpt"]["checks"])
+
+
+def test_syntax_error_is_reported_per_part(tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(REFERENCE_DIR, folder)
+    (folder / "causal_lm.py").write_text("def generate_square_subsequent_mask(sz)\n    return None\n")
+    results = grade(folder, only_parts=["attention", "causal_lm"])
+    parts = {p["id"]: p for p in results["parts"]}
+    assert parts["attention"]["score"] == parts["attention"]["max_score"]
+    assert all("SyntaxError" in c["message"] for c in parts["causal_lm"]["checks"])
+
+
+def test_bad_usage_exits_2(tmp_path, capsys):
+    assert main([str(tmp_path / "does-not-exist.zip")]) == 2
+    assert main([]) == 2

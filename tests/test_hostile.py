@@ -1,0 +1,78 @@
+"""Hostile submissions: the grader survives every attack, no attack scores above the same code
+without it, the solution never leaks into any output, and no process outlives the grade."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from graders.build import REFERENCE_DIR, REPO_ROOT
+from graders.grading import grade
+from graders.reports import render_html, to_gradescope
+from graders.sandbox import Limits
+
+HOSTILE = REPO_ROOT / "fixtures" / "submissions" / "hostile"
+HONEST = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+PARTS = ["attention", "mha"]
+LIMITS = Limits(call_timeout_s=8.0, submission_budget_s=120.0)
+# Lines of the reference that no student code contains: seeing one in an output means a leak.
+SOLUTION_MARKERS = [
+    "the same keys are hidden from every query",
+    "heads side by side again",
+    "blocks [q | k | v]",
+]
+
+
+def _submission(tmp_path, attack_dir):
+    folder = tmp_path / "submission"
+    shutil.copytree(HONEST, folder)
+    shutil.copy(attack_dir / "attention.py", folder / "attention.py")
+    return folder
+
+
+def _score(results):
+    return sum(part["score"] for part in results["parts"])
+
+
+def _processes_mentioning(text):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append((pid, cmdline))
+    return found
+
+
+@pytest.fixture(scope="module")
+def honest_score():
+    return _score(grade(HONEST, only_parts=PARTS, limits=LIMITS))
+
+
+@pytest.mark.parametrize("attack", sorted(p.name for p in HOSTILE.iterdir()))
+def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path):
+    folder = _submission(tmp_path, HOSTILE / attack)
+    results = grade(folder, only_parts=PARTS, limits=LIMITS, extra_secrets=[tmp_path / "out"])
+    assert results["status"] == "graded"
+    assert _score(results) <= honest_score, f"{attack} raised the score"
+    rendered = json.dumps(results) + render_html(results) + json.dumps(to_gradescope(results))
+    for marker in SOLUTION_MARKERS:
+        assert marker not in rendered, f"{attack}: the reference solution leaked into the output"
+    assert not _processes_mentioning("sleep 1000"), f"{attack}: a process outlived the grade"
+    assert not _processes_mentioning("graders.sandbox.worker"), f"{attack}: a worker outlived the grade"
+    assert not Path("/tmp/hostile-was-here").exists()
+    assert not (REPO_ROOT / "hostile-was-here").exists()
+    assert REFERENCE_DIR.joinpath("attention.py").read_text().count("BEGIN SOLUTION") == 2
+
+
+def test_the_attacks_are_each_seen_failing(tmp_path):
+    """The attacks that break the code must show up as errors, with a clear message."""
+    results = grade(_submission(tmp_path, HOSTILE / "infinite_loop"), only_parts=["attention"], limits=LIMITS)
+    messages = [c["message"] or "" for c in results["parts"][0]["checks"]]
+    assert any("timed out" in m for m in messages)
+    results = grade(_submission(tmp_path / "b", HOSTILE / "exit_at_import"), only_parts=["attention"], limits=LIMITS)
+    assert all(c["status"] == "error" for c in results["parts"][0]["checks"])
