@@ -183,6 +183,11 @@ def masked_big_batch(ctx, *, vocab_size=100, mask_rate=0.15, padded=True, B=256,
     return text, masked, labels
 
 
+def other_ignore_label(labels):
+    """mlm_labels_not_ignored when unselected tokens carry -1 (the NAACL tutorial's ignore label)."""
+    return "mlm_labels_not_ignored" if bool((labels == -1).any()) else None
+
+
 def categories(text, masked, labels, mask_id):
     """Boolean maps: selected (labelled), and among all tokens: masked, unchanged, randomised."""
     selected = labels != IGNORE
@@ -237,10 +242,7 @@ def selection_rate(ctx):
         share = (labels[real] != IGNORE).double().mean().item()
         rows.append(proportion(f"share of tokens labelled (mask_rate={rate})", share, rate, n))
         if outside(rows[-1]):
-            if (labels == -1).double().mean().item() > 0.5:
-                diagnosis = "mlm_labels_not_ignored"
-            else:
-                diagnosis = "mlm_wrong_rate"
+            diagnosis = other_ignore_label(labels) or "mlm_wrong_rate"
             raise CheckFailed(f"with mask_rate={rate}, {share:.4f} of the non-padding tokens of a 256 x 256 batch "
                               f"are labelled (expected within [{rows[-1]['low']:.4f}, {rows[-1]['high']:.4f}])",
                               diagnosis=diagnosis, details={"proportions": rows})
@@ -269,7 +271,9 @@ def split(ctx):
     ]
     bad = [row for row in rows if outside(row)]
     if bad:
-        if shares["random"] < 0.06 and shares["unchanged"] > 0.14:
+        if other_ignore_label(labels):
+            diagnosis = "mlm_labels_not_ignored"
+        elif shares["random"] < 0.06 and shares["unchanged"] > 0.14:
             diagnosis = "mlm_random_share_too_low"
         elif shares["unchanged"] < 0.05:
             diagnosis = "mlm_no_unchanged_share"
@@ -314,7 +318,8 @@ def padding_never_selected(ctx):
         pad = ex.text == ex.pad_ind
         if (labels[pad] != IGNORE).any() or (masked[pad] != ex.pad_ind).any():
             raise CheckFailed(f"padding (id {ex.pad_ind}) was selected: masked_text {masked.tolist()}, "
-                              f"labels {labels.tolist()}", diagnosis="mlm_selects_padding")
+                              f"labels {labels.tolist()}",
+                              diagnosis=other_ignore_label(labels) if (masked[pad] == ex.pad_ind).all() else "mlm_selects_padding")
 
 
 @check("pretraining.random_tokens", "Random replacements are uniform over [0, vocab_size)")
@@ -387,7 +392,7 @@ def only_mask(ctx):
         V = ex.vocab_size
         if (masked[labelled] != V).any():
             raise CheckFailed(f"with only_mask=True selected tokens became {masked[labelled].tolist()} "
-                              f"(expected all {V})", diagnosis="mlm_only_mask_ignored")
+                              f"(expected all {V})", diagnosis=other_ignore_label(labels) or "mlm_only_mask_ignored")
         if (masked[~labelled] != ex.text[~labelled]).any():
             raise CheckFailed("with only_mask=True tokens outside the selection were changed",
                               diagnosis="mlm_labels_mismatch")

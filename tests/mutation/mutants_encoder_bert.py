@@ -1,0 +1,162 @@
+"""Mutants and alternatives of encoder.py and bert.py (parts positional_encoding, block, bert, pretraining)."""
+
+from tests.mutation.model import Alternative, Edit, Mutant
+
+ENC = "encoder.py"
+BERT = "bert.py"
+
+# encoder.py
+DIV_TERM = "div_term = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))  # (E/2,)"
+PE_SIN = "pe[0, :, 0::2] = torch.sin(position * div_term)"
+PE_COS = "pe[0, :, 1::2] = torch.cos(position * div_term[: embed_dim // 2])"
+PE_BUFFER = 'self.register_buffer("pe", pe)'
+PE_ADD = "x = x + self.pe[:, : x.size(1)]"
+PE_DROP = "return self.dropout(x)\n"
+FFN_IN = "nn.Linear(embed_dim, 4 * embed_dim),"
+FFN_OUT = "nn.Linear(4 * embed_dim, embed_dim),"
+ATTEND = "attended = self.self_attn(embedding, mask=mask)"
+NORM1 = "embedding = self.norm1(embedding + self.dropout(attended))"
+NORM2 = "embedding = self.norm2(embedding + self.linear_net(embedding))"
+BLOCK_RETURN = "return embedding, mask\n"
+
+# bert.py
+EMBED = "self.embed = nn.Embedding(vocab_size + 1, embed_dim)"
+NET_CALL = "x, _ = self.net((x, mask))"
+SELECT = "selected = (torch.rand(text.shape) < mask_rate) & (text != pad_ind)  # (B, T) bool"
+LABELS = "mask_labels = torch.where(selected, text, torch.full_like(text, IGNORE_INDEX))"
+ONLY_MASK = "if only_mask:"
+CATEGORY = "category = torch.rand(text.shape)  # < 0.8: <mask>, [0.8, 0.9): random token, >= 0.9: unchanged"
+TO_RANDOM = "to_random = selected & (category >= 0.8) & (category < 0.9)"
+RANDOM_TOKENS = "random_tokens = torch.randint(vocab_size, text.shape, dtype=text.dtype)"
+MASK_RETURN = "    masked_text[to_random] = random_tokens[to_random]\n    return masked_text, mask_labels\n"
+LOSS = "loss = F.cross_entropy(logits.reshape(-1, vocab_size), mask_labels.flatten(), ignore_index=IGNORE_INDEX)"
+BACKWARD = "    loss.backward()\n"
+STEP = "    optimizer.step()\n"
+
+
+def one(id, part, file, find, replace, diagnosis):
+    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
+
+
+MUTANTS = [
+    # positional encoding
+    Mutant(
+        "pe_halves_concatenated",
+        "positional_encoding",
+        (
+            Edit(ENC, PE_SIN, "pe[0, :, : embed_dim // 2] = torch.sin(position * div_term)"),
+            Edit(ENC, PE_COS, "pe[0, :, embed_dim // 2 :] = torch.cos(position * div_term[: embed_dim // 2])"),
+        ),
+        "pe_not_interleaved",
+    ),
+    one("pe_exponent_i_over_d", "positional_encoding", ENC, DIV_TERM,
+        "div_term = torch.exp(torch.arange(0, embed_dim // 2) * (-math.log(10000.0) / embed_dim))", "pe_wrong_exponent"),
+    one("pe_is_parameter", "positional_encoding", ENC, PE_BUFFER, "self.pe = nn.Parameter(pe)", "pe_parameter"),
+    Mutant(
+        "pe_along_batch_axis",  # the PyTorch tutorial's (max_len, 1, E) table, indexed by x.size(0)
+        "positional_encoding",
+        (Edit(ENC, PE_BUFFER, 'self.register_buffer("pe", pe.transpose(0, 1))'),
+         Edit(ENC, PE_ADD, "x = x + self.pe[: x.size(0)]")),
+        "pe_batch_axis",
+    ),
+    one("pe_no_dropout", "positional_encoding", ENC, PE_DROP, "return x\n", "pe_no_dropout"),
+    # transformer block
+    Mutant(
+        "block_pre_ln",
+        "block",
+        (Edit(ENC, ATTEND, "attended = self.self_attn(self.norm1(embedding), mask=mask)"),
+         Edit(ENC, NORM1, "embedding = embedding + self.dropout(attended)"),
+         Edit(ENC, NORM2, "embedding = embedding + self.linear_net(self.norm2(embedding))")),
+        "pre_ln",
+    ),
+    one("block_no_attention_residual", "block", ENC, NORM1, "embedding = self.norm1(self.dropout(attended))",
+        "missing_residual"),
+    one("block_no_ffn_residual", "block", ENC, NORM2, "embedding = self.norm2(self.linear_net(embedding))",
+        "missing_residual"),
+    one("block_returns_embedding_only", "block", ENC, BLOCK_RETURN, "return embedding\n", "block_drops_mask"),
+    one("block_attention_without_mask", "block", ENC, ATTEND, "attended = self.self_attn(embedding)",
+        "block_ignores_mask"),
+    # BERT model
+    one("bert_embedding_vocab_rows", "bert", BERT, EMBED, "self.embed = nn.Embedding(vocab_size, embed_dim)",
+        "bert_no_mask_embedding"),
+    one("bert_mask_not_passed", "bert", BERT, NET_CALL, "x, _ = self.net((x, None))", "bert_mask_not_passed"),
+    # masking
+    one("mlm_selects_padding", "pretraining", BERT, SELECT, "selected = torch.rand(text.shape) < mask_rate",
+        "mlm_selects_padding"),
+    one("mlm_random_bernoulli_of_remainder", "pretraining", BERT, TO_RANDOM,  # transformers#21803
+        "to_random = selected & (category >= 0.8) & (torch.rand(text.shape) < 0.1)", "mlm_random_share_too_low"),
+    one("mlm_split_80_20_0", "pretraining", BERT, TO_RANDOM, "to_random = selected & (category >= 0.8)",
+        "mlm_no_unchanged_share"),
+    one("mlm_labels_minus_one", "pretraining", BERT, LABELS,  # the NAACL tutorial's -1
+        "mask_labels = torch.where(selected, text, torch.full_like(text, -1))", "mlm_labels_not_ignored"),
+    one("mlm_labels_hold_mask", "pretraining", BERT, MASK_RETURN,
+        "    masked_text[to_random] = random_tokens[to_random]\n"
+        "    mask_labels = torch.where(selected, masked_text, torch.full_like(text, IGNORE_INDEX))\n"
+        "    return masked_text, mask_labels\n", "mlm_labels_hold_mask"),
+    one("mlm_random_out_of_range", "pretraining", BERT, RANDOM_TOKENS,
+        "random_tokens = torch.randint(2 * vocab_size, text.shape, dtype=text.dtype)", "mlm_random_out_of_range"),
+    one("mlm_random_avoids_padding_id", "pretraining", BERT, RANDOM_TOKENS,
+        "random_tokens = torch.randint(1, vocab_size, text.shape, dtype=text.dtype)", "mlm_random_not_uniform"),
+    one(  # seed 004's student: the first 80% of the selected positions in row-major order get <mask>
+        "mlm_category_by_order", "pretraining", BERT, CATEGORY,
+        "order = selected.flatten().cumsum(0).reshape(text.shape) - 1\n"
+        "    category = order.float() / max(int(selected.sum()), 1)",
+        "mlm_order_dependent"),
+    one("mlm_only_mask_ignored", "pretraining", BERT, ONLY_MASK, "if False:", "mlm_only_mask_ignored"),
+    one("mlm_rate_hardcoded", "pretraining", BERT, SELECT,
+        "selected = (torch.rand(text.shape) < 0.15) & (text != pad_ind)", "mlm_wrong_rate"),
+    # the pre-training step
+    one("pretrain_no_backward", "pretraining", BERT, BACKWARD, "", "pretrain_no_backward"),  # seed 004's student
+    one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
+    one("pretrain_loss_on_all_tokens", "pretraining", BERT, LOSS,
+        "loss = F.cross_entropy(logits.reshape(-1, vocab_size), text.flatten())", "pretrain_loss_on_all_tokens"),
+]
+
+
+ALTERNATIVES = [
+    Alternative(
+        "pe_pow_instead_of_exp_log",
+        ("positional_encoding", "block", "bert"),
+        (Edit(ENC, DIV_TERM, "div_term = 1.0 / torch.pow(10000.0, torch.arange(0, embed_dim, 2).float() / embed_dim)"),),
+        "the same frequencies computed with pow",
+    ),
+    Alternative(
+        "pe_table_sequence_first_indexed_right",
+        ("positional_encoding",),
+        (Edit(ENC, PE_BUFFER, 'self.register_buffer("pe", pe[0])'),
+         Edit(ENC, PE_ADD, "x = x + self.pe[: x.size(1)].unsqueeze(0)")),
+        "a (max_len, E) table, added along the sequence axis",
+    ),
+    Alternative(
+        "block_ffn_width_e",
+        ("block", "bert"),
+        (Edit(ENC, FFN_IN, "nn.Linear(embed_dim, embed_dim),"), Edit(ENC, FFN_OUT, "nn.Linear(embed_dim, embed_dim),")),
+        "seed 004's own template: linear_net of width E",
+    ),
+    Alternative(
+        "mlm_exact_count_randperm",
+        ("pretraining",),
+        (Edit(BERT, SELECT,
+              "real = (text != pad_ind).flatten().nonzero().squeeze(1)\n"
+              "    chosen = real[torch.randperm(real.numel())[: round(mask_rate * real.numel())]]\n"
+              "    selected = torch.zeros(text.numel(), dtype=torch.bool)\n"
+              "    selected[chosen] = True\n"
+              "    selected = selected.reshape(text.shape)"),),
+        "exactly round(mask_rate * n) tokens selected per batch, by randperm",
+    ),
+    Alternative(
+        "mlm_multinomial_categories",
+        ("pretraining",),
+        (Edit(BERT, CATEGORY,
+              "kind = torch.multinomial(torch.tensor([0.8, 0.1, 0.1]), text.numel(), replacement=True)\n"
+              "    category = torch.tensor([0.0, 0.85, 0.95])[kind].reshape(text.shape)"),),
+        "categories drawn with torch.multinomial",
+    ),
+    Alternative(
+        "pretrain_cross_entropy_loss_module",
+        ("pretraining",),
+        (Edit(BERT, LOSS,
+              "loss = nn.CrossEntropyLoss()(logits.view(-1, logits.size(-1)), mask_labels.view(-1))"),),
+        "nn.CrossEntropyLoss with its default ignore_index",
+    ),
+]
