@@ -1,0 +1,170 @@
+"""`grade batch` and `grade merge`.
+
+    grade batch SUBMISSIONS --out DIR [--jobs N] [--gpus 0,1] [--manifest CSV] [--parts P ...]
+                [--timeout-per-submission S] [--backend local|slurm] [--slurm-* ...]
+    grade merge MANUAL.csv --out DIR
+
+Exit status of `grade batch`: 0 when every submission has a result (graded, rejected or error:
+all are results), 1 when some were interrupted or are still queued on Slurm, 2 for bad usage.
+`grade merge`: 0 when every row was merged, 1 when some rows named unknown students or checks
+(the others are merged), 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _batch_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grade batch", description="Grade a folder of submissions, resumably.")
+    parser.add_argument("submissions", type=Path, nargs="?", default=None,
+                        help="folder of zips / folders / .ipynb notebooks (one per student)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (resumes what is there)")
+    parser.add_argument("--jobs", type=int, default=0, help="submissions graded at a time (default: CPU cores)")
+    parser.add_argument("--gpus", default=None, help="GPU ids, e.g. 0,1: job slot i gets GPU i mod len (CUDA_VISIBLE_DEVICES)")
+    parser.add_argument("--manifest", type=Path, default=None, help="CSV student_id,path: grade exactly these")
+    parser.add_argument("--names", choices=("plain", "canvas", "moodle"), default="plain",
+                        help="how student ids are read from entry names (docs/batch.md)")
+    parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
+    parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's)")
+    parser.add_argument("--timeout-per-submission", type=float, default=None, metavar="S",
+                        help="sandbox time budget of one submission (Limits.submission_budget_s, default 600)")
+    parser.add_argument("--hard-timeout", type=float, default=None, metavar="S",
+                        help="kill a submission's grading process after S s (default 1.5 x budget + 120)")
+    parser.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per call into student code")
+    parser.add_argument("--retries", type=int, default=2, help="retries for lost infrastructure (never for a student's failure)")
+    parser.add_argument("--regrade", action="store_true", help="grade everything again")
+    parser.add_argument("--redo-errors", action="store_true", help="grade again the submissions that ended in an error")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    parser.add_argument("--backend", choices=("local", "slurm"), default="local")
+    slurm = parser.add_argument_group("Slurm (through submitit; DIR must be on a shared file system)")
+    slurm.add_argument("--slurm-partition", default=None)
+    slurm.add_argument("--slurm-time", type=int, default=None, metavar="MIN", help="minutes per array task (default from the hard timeout)")
+    slurm.add_argument("--slurm-mem-gb", type=int, default=16)
+    slurm.add_argument("--slurm-gpus-per-job", type=int, default=0, help="GPUs per array task (gpus_per_node)")
+    slurm.add_argument("--slurm-cpus-per-task", type=int, default=2)
+    slurm.add_argument("--slurm-parallelism", type=int, default=64, help="array tasks running at once (--array=0-N%%P)")
+    slurm.add_argument("--slurm-account", default=None)
+    slurm.add_argument("--slurm-qos", default=None)
+    slurm.add_argument("--slurm-constraint", default=None)
+    slurm.add_argument("--slurm-setup", action="append", default=[], metavar="LINE",
+                       help="a shell line run before each task (e.g. 'module load cuda'); repeatable")
+    slurm.add_argument("--slurm-cluster", choices=("slurm", "local", "debug"), default="slurm",
+                       help="local/debug: submitit's executors on this machine (testing without Slurm)")
+    slurm.add_argument("--no-wait", action="store_true", help="submit and return; run again later to collect")
+    group = parser.add_argument_group("fine-tuning (the sentiment part's training check)")
+    group.add_argument("--imdb", type=Path, default=None)
+    group.add_argument("--encoder", default=None)
+    group.add_argument("--feature-cache", type=Path, default=None, help="shared encoder-feature cache (default DIR/feature-cache)")
+    group.add_argument("--device", default=None)
+    group.add_argument("--finetune-budget", type=float, default=None)
+    return parser
+
+
+def config_from_args(args):
+    from graders.batch.run import BatchConfig
+    from graders.sandbox import Limits
+
+    limits = {}
+    if args.timeout_per_submission is not None:
+        limits["submission_budget_s"] = args.timeout_per_submission
+    if args.timeout is not None:
+        limits["call_timeout_s"] = args.timeout
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
+    options = {"imdb": args.imdb, "encoder": args.encoder, "feature_cache": args.feature_cache,
+               "device": args.device, "time_budget_s": args.finetune_budget}
+    slurm = {"partition": args.slurm_partition, "time_min": args.slurm_time, "mem_gb": args.slurm_mem_gb,
+             "gpus_per_job": args.slurm_gpus_per_job, "cpus_per_task": args.slurm_cpus_per_task,
+             "parallelism": args.slurm_parallelism, "cluster": args.slurm_cluster, "account": args.slurm_account,
+             "qos": args.slurm_qos, "constraint": args.slurm_constraint, "setup": args.slurm_setup,
+             "wait": not args.no_wait}
+    return BatchConfig(jobs=args.jobs, gpus=gpus, parts=args.parts, seed=args.seed, limits=Limits(**limits),
+                       hard_timeout_s=args.hard_timeout, retries=args.retries, options=options, names=args.names,
+                       manifest=args.manifest, regrade=args.regrade, redo_errors=args.redo_errors,
+                       backend=args.backend, slurm=slurm, progress=False if args.no_progress else None)
+
+
+def cmd_batch(argv: list[str]) -> int:
+    args = _batch_parser().parse_args(argv)
+    if args.submissions is None and args.manifest is None:
+        print("grade batch: give a SUBMISSIONS folder or a --manifest", file=sys.stderr)
+        return 2
+    if args.submissions is not None and not args.submissions.is_dir():
+        print(f"grade batch: {args.submissions} is not a folder", file=sys.stderr)
+        return 2
+    if args.jobs < 0 or args.retries < 0:
+        print("grade batch: --jobs and --retries must not be negative", file=sys.stderr)
+        return 2
+    if args.parts:
+        from graders.scoring import load_rubric
+
+        known = {p.id for p in load_rubric().parts}
+        unknown = [p for p in args.parts if p not in known]
+        if unknown:
+            print(f"grade batch: unknown part(s) {', '.join(unknown)}; parts: {', '.join(sorted(known))}", file=sys.stderr)
+            return 2
+    from graders.batch.discover import DiscoveryError
+    from graders.batch.run import run_batch
+    from graders.batch.supervise import Interrupted
+
+    config = config_from_args(args)
+    try:
+        summary = run_batch(args.submissions, args.out, config)
+    except DiscoveryError as error:
+        print(f"grade batch: {error}", file=sys.stderr)
+        return 2
+    except Interrupted as signal_name:
+        print(f"grade batch: interrupted ({signal_name}); finished results are kept, "
+              "run the same command again to resume", file=sys.stderr)
+        return 1
+    except RuntimeError as error:  # another run holds the folder, a Slurm array still runs
+        print(f"grade batch: {error}", file=sys.stderr)
+        return 2
+    counts = summary.counts()
+    done = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing new"
+    print(f"{summary.total} submissions: {summary.skipped} already done, this run: {done}")
+    if config.backend == "slurm" and not config.slurm.get("wait", True):
+        print(f"submitted {summary.submitted} array task(s) as Slurm job {summary.slurm_job}; "
+              "run the same command again after it ends to collect and rebuild the gradebook")
+        print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
+        return 1 if summary.submitted else 0
+    print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
+    return 0
+
+
+def cmd_merge(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grade merge", description="Merge manual scores of written answers.")
+    parser.add_argument("manual", type=Path, help="CSV: student_id,check_id,score[,comment]")
+    parser.add_argument("--out", type=Path, required=True, help="the batch output folder")
+    args = parser.parse_args(argv)
+    if not args.manual.is_file():
+        print(f"grade merge: no such file: {args.manual}", file=sys.stderr)
+        return 2
+    if not (args.out / "submissions").is_dir():
+        print(f"grade merge: {args.out} holds no batch results (no submissions/ folder)", file=sys.stderr)
+        return 2
+    from graders.batch.merge import merge_manual
+
+    try:
+        report = merge_manual(args.manual, args.out)
+    except (ValueError, RuntimeError) as error:
+        print(f"grade merge: {error}", file=sys.stderr)
+        return 2
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "merge":
+        return cmd_merge(argv[1:])
+    if argv and argv[0] == "batch":
+        argv = argv[1:]
+    return cmd_batch(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""gradebook.csv and summary.html, rebuilt from the per-submission results.json files.
+
+Nothing here remembers anything: both files are a function of DIR/submissions/*/results.json
+(and done.json for the outcome), so they always agree with the per-student reports, whichever
+run, merge or resume wrote them last.
+
+gradebook.csv, one row per result folder, sorted by student id:
+
+    student_id, name, total, max, status, <one column per part: its score>, pending_manual,
+    report, reason
+
+`status` is graded, rejected (the input could not be graded: not a zip, zip-slip, ...) or
+error (grading did not finish: hard time limit, grader failure, infrastructure lost too often).
+`report` is the report's path relative to DIR. A part that was not graded is an empty cell.
+docs/batch.md maps the columns onto a Canvas and a Moodle import.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import statistics
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from jinja2 import Environment, StrictUndefined
+from markupsafe import Markup
+
+from graders.batch import store
+from graders.scoring import load_rubric
+
+GRADEBOOK = "gradebook.csv"
+SUMMARY = "summary.html"
+MANUAL = "pending_manual"
+BINS = 10
+
+
+def load_rows(out: Path) -> list[dict]:
+    rows = []
+    for folder in store.result_folders(out):
+        try:
+            results = json.loads((folder / "results.json").read_text())
+        except (OSError, ValueError):
+            continue
+        marker = store.read_marker(out, folder.name) or {}
+        rows.append({"student_id": folder.name, "folder": folder, "results": results, "marker": marker})
+    return rows
+
+
+def part_ids(rows: list[dict]) -> list[str]:
+    """The parts any result graded, in rubric order."""
+    seen = {p.get("id") for row in rows for p in row["results"].get("parts") or []}
+    ordered = [p.id for p in load_rubric().parts if p.id in seen]
+    return ordered + sorted(pid for pid in seen - set(ordered) if isinstance(pid, str))
+
+
+def _number(value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def _fmt(value: float) -> str:
+    return f"{round(value, 4):g}"
+
+
+def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    parts = part_ids(rows)
+    header = ["student_id", "name", "total", "max", "status", *parts, "pending_manual", "report", "reason"]
+    table = []
+    for row in rows:
+        results = row["results"]
+        scores = {p.get("id"): _fmt(_number(p.get("score"))) for p in results.get("parts") or []}
+        pending = sum(1 for p in results.get("parts") or [] for c in p.get("checks") or [] if c.get("status") == MANUAL)
+        reason = "" if store.outcome_of(results) == store.GRADED else str(results.get("reason") or "")
+        report = f"{store.SUBMISSIONS}/{row['student_id']}/report.html"
+        table.append([row["student_id"], str((results.get("batch") or {}).get("name") or row["marker"].get("name") or ""),
+                      _fmt(_number(results.get("score"))), _fmt(_number(results.get("max_score"))),
+                      store.outcome_of(results), *[scores.get(pid, "") for pid in parts], str(pending), report,
+                      " ".join(reason.split())[:300]])
+    return header, table
+
+
+def write_gradebook(out: Path, rows: list[dict]) -> Path:
+    header, table = gradebook_rows(rows)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([_defuse(cell) for cell in line] for line in table)
+    return _write_text(Path(out) / GRADEBOOK, buffer.getvalue())
+
+
+def _defuse(cell: str) -> str:
+    """A cell a spreadsheet would run as a formula (CSV injection through a student-chosen
+    file name or reason) gets a leading apostrophe."""
+    return "'" + cell if cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(cell) else cell
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------ summary
+
+
+def summary_view(rows: list[dict]) -> dict:
+    graded = [r for r in rows if store.outcome_of(r["results"]) == store.GRADED]
+    totals = [_number(r["results"].get("score")) for r in graded]
+    maxima = [_number(r["results"].get("max_score")) for r in rows] or [0.0]
+    top = max(maxima) or 1.0
+    checks: dict[str, dict] = {}
+    diagnoses: dict[str, dict] = {}
+    for row in graded:
+        for part in row["results"].get("parts") or []:
+            for chk in part.get("checks") or []:
+                status = chk.get("status")
+                cid = str(chk.get("id"))
+                entry = checks.setdefault(cid, {"id": cid, "title": str(chk.get("title") or ""), "part": str(part.get("id")),
+                                                "counts": Counter(), "manual": 0})
+                if status == MANUAL:
+                    entry["manual"] += 1
+                    continue
+                entry["counts"][status] += 1
+                diagnosis = chk.get("diagnosis")
+                if isinstance(diagnosis, dict) and diagnosis.get("id"):
+                    did = str(diagnosis["id"])
+                    d = diagnoses.setdefault(did, {"id": did, "text": str(diagnosis.get("text") or ""),
+                                                   "students": set(), "checks": set()})
+                    d["students"].add(row["student_id"])
+                    d["checks"].add(cid)
+    check_rows = []
+    for entry in checks.values():
+        ran = sum(entry["counts"].values())
+        if not ran:
+            continue
+        passed = entry["counts"].get("passed", 0)
+        check_rows.append({**entry, "ran": ran, "passed": passed, "rate": passed / ran,
+                           "failed": entry["counts"].get("failed", 0), "error": entry["counts"].get("error", 0),
+                           "skipped": entry["counts"].get("skipped", 0)})
+    check_rows.sort(key=lambda c: (c["rate"], c["id"]))
+    diagnosis_rows = sorted(({"id": d["id"], "text": d["text"], "count": len(d["students"]),
+                              "checks": ", ".join(sorted(d["checks"])), "students": sorted(d["students"])}
+                             for d in diagnoses.values()), key=lambda d: (-d["count"], d["id"]))
+    timed = [(r["student_id"], _number((r["results"].get("batch") or {}).get("wall_s")
+                                       or (r["results"].get("timings") or {}).get("total_s"))) for r in rows]
+    slowest = sorted(timed, key=lambda t: -t[1])[:10]
+    not_graded = [{"id": r["student_id"], "status": store.outcome_of(r["results"]),
+                   "reason": str(r["results"].get("reason") or "")[:500]} for r in rows
+                  if store.outcome_of(r["results"]) != store.GRADED]
+    lowest = sorted(((r["student_id"], _number(r["results"].get("score"))) for r in graded), key=lambda t: t[1])[:10]
+    pending = sum(1 for r in graded for p in r["results"].get("parts") or [] for c in p.get("checks") or []
+                  if c.get("status") == MANUAL)
+    return {
+        "count": len(rows), "graded": len(graded), "rejected": sum(1 for r in rows if store.outcome_of(r["results"]) == store.REJECTED),
+        "errors": sum(1 for r in rows if store.outcome_of(r["results"]) == store.ERROR),
+        "max": top, "mean": statistics.fmean(totals) if totals else None,
+        "median": statistics.median(totals) if totals else None,
+        "histogram": Markup(histogram_svg(totals, top)),
+        "checks": check_rows, "diagnoses": diagnosis_rows, "slowest": slowest, "not_graded": not_graded,
+        "lowest": lowest, "pending_manual": pending,
+    }
+
+
+def histogram_svg(values: list[float], top: float, bins: int = BINS) -> str:
+    """Bars of how many totals fall in each tenth of the maximum (the last bin includes it)."""
+    counts = [0] * bins
+    for value in values:
+        index = min(bins - 1, max(0, int(value / top * bins))) if top > 0 else 0
+        counts[index] += 1
+    width, height, pad, bar = 520, 200, 28, 520 // bins
+    tallest = max(counts) or 1
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height + 2 * pad}" '
+             f'role="img" aria-label="histogram of total scores">']
+    for i, count in enumerate(counts):
+        h = round(height * count / tallest)
+        x = i * bar
+        low, high = top * i / bins, top * (i + 1) / bins
+        parts.append(f'<rect x="{x + 2}" y="{pad + height - h}" width="{bar - 4}" height="{h}" class="bar">'
+                     f'<title>{count} with {low:g}–{high:g}</title></rect>')
+        if count:
+            parts.append(f'<text x="{x + bar / 2}" y="{pad + height - h - 4}" text-anchor="middle">{count}</text>')
+        parts.append(f'<text x="{x + bar / 2}" y="{pad + height + 16}" text-anchor="middle" class="axis">{low:g}</text>')
+    parts.append(f'<text x="{width - 2}" y="{pad + height + 16}" text-anchor="end" class="axis">{top:g}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Batch summary: {{ v.count }} submissions</title>
+<style>
+body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1000px;padding:1em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;width:100%;font-size:.92em}th,td{text-align:left;padding:.25em .5em;border-bottom:1px solid #eee;vertical-align:top}
+th{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.rate{display:inline-block;height:.7em;background:#c33;vertical-align:middle}.rate.ok{background:#393}
+.bar{fill:#4a78b5}svg{max-width:100%;height:auto}svg text{font-size:12px}svg .axis{fill:#666}
+.kpi{display:flex;flex-wrap:wrap;gap:1em}.kpi div{background:#f4f6f8;padding:.5em 1em;border-radius:6px}
+.kpi b{display:block;font-size:1.4em}code{font-size:.9em}a{color:#2a5db0}
+</style></head><body>
+<h1>Batch summary</h1>
+<div class="kpi">
+<div><b>{{ v.count }}</b>submissions</div><div><b>{{ v.graded }}</b>graded</div>
+<div><b>{{ v.rejected }}</b>rejected</div><div><b>{{ v.errors }}</b>errors</div>
+{% if v.mean is not none %}<div><b>{{ "%.2f"|format(v.mean) }} / {{ "%g"|format(v.max) }}</b>mean total</div>
+<div><b>{{ "%.2f"|format(v.median) }}</b>median total</div>{% endif %}
+{% if v.pending_manual %}<div><b>{{ v.pending_manual }}</b>written answers await manual grading</div>{% endif %}
+</div>
+<h2>Totals (graded submissions)</h2>
+{{ v.histogram }}
+<h2>Checks, by pass rate (the class's most common mistakes first)</h2>
+<table><tr><th>check</th><th>part</th><th>pass rate</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr>
+{% for c in v.checks %}<tr><td><code>{{ c.id }}</code><br>{{ c.title }}</td><td>{{ c.part }}</td>
+<td class="n"><span class="rate{% if c.rate >= 0.8 %} ok{% endif %}" style="width:{{ (c.rate * 60)|round(0, 'floor')|int }}px"></span> {{ (c.rate * 100)|round|int }}%</td>
+<td class="n">{{ c.passed }}/{{ c.ran }}</td><td class="n">{{ c.failed }}</td><td class="n">{{ c.error }}</td><td class="n">{{ c.skipped }}</td></tr>
+{% else %}<tr><td colspan="7">no checks ran</td></tr>{% endfor %}</table>
+<h2>Diagnoses, by number of students</h2>
+<table><tr><th>students</th><th>mistake</th><th>seen in checks</th></tr>
+{% for d in v.diagnoses %}<tr><td class="n">{{ d.count }}</td><td>{{ d.text or d.id }}<br><code>{{ d.id }}</code></td><td><code>{{ d.checks }}</code></td></tr>
+{% else %}<tr><td colspan="3">no known mistake was diagnosed</td></tr>{% endfor %}</table>
+<h2>Not graded (rejected or error)</h2>
+<table><tr><th>student</th><th>status</th><th>reason</th></tr>
+{% for r in v.not_graded %}<tr><td><a href="submissions/{{ r.id|urlencode }}/report.html">{{ r.id }}</a></td><td>{{ r.status }}</td><td>{{ r.reason }}</td></tr>
+{% else %}<tr><td colspan="3">none</td></tr>{% endfor %}</table>
+<h2>Lowest totals</h2>
+<table><tr><th>student</th><th>total</th></tr>
+{% for sid, score in v.lowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ "%g"|format(score) }}</td></tr>{% endfor %}</table>
+<h2>Slowest submissions</h2>
+<table><tr><th>student</th><th>seconds</th></tr>
+{% for sid, seconds in v.slowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ "%.1f"|format(seconds) }}</td></tr>{% endfor %}</table>
+<p>Rebuilt from the submissions' results.json; the gradebook is <a href="gradebook.csv">gradebook.csv</a>.</p>
+</body></html>
+"""
+
+_environment = Environment(autoescape=True, undefined=StrictUndefined, keep_trailing_newline=True)
+
+
+def render_summary(rows: list[dict]) -> str:
+    return _environment.from_string(_TEMPLATE).render(v=summary_view(rows))
+
+
+def rebuild(out: Path) -> tuple[Path, Path]:
+    """Write DIR/gradebook.csv and DIR/summary.html from the result folders."""
+    rows = load_rows(out)
+    return write_gradebook(out, rows), _write_text(Path(out) / SUMMARY, render_summary(rows))
+
+
+def _write_text(path: Path, text: str) -> Path:
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+

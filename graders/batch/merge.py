@@ -1,0 +1,204 @@
+"""Manual scores of written answers, merged into the results without regrading.
+
+    grade merge MANUAL.csv --out DIR
+
+MANUAL.csv has the columns student_id, check_id, score, comment (comment optional). check_id is
+a check's id as in results.json (`answers.layer_norm`); the `answers.` prefix may be left out.
+For each row, the check (status pending_manual, or graded by hand before) gets the score, clamped
+to [0, its max_score], status passed when the score is at least half its max and failed below,
+the comment in details.comment; the part's score and the total follow. The student's reports
+are rendered again and the gradebook and summary rebuilt. Merging the same file twice changes
+nothing; a later row for the same (student, check) wins.
+
+The merged scores are also kept in DIR/manual.json with the hash of the input they were given
+for, so a regrade of the same input (a new grader version) gets them back automatically; a new
+input from the student leaves the answer pending again.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graders.batch import store
+from graders.batch.gradebook import rebuild
+
+MANUAL = "pending_manual"
+MANUAL_JSON = "manual.json"
+PREFIX = "answers."
+
+
+@dataclass
+class MergeReport:
+    applied: list[tuple[str, str, float]] = field(default_factory=list)  # changed a results.json
+    unchanged: list[tuple[str, str]] = field(default_factory=list)  # already so
+    clamped: list[str] = field(default_factory=list)
+    unknown_students: list[str] = field(default_factory=list)
+    unknown_checks: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # unreadable rows, checks that are not written answers
+    rewritten: list[str] = field(default_factory=list)  # students whose reports were rendered again
+
+    @property
+    def ok(self) -> bool:
+        return not (self.unknown_students or self.unknown_checks or self.problems)
+
+    def lines(self) -> list[str]:
+        out = [f"merged {len(self.applied)} score(s) into {len(self.rewritten)} submission(s); "
+               f"{len(self.unchanged)} already up to date"]
+        for label, items in (("clamped", self.clamped), ("unknown student ids", self.unknown_students),
+                             ("unknown check ids", self.unknown_checks), ("problems", self.problems)):
+            if items:
+                out.append(f"{label} ({len(items)}):")
+                out.extend(f"  {item}" for item in items)
+        return out
+
+
+def read_manual_csv(path: Path, report: MergeReport) -> dict[str, dict[str, dict]]:
+    text = Path(path).read_text(encoding="utf-8-sig")
+    reader = csv.DictReader(text.splitlines())
+    needed = {"student_id", "check_id", "score"}
+    if not reader.fieldnames or not needed <= {f.strip() for f in reader.fieldnames}:
+        raise ValueError(f"{path}: the columns must be student_id, check_id, score[, comment]")
+    grades: dict[str, dict[str, dict]] = {}
+    for number, row in enumerate(reader, start=2):
+        row = {(k or "").strip(): (v or "").strip() for k, v in row.items() if k is not None}
+        sid, cid, raw = row.get("student_id", ""), row.get("check_id", ""), row.get("score", "")
+        if not sid and not cid and not raw:
+            continue
+        try:
+            score = float(raw)
+            if not math.isfinite(score):
+                raise ValueError
+        except ValueError:
+            report.problems.append(f"line {number}: score {raw!r} of {sid}/{cid} is not a number")
+            continue
+        if not sid or not cid:
+            report.problems.append(f"line {number}: empty student_id or check_id")
+            continue
+        grades.setdefault(sid, {})[cid] = {"score": score, "comment": row.get("comment", ""), "line": number}
+    return grades
+
+
+def _find_check(results: dict, check_id: str):
+    for part in results.get("parts") or []:
+        for chk in part.get("checks") or []:
+            if chk.get("id") in (check_id, PREFIX + check_id):
+                return part, chk
+    return None, None
+
+
+def _is_manual(chk: dict) -> bool:
+    return chk.get("status") == MANUAL or "manual" in (chk.get("details") or {})
+
+
+def apply_one(results: dict, check_id: str, score: float, comment: str) -> tuple[bool, float]:
+    """Set one written answer's score in `results` (in place). (changed?, the score used)."""
+    part, chk = _find_check(results, check_id)
+    maximum = float(chk.get("max_score") or 0.0)
+    given = round(min(max(score, 0.0), maximum), 4)
+    before = copy.deepcopy(chk)
+    details = dict(chk.get("details") or {})
+    details["manual"] = {"score": given, "max_score": maximum, "given": score}
+    if comment:
+        details["comment"] = comment
+    else:
+        details.pop("comment", None)
+    chk["details"] = details
+    chk["score"] = given
+    chk["status"] = "passed" if maximum > 0 and given >= maximum / 2 else "failed"
+    chk["message"] = f"graded by hand: {given:g} / {maximum:g}" + (f" ({comment})" if comment else "")
+    if chk == before:
+        return False, given
+    _rescore(results, part)
+    return True, given
+
+
+def _rescore(results: dict, part: dict) -> None:
+    checks = part.get("checks") or []
+    maximum = sum(float(c.get("max_score") or 0) for c in checks)
+    earned = sum(float(c.get("score") or 0) for c in checks)
+    points = float(part.get("max_score") or 0)
+    part["score"] = round(points * earned / maximum, 4) if maximum > 0 else 0.0
+    results["score"] = round(sum(float(p.get("score") or 0) for p in results.get("parts") or []), 4)
+
+
+def apply_stored_manual(out: Path, student_id: str, results: dict) -> int:
+    """Re-apply the merged manual scores of `student_id` to fresh results of the same input."""
+    stored = load_stored(out).get(student_id) or {}
+    applied = 0
+    sha = (results.get("batch") or {}).get("input_sha256")
+    for check_id, grade in stored.items():
+        if grade.get("input_sha256") != sha:
+            continue
+        _, chk = _find_check(results, check_id)
+        if chk is not None and _is_manual(chk):
+            apply_one(results, check_id, grade["score"], grade.get("comment", ""))
+            applied += 1
+    return applied
+
+
+def load_stored(out: Path) -> dict:
+    try:
+        return json.loads((Path(out) / MANUAL_JSON).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_stored(out: Path, stored: dict) -> None:
+    fd, temporary = tempfile.mkstemp(dir=out, prefix=".manual.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(stored, handle, indent=1, sort_keys=True)
+    os.replace(temporary, Path(out) / MANUAL_JSON)
+
+
+def merge_manual(csv_path: Path, out: Path) -> MergeReport:
+    out = Path(out)
+    report = MergeReport()
+    grades = read_manual_csv(Path(csv_path), report)
+    with store.RunLock(out):
+        stored = load_stored(out)
+        for student_id in sorted(grades):
+            folder = store.result_dir(out, student_id)
+            try:
+                results = json.loads((folder / "results.json").read_text())
+            except (OSError, ValueError):
+                report.unknown_students.append(student_id)
+                continue
+            if store.outcome_of(results) != store.GRADED:
+                report.problems.append(f"{student_id}: the submission was not graded ({store.outcome_of(results)}); "
+                                       "nothing to merge into")
+                continue
+            changed = False
+            sha = (results.get("batch") or {}).get("input_sha256") or (results.get("submission") or {}).get("sha256")
+            for check_id, grade in grades[student_id].items():
+                _, chk = _find_check(results, check_id)
+                if chk is None:
+                    report.unknown_checks.append(f"{student_id}: {check_id} (line {grade['line']})")
+                    continue
+                if not _is_manual(chk):
+                    report.problems.append(f"{student_id}: {chk.get('id')} is graded automatically, not by hand "
+                                           f"(line {grade['line']})")
+                    continue
+                did, given = apply_one(results, chk["id"], grade["score"], grade["comment"])
+                if given != grade["score"]:
+                    report.clamped.append(f"{student_id}: {chk['id']}: {grade['score']:g} -> {given:g}")
+                stored.setdefault(student_id, {})[chk["id"]] = {"score": grade["score"], "comment": grade["comment"],
+                                                                "input_sha256": sha, "merged_at": time.time()}
+                if did:
+                    changed = True
+                    report.applied.append((student_id, chk["id"], given))
+                else:
+                    report.unchanged.append((student_id, chk["id"]))
+            if changed:
+                store.rewrite(folder, results)
+                report.rewritten.append(student_id)
+        _save_stored(out, stored)
+        rebuild(out)
+    return report

@@ -1,0 +1,148 @@
+"""A batch run: discover, skip what is done, grade the rest on a backend, rebuild the gradebook."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graders.batch import store
+from graders.batch.discover import Submission, discover
+from graders.batch.gradebook import rebuild
+from graders.batch.supervise import Finished, Job, run_pool
+from graders.sandbox import Limits
+
+
+@dataclass
+class BatchConfig:
+    jobs: int = 0  # 0: one per CPU core
+    gpus: list[str] | None = None  # round-robin over jobs; None leaves CUDA_VISIBLE_DEVICES alone
+    parts: list[str] | None = None
+    seed: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    hard_timeout_s: float | None = None  # None: 1.5 x limits.submission_budget_s + 120
+    retries: int = 2  # per submission, for lost infrastructure only
+    options: dict | None = None  # fine-tuning options (graders.cli.finetune_options)
+    names: str = "plain"
+    manifest: Path | None = None
+    regrade: bool = False  # grade everything again, whatever is done
+    redo_errors: bool = False  # grade again the submissions whose outcome was an error
+    backend: str = "local"  # local | slurm
+    slurm: dict = field(default_factory=dict)  # see graders.batch.slurm.submit
+    progress: bool | None = None  # None: a bar when stderr is a terminal
+
+    @property
+    def hard_timeout(self) -> float:
+        if self.hard_timeout_s is not None:
+            return float(self.hard_timeout_s)
+        return 1.5 * self.limits.submission_budget_s + 120.0
+
+    def grading_config(self) -> dict:
+        """What of this configuration changes a grade (part of the resume key)."""
+        options = {k: (str(v) if v is not None else None) for k, v in (self.options or {}).items()
+                   if k != "feature_cache"}
+        return {"parts": sorted(self.parts) if self.parts else None, "seed": self.seed, "options": options}
+
+
+@dataclass
+class BatchSummary:
+    total: int
+    skipped: int  # already done under the same key
+    finished: list[Finished]
+    gradebook: Path
+    summary: Path
+    submitted: int = 0  # Slurm: array tasks submitted (not waited for)
+    slurm_job: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for result in self.finished:
+            counts[result.outcome] = counts.get(result.outcome, 0) + 1
+        return counts
+
+
+def secrets_for(out: Path, submissions: list[Submission]) -> list[str]:
+    """What a student's worker must not read besides the defaults: other students' inputs and
+    results, the gradebook, the ledger, the batch's own state."""
+    out = Path(out).resolve()
+    paths = {str(out / name) for name in (store.SUBMISSIONS, store.STATE, store.LEDGER, "gradebook.csv",
+                                           "summary.html", "manual.json")}
+    paths |= {str(Path(s.path).resolve().parent) for s in submissions}
+    return sorted(paths)
+
+
+def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> list[dict]:
+    grader = store.grader_key(config.grading_config())
+    secrets = secrets_for(out, submissions)
+    options = dict(config.options or {})
+    if options.get("feature_cache") is None:
+        options["feature_cache"] = str(Path(out).resolve() / "feature-cache")
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items()}
+    return [{
+        "out": str(Path(out).resolve()), "student_id": s.student_id, "source": str(Path(s.path).resolve()),
+        "name": s.name, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
+        "parts": config.parts, "seed": config.seed, "limits": config.limits.to_json(), "options": options,
+        "extra_secrets": secrets,
+    } for s in submissions]
+
+
+def plan(folder: Path | None, out: Path, config: BatchConfig) -> tuple[list[dict], list[dict]]:
+    """(all specs, specs still to grade)."""
+    submissions = discover(folder, manifest=config.manifest, names=config.names)
+    specs = job_specs(submissions, out, config)
+    todo = [s for s in specs if config.regrade
+            or not store.is_done(out, s["student_id"], s["key"], redo_errors=config.redo_errors)]
+    return specs, todo
+
+
+def run_batch(folder: Path | None, out: Path, config: BatchConfig | None = None) -> BatchSummary:
+    config = config or BatchConfig()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with store.RunLock(out):
+        store.clean_temporaries(out, older_than_s=0 if config.backend == "local" else config.hard_timeout * 2)
+        specs, todo = plan(folder, out, config)
+        store.log_event(out, "run", None, total=len(specs), todo=len(todo), backend=config.backend,
+                        jobs=config.jobs, gpus=config.gpus)
+        skipped = len(specs) - len(todo)
+        finished: list[Finished] = []
+        submitted, slurm_job = 0, None
+        if config.backend == "local":
+            finished = _run_local(todo, out, config, total=len(specs), skipped=skipped)
+        elif config.backend == "slurm":
+            from graders.batch import slurm
+
+            outcome = slurm.submit(todo, out, config)
+            finished, submitted, slurm_job = outcome.finished, outcome.submitted, outcome.job_id
+        else:
+            raise ValueError(f"unknown backend {config.backend!r} (local or slurm)")
+        gradebook, summary = rebuild(out)
+    return BatchSummary(len(specs), skipped, finished, gradebook, summary, submitted, slurm_job)
+
+
+def _run_local(todo: list[dict], out: Path, config: BatchConfig, *, total: int, skipped: int) -> list[Finished]:
+    slots = config.jobs or os.cpu_count() or 1
+    state = out / store.STATE
+    jobs = [Job(spec, state, config.hard_timeout, config.retries) for spec in todo]
+    show = sys.stderr.isatty() if config.progress is None else config.progress
+    if not show:
+        return run_pool(jobs, slots=slots, gpus=config.gpus)
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    columns = [TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task("grading", total=total, completed=skipped, last="")
+
+        def advance(result: Finished) -> None:
+            progress.update(task, advance=1, last=f"{result.student_id}: {result.outcome}")
+
+        return run_pool(jobs, slots=slots, gpus=config.gpus, on_finish=advance)
+
+
+def replace(config: BatchConfig, **changes) -> BatchConfig:
+    return dataclasses.replace(config, **changes)
+

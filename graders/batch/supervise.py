@@ -1,0 +1,250 @@
+"""Jobs: one submission graded by one `run_one` subprocess, supervised.
+
+Why subprocesses and not a `multiprocessing`/`concurrent.futures` pool:
+
+- a hard wall-clock limit needs a kill, and killing a pool's worker breaks the pool
+  (BrokenProcessPool) and loses the other jobs in it; a job of its own is killed alone, by process
+  group, and the driver goes on;
+- `CUDA_VISIBLE_DEVICES` must be set before CUDA initialises in a process: a fresh process per
+  submission gets its GPU in its environment, a reused pool process could not change GPUs;
+- nothing leaks from one student to the next (memory, hypothesis state, torch globals);
+- no stray process by construction: every job sets PR_SET_PDEATHSIG (it dies with the driver),
+  its sandbox worker dies with the job in turn, and a job is killed by process group;
+- the same job runs unchanged inside a Slurm array task (`run_job`), so both backends behave the same.
+
+The cost is one Python start (imports of torch and the grader) per submission, a second or two
+next to a grade's several seconds; docs/batch.md gives the measured overhead.
+
+Retries are for lost infrastructure only: the job process killed by a signal the driver did not
+send (the kernel's OOM killer, a SIGKILL from outside) or exiting with EXIT_INFRA (out of memory
+in the grading process). A student's failure, crash or timeout is a result written by the job; a
+job that passes the hard wall-clock limit is killed and recorded as an error result, not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graders.batch import store
+from graders.batch.run_one import EXIT_INFRA, PARENT_ENV
+
+POLL_S = 0.1
+LOG_TAIL_BYTES = 4000
+
+
+@dataclass
+class Finished:
+    student_id: str
+    outcome: str  # graded / rejected / error
+    reason: str = ""
+    attempts: int = 1
+    wall_s: float = 0.0
+
+
+@dataclass
+class Job:
+    spec: dict
+    state_dir: Path
+    hard_timeout_s: float
+    retries: int = 2
+    gpu: str | None = None
+    process: subprocess.Popen | None = None
+    started: float = 0.0
+    first_started: float = 0.0
+    attempt: int = 0
+    killed_for_time: bool = False
+    infra_losses: list = field(default_factory=list)
+
+    @property
+    def student_id(self) -> str:
+        return self.spec["student_id"]
+
+    @property
+    def out(self) -> Path:
+        return Path(self.spec["out"])
+
+    def start(self) -> None:
+        self.attempt += 1
+        spec = {**self.spec, "attempt": self.attempt}
+        specs = self.state_dir / "specs"
+        logs = self.state_dir / "logs"
+        specs.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        spec_path = specs / f"{self.student_id}.json"
+        spec_path.write_text(json.dumps(spec, indent=1, default=str))
+        environment = dict(os.environ)
+        environment[PARENT_ENV] = str(os.getpid())
+        environment["PYTHONUNBUFFERED"] = "1"
+        if self.gpu is not None:
+            environment["CUDA_VISIBLE_DEVICES"] = self.gpu
+        with open(logs / f"{self.student_id}.log", "ab") as log:
+            log.write(f"--- attempt {self.attempt} at {time.ctime()} (gpu {self.gpu})\n".encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                self.command(spec_path),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=environment,
+                start_new_session=True)
+        self.started = time.monotonic()
+        self.first_started = self.first_started or self.started
+        self.killed_for_time = False
+
+    def command(self, spec_path: Path) -> list[str]:
+        return [sys.executable, "-m", "graders.batch.run_one", str(spec_path)]
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.process.wait()
+
+    def poll(self) -> Finished | None:
+        """None while running (or restarted after a loss of infrastructure); else how it ended."""
+        status = self.process.poll()
+        if status is None:
+            if time.monotonic() - self.started > self.hard_timeout_s:
+                self.killed_for_time = True
+                self.kill()
+                status = self.process.returncode
+            else:
+                return None
+        wall = round(time.monotonic() - self.first_started, 3)
+        if self.killed_for_time:
+            reason = (f"grading was stopped after the hard wall-clock limit of {self.hard_timeout_s:g} s "
+                      "per submission")
+            store.log_event(self.out, "timeout", self.student_id, attempt=self.attempt, limit_s=self.hard_timeout_s)
+            return self._error(reason, final=True, wall=wall)
+        if status == 0:
+            marker = store.read_marker(self.out, self.student_id)
+            if marker is not None and marker.get("key") == self.spec["key"]:
+                return Finished(self.student_id, marker.get("outcome", store.GRADED), attempts=self.attempt, wall_s=wall)
+            return self._error("the grading process ended without publishing a result", final=True, wall=wall)
+        if status < 0 or status == EXIT_INFRA:
+            loss = describe_loss(status)
+            self.infra_losses.append(loss)
+            if len(self.infra_losses) <= self.retries:
+                store.log_event(self.out, "retry", self.student_id, attempt=self.attempt, cause=loss)
+                self.start()
+                return None
+            reason = f"the grading process was lost {len(self.infra_losses)} times ({'; '.join(self.infra_losses)})"
+            return self._error(reason, final=False, wall=wall)
+        return self._error(f"the grader failed (exit status {status}): {last_line(self.log_tail())} "
+                           f"(log: {store.STATE}/logs/{self.student_id}.log)", final=True, wall=wall)
+
+    def log_tail(self) -> str:
+        path = self.state_dir / "logs" / f"{self.student_id}.log"
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+                return handle.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _error(self, reason: str, *, final: bool, wall: float) -> Finished:
+        results = error_result(self.spec, reason, attempts=self.attempt)
+        marker = {"key": self.spec["key"], "student_id": self.student_id, "input_sha256": self.spec["input_sha256"],
+                  "source": str(self.spec["source"]), "grader": self.spec.get("grader"), "final": final,
+                  "attempt": self.attempt}
+        store.publish(self.out, self.student_id, results, marker)
+        store.log_event(self.out, "done", self.student_id, outcome=store.ERROR, reason=reason[:300],
+                        attempt=self.attempt, final=final)
+        return Finished(self.student_id, store.ERROR, reason, attempts=self.attempt, wall_s=wall)
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:500] if lines else "no output"
+
+
+def describe_loss(status: int) -> str:
+    if status == EXIT_INFRA:
+        return "out of memory in the grading process, or its driver vanished"
+    try:
+        name = signal.Signals(-status).name
+    except ValueError:
+        name = f"signal {-status}"
+    return f"killed by {name}" + (" (out of memory?)" if -status == signal.SIGKILL else "")
+
+
+def error_result(spec: dict, reason: str, *, attempts: int = 1) -> dict:
+    """A results.json for a submission whose grading did not finish. The schema (version 1)
+    knows only graded and rejected, so it is written as rejected with the reason, and the batch
+    section says it was an error: the gradebook shows "error", the reports show the reason."""
+    from graders.grading import SCHEMA_VERSION, versions
+    from graders.scoring import load_rubric
+
+    rubric = load_rubric()
+    parts = spec.get("parts")
+    max_score = sum(p.points for p in rubric.parts if not parts or p.id in parts)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "rejected",
+        "reason": f"not graded: {reason}",
+        "mode": "instructor",
+        "score": 0,
+        "max_score": max_score,
+        "submission": {"sha256": spec["input_sha256"], "name": Path(spec["source"]).name, "kind": "unknown", "notes": []},
+        "versions": versions(rubric),
+        "timings": {},
+        "parts": [],
+        "batch": {"student_id": spec["student_id"], "name": spec.get("name", ""), "outcome": store.ERROR, "attempt": attempts,
+                  "input_sha256": spec["input_sha256"], "reason": reason},
+    }
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def run_pool(jobs: list[Job], *, slots: int, gpus: list[str] | None = None, on_finish=None) -> list[Finished]:
+    """Run the jobs, `slots` at a time; GPU i % len(gpus) goes to slot i. SIGINT/SIGTERM kill
+    every running job (by process group) and raise Interrupted; finished results stay."""
+    pending = list(reversed(jobs))
+    running: dict[int, Job] = {}
+    finished: list[Finished] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while pending or running:
+            for slot in range(slots):
+                if slot not in running and pending:
+                    job = pending.pop()
+                    job.gpu = gpus[slot % len(gpus)] if gpus else None
+                    job.start()
+                    running[slot] = job
+            for slot, job in list(running.items()):
+                result = job.poll()
+                if result is not None:
+                    del running[slot]
+                    finished.append(result)
+                    if on_finish:
+                        on_finish(result)
+            time.sleep(POLL_S)
+    finally:
+        for job in running.values():
+            job.kill()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return finished
+
+
+def run_job(spec: dict, state_dir: str, hard_timeout_s: float, retries: int) -> dict:
+    """One job, start to end, in this process: the body of a Slurm array task."""
+    job = Job(spec, Path(state_dir), hard_timeout_s, retries, gpu=None)
+    (result,) = run_pool([job], slots=1)
+    return {"student_id": result.student_id, "outcome": result.outcome, "reason": result.reason,
+            "attempts": result.attempts, "wall_s": result.wall_s}

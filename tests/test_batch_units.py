@@ -1,0 +1,331 @@
+"""Batch grading, the parts that need no grading: ids, the store, the supervisor's retry and
+timeout rules (with a stand-in for run_one), the gradebook, manual merges, the Slurm script."""
+
+import csv
+import json
+import os
+import signal
+import stat
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from graders.batch import store
+from graders.batch.cli import cmd_batch, cmd_merge
+from graders.batch.discover import DiscoveryError, discover, id_from_entry
+from graders.batch.gradebook import rebuild
+from graders.batch.merge import merge_manual
+from graders.batch.supervise import Job, run_pool
+
+
+# ----------------------------------------------------------------------------------- discovery
+
+
+@pytest.mark.parametrize("entry, scheme, expected", [
+    ("alice.zip", "plain", ("alice", "")),
+    ("alice.ipynb", "plain", ("alice", "")),
+    ("alice", "plain", ("alice", "")),
+    ("al ice$.zip", "plain", ("al_ice_", "")),
+    ("..", "plain", ("___", "")),
+    ("doejane_12345_67890_hw3.zip", "canvas", ("12345", "doejane")),
+    ("doejane_LATE_12345_67890_hw3-1.zip", "canvas", ("12345", "doejane")),
+    ("notcanvas.zip", "canvas", ("notcanvas", "")),
+    ("Jane Doe_4567_assignsubmission_file_", "moodle", ("4567", "Jane Doe")),
+    ("Jane Doe_4567_assignsubmission_file_hw.zip", "moodle", ("4567", "Jane Doe")),
+])
+def test_student_ids_from_entry_names(entry, scheme, expected):
+    assert id_from_entry(entry, scheme) == expected
+
+
+def test_discover_skips_hidden_entries_and_refuses_duplicate_ids(tmp_path):
+    (tmp_path / "alice.zip").write_bytes(b"x")
+    (tmp_path / "bob").mkdir()
+    (tmp_path / ".DS_Store").write_bytes(b"")
+    (tmp_path / "__MACOSX").mkdir()
+    found = discover(tmp_path)
+    assert [s.student_id for s in found] == ["alice", "bob"]
+    assert all(len(s.sha256) == 64 for s in found)
+    (tmp_path / "alice.ipynb").write_text("{}")
+    with pytest.raises(DiscoveryError, match="alice"):
+        discover(tmp_path)
+
+
+def test_manifest_names_exactly_the_graded_entries(tmp_path):
+    (tmp_path / "a.zip").write_bytes(b"1")
+    (tmp_path / "b.zip").write_bytes(b"2")
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text("student_id,path\ns-001,a.zip\n")
+    found = discover(tmp_path, manifest=manifest)
+    assert [(s.student_id, s.path.name) for s in found] == [("s-001", "a.zip")]
+
+
+# ----------------------------------------------------------------------------------- the store
+
+
+def fake_results(score=8.0, status="graded", checks=None, reason=None):
+    checks = checks if checks is not None else [
+        {"id": "attention.matches_reference", "title": "matches", "status": "passed" if score else "failed",
+         "score": score, "max_score": 8.0, "visibility": "public", "message": "",
+         "diagnosis": None if score else {"id": "no_scaling", "text": "attention is not scaled by 1/sqrt(d_k)"}},
+    ]
+    parts = [] if status == "rejected" else [{"id": "attention", "title": "Attention", "score": score, "max_score": 8.0,
+                                              "checks": checks}]
+    return {"schema_version": 1, "status": status, "reason": reason, "mode": "instructor", "score": score,
+            "max_score": 8.0, "submission": {"sha256": "0" * 64, "name": "x.zip", "kind": "zip", "notes": []},
+            "versions": {"grader": "0.1.0"}, "timings": {"total_s": 1.0}, "parts": parts,
+            "batch": {"input_sha256": "0" * 64, "wall_s": 1.5}}
+
+
+def test_publish_is_atomic_and_replaces_a_stale_result(tmp_path):
+    folder = store.publish(tmp_path, "alice", fake_results(8.0), {"key": "k1"})
+    assert sorted(p.name for p in folder.iterdir()) == ["done.json", "gradescope.json", "report.html", "results.json"]
+    assert store.is_done(tmp_path, "alice", "k1") and not store.is_done(tmp_path, "alice", "k2")
+    store.publish(tmp_path, "alice", fake_results(0.0), {"key": "k2"})
+    assert store.read_marker(tmp_path, "alice")["score"] == 0.0
+    # nothing half-written or set aside is left next to the result folders
+    assert [p.name for p in (tmp_path / "submissions").iterdir()] == ["alice"]
+
+
+def test_a_marker_that_is_not_final_is_graded_again(tmp_path):
+    store.publish(tmp_path, "bob", fake_results(0.0), {"key": "k", "final": False})
+    assert not store.is_done(tmp_path, "bob", "k")
+
+
+def test_clean_temporaries_removes_leftovers_of_a_killed_job(tmp_path):
+    leftover = tmp_path / "submissions" / ".tmp-alice-1234"
+    leftover.mkdir(parents=True)
+    (leftover / "results.json").write_text("{")
+    assert store.clean_temporaries(tmp_path) == 1 and not leftover.exists()
+
+
+def test_only_one_driver_per_output_folder(tmp_path):
+    with store.RunLock(tmp_path):
+        with pytest.raises(RuntimeError, match="another batch"):
+            with store.RunLock(tmp_path):
+                pass
+    with store.RunLock(tmp_path):  # released
+        pass
+
+
+# ----------------------------------------------------------------------------- the supervisor
+
+STAND_IN = textwrap.dedent("""
+    import json, os, signal, sys, time
+    spec = json.load(open(sys.argv[1]))
+    sid, attempt = spec["student_id"], spec["attempt"]
+    folder = os.path.join(spec["out"], "submissions", sid)
+    def publish():
+        os.makedirs(folder, exist_ok=True)
+        json.dump({"key": spec["key"], "outcome": "graded", "final": True,
+                   "gpu": os.environ.get("CUDA_VISIBLE_DEVICES")}, open(os.path.join(folder, "done.json"), "w"))
+        print("published", sid, attempt)
+    if sid.startswith("ok"):
+        publish()
+    elif sid == "flaky":  # the job process is SIGKILLed (OOM killer) on its first attempt
+        if attempt == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        publish()
+    elif sid == "oom":
+        sys.exit(75)
+    elif sid == "crash":
+        raise RuntimeError("a bug in the grader")
+    elif sid == "hang":
+        time.sleep(600)
+""")
+
+
+class StandInJob(Job):
+    script: Path
+
+    def command(self, spec_path):
+        return [sys.executable, str(self.script), str(spec_path)]
+
+
+def stand_in_jobs(tmp_path, ids, *, hard_timeout=30.0, retries=2):
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN)
+    jobs = []
+    for sid in ids:
+        spec = {"out": str(tmp_path / "out"), "student_id": sid, "source": str(tmp_path / f"{sid}.zip"),
+                "input_sha256": "1" * 64, "key": f"key-{sid}", "parts": ["attention"]}
+        job = StandInJob(spec, tmp_path / "out" / store.STATE, hard_timeout, retries)
+        job.script = script
+        jobs.append(job)
+    return jobs
+
+
+def events(out, kind):
+    return [e["student_id"] for e in store.read_ledger(out) if e["event"] == kind]
+
+
+def test_retries_only_for_lost_infrastructure(tmp_path):
+    jobs = stand_in_jobs(tmp_path, ["ok", "flaky", "oom", "crash"], retries=2)
+    finished = {f.student_id: f for f in run_pool(jobs, slots=2)}
+    out = tmp_path / "out"
+    assert finished["ok"].outcome == "graded" and finished["ok"].attempts == 1
+    assert finished["flaky"].outcome == "graded" and finished["flaky"].attempts == 2
+    # lost every time: an error, marked not final so that the next run tries again
+    assert finished["oom"].outcome == "error" and finished["oom"].attempts == 3
+    assert not store.read_marker(out, "oom")["final"]
+    # a grader failure is not retried; it becomes an error result with the cause
+    assert finished["crash"].outcome == "error" and finished["crash"].attempts == 1
+    assert "a bug in the grader" in finished["crash"].reason
+    assert store.read_marker(out, "crash")["final"]
+    assert sorted(events(out, "retry")) == ["flaky", "oom", "oom"]
+
+
+def test_hard_timeout_kills_the_job_and_is_a_result_not_a_retry(tmp_path):
+    (job,) = stand_in_jobs(tmp_path, ["hang"], hard_timeout=1.5)
+    started = time.monotonic()
+    (result,) = run_pool([job], slots=1)
+    assert time.monotonic() - started < 20
+    assert result.outcome == "error" and result.attempts == 1 and "hard wall-clock limit" in result.reason
+    assert job.process.returncode == -signal.SIGKILL
+    results = json.loads((tmp_path / "out" / "submissions" / "hang" / "results.json").read_text())
+    assert results["batch"]["outcome"] == "error" and results["score"] == 0
+    assert events(tmp_path / "out", "retry") == []
+
+
+def test_gpus_are_handed_out_round_robin_per_slot(tmp_path):
+    jobs = stand_in_jobs(tmp_path, ["ok1", "ok2", "ok3"])
+    run_pool(jobs, slots=2, gpus=["0", "1"])
+    assert [job.gpu for job in jobs[:2]] == ["0", "1"] and jobs[2].gpu in ("0", "1")
+    for job in jobs:  # what the job process saw
+        assert store.read_marker(tmp_path / "out", job.student_id)["gpu"] == job.gpu
+
+
+# ------------------------------------------------------------------------- gradebook, summary
+
+
+def test_gradebook_and_summary_follow_the_results(tmp_path):
+    store.publish(tmp_path, "alice", fake_results(8.0), {"key": "a"})
+    store.publish(tmp_path, "bob", fake_results(0.0), {"key": "b"})
+    hostile = fake_results(0.0, status="rejected", reason="=HYPERLINK(\"http://x\") <script>alert(1)</script>")
+    store.publish(tmp_path, "mallory", hostile, {"key": "m"})
+    gradebook, summary = rebuild(tmp_path)
+    rows = list(csv.DictReader(gradebook.read_text().splitlines()))
+    assert [(r["student_id"], r["total"], r["status"], r["attention"]) for r in rows] == [
+        ("alice", "8", "graded", "8"), ("bob", "0", "graded", "0"), ("mallory", "0", "rejected", "")]
+    assert rows[0]["report"] == "submissions/alice/report.html"
+    assert rows[2]["reason"].startswith("'=")  # no formula for a spreadsheet to run
+    html = summary.read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    assert "attention is not scaled" in html and "<svg" in html
+    assert "http" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "").replace("http://x", "")
+
+
+# ------------------------------------------------------------------------------- manual merge
+
+
+def written_results(answer_status="pending_manual"):
+    checks = [
+        {"id": "answers.base_parameters", "title": "n", "status": "passed", "score": 6.0, "max_score": 6.0},
+        {"id": "answers.layer_norm", "title": "LN", "status": answer_status, "score": 0.0, "max_score": 5.0,
+         "details": {"answer": "it normalises"}},
+        {"id": "answers.scaling_factor", "title": "scale", "status": answer_status, "score": 0.0, "max_score": 5.0},
+    ]
+    results = fake_results(6.0, checks=checks)
+    results["parts"][0].update(id="answers", max_score=16.0, score=6.0)
+    results["max_score"] = 16.0
+    return results
+
+
+def test_merge_sets_scores_clamps_reports_unknowns_and_is_idempotent(tmp_path):
+    store.publish(tmp_path, "alice", written_results(), {"key": "a"})
+    manual = tmp_path / "manual.csv"
+    manual.write_text("student_id,check_id,score,comment\n"
+                      "alice,answers.layer_norm,4,good but short\n"
+                      "alice,scaling_factor,9,\n"  # prefix optional; 9 > 5 is clamped
+                      "alice,answers.base_parameters,1,\n"  # automatic: refused
+                      "alice,answers.nope,1,\n"
+                      "zed,answers.layer_norm,1,\n")
+    report = merge_manual(manual, tmp_path)
+    assert report.unknown_students == ["zed"] and len(report.unknown_checks) == 1
+    assert any("automatically" in p for p in report.problems)
+    assert report.clamped == ["alice: answers.scaling_factor: 9 -> 5"]
+    results = json.loads((tmp_path / "submissions" / "alice" / "results.json").read_text())
+    checks = {c["id"]: c for c in results["parts"][0]["checks"]}
+    assert checks["answers.layer_norm"]["status"] == "passed" and checks["answers.layer_norm"]["score"] == 4
+    assert checks["answers.layer_norm"]["details"]["comment"] == "good but short"
+    assert checks["answers.base_parameters"]["score"] == 6.0
+    assert results["score"] == 15.0 and results["parts"][0]["score"] == 15.0
+    assert "graded by hand" in (tmp_path / "submissions" / "alice" / "report.html").read_text()
+    assert "15" in (tmp_path / "gradebook.csv").read_text()
+    before = (tmp_path / "submissions" / "alice" / "results.json").read_bytes()
+    again = merge_manual(manual, tmp_path)
+    assert again.applied == [] and len(again.unchanged) == 2
+    assert (tmp_path / "submissions" / "alice" / "results.json").read_bytes() == before
+    # the command reports the unknown rows and exits 1; the known ones are merged
+    assert cmd_merge([str(manual), "--out", str(tmp_path)]) == 1
+
+
+def test_merged_scores_come_back_after_a_regrade_of_the_same_input(tmp_path):
+    from graders.batch.merge import apply_stored_manual
+
+    store.publish(tmp_path, "alice", written_results(), {"key": "a"})
+    manual = tmp_path / "manual.csv"
+    manual.write_text("student_id,check_id,score\nalice,answers.layer_norm,5\n")
+    merge_manual(manual, tmp_path)
+    fresh = written_results()
+    assert apply_stored_manual(tmp_path, "alice", fresh) == 1 and fresh["score"] == 11.0
+    other_input = written_results()
+    other_input["batch"]["input_sha256"] = "f" * 64
+    assert apply_stored_manual(tmp_path, "alice", other_input) == 0
+
+
+# ------------------------------------------------------------------------------- Slurm script
+
+
+def fake_sbatch(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "sbatch-calls"
+    record.mkdir()
+    script = bin_dir / "sbatch"
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        n=$(ls {record} | wc -l)
+        echo "$@" > {record}/args-$n
+        cp "$1" {record}/script-$n
+        echo "Submitted batch job 1234"
+        """))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    srun = bin_dir / "srun"  # submitit looks for it to decide that this is a Slurm cluster
+    srun.write_text("#!/bin/sh\nexit 0\n")
+    srun.chmod(0o755)
+    return bin_dir, record
+
+
+def test_slurm_backend_submits_one_capped_array_of_the_unfinished(tmp_path, monkeypatch):
+    bin_dir, record = fake_sbatch(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ["a", "b", "c", "d", "e"]:
+        (subs / f"{name}.zip").write_bytes(name.encode())
+    out = tmp_path / "out"
+    # one is finished under the current key already: it must not be submitted
+    from graders.batch.cli import _batch_parser, config_from_args
+    from graders.batch.run import plan
+
+    args = ["--out", str(out), "--parts", "attention", "--backend", "slurm", "--no-wait",
+            "--slurm-partition", "gpu", "--slurm-gpus-per-job", "1", "--slurm-parallelism", "3",
+            "--slurm-time", "30", "--slurm-setup", "module load cuda"]
+    config = config_from_args(_batch_parser().parse_args([str(subs), *args]))
+    specs, _ = plan(subs, out, config)
+    done = next(s for s in specs if s["student_id"] == "a")
+    store.publish(out, "a", fake_results(8.0), {"key": done["key"]})
+
+    assert cmd_batch([str(subs), *args]) == 1  # submitted, not collected yet
+    script = (record / "script-0").read_text()
+    assert "#SBATCH --array=0-3%3" in script
+    assert "#SBATCH --gpus-per-node=1" in script
+    assert "#SBATCH --partition=gpu" in script
+    assert "#SBATCH --time=30" in script
+    assert "module load cuda" in script
+    assert (record / "args-0").read_text().split()[0].endswith(".sh")
+    submitted = [e for e in store.read_ledger(out) if e["event"] == "slurm-submit"]
+    assert submitted[-1]["tasks"] == 4 and submitted[-1]["job_id"] == "1234"
