@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.strategies import attention_inputs, mha_inputs, tensors_from
+from graders.sandbox import StudentError
 
 MODULE = "attention"
 SDP = "attention.scaled_dot_product"
@@ -51,18 +52,42 @@ def diagnose_weights(q, k, mask, got):
             continue  # indistinguishable from the right answer when d = 1
         if is_close(got, _variant_weights(q, k, masked, **options).to(got.dtype), atol=1e-4):
             return diagnosis
+    if mask is not None and mask.size(0) == mask.size(1) == q.size(2):
+        # A (B, T) mask broadcast against the (T, T) scores: it only lines up when B == T.
+        logits = q.double() @ k.double().transpose(-2, -1) / math.sqrt(d)
+        as_square = torch.softmax(logits.masked_fill(mask.bool()[None, None], float("-inf")), -1)
+        if is_close(got, as_square.to(got.dtype), atol=1e-4):
+            return "mask_as_square"
     return None
 
 
 def _student_attention(ctx, ex, *, drop=0.0, mask="padding"):
     mask_value = ex.padding if mask == "padding" else mask
-    result = ctx.student.call(MODULE, "scaled_dot_product", ex.q, ex.k, ex.v, drop, mask_value)
+    try:
+        result = ctx.student.call(MODULE, "scaled_dot_product", ex.q, ex.k, ex.v, drop, mask_value)
+    except StudentError as error:
+        if mask_value is None or mask_value.dim() != 2 or not _works_with_4d_mask(ctx, ex, drop, mask_value):
+            raise
+        B, _, T, _ = ex.q.shape
+        raise CheckFailed(
+            f"a (B, T) padding mask with B={B}, T={T} makes your code raise {error.exc_type}: {error.message}; "
+            "the same mask viewed as (B, 1, 1, T) works",
+            diagnosis="mask_as_square",
+        ) from None
     if not isinstance(result, tuple) or len(result) != 2:
         raise CheckFailed("scaled_dot_product must return a tuple (values, attention)", diagnosis="returns_wrong_type")
     B, H, T, d = ex.q.shape
     values = expect_tensor(result[0], "values", shape=(B, H, T, d))
     weights = expect_tensor(result[1], "attention weights", shape=(B, H, T, T))
     return values, weights
+
+
+def _works_with_4d_mask(ctx, ex, drop, mask):
+    try:
+        ctx.student.call(MODULE, "scaled_dot_product", ex.q, ex.k, ex.v, drop, mask[:, None, None, :])
+        return True
+    except StudentError:
+        return False
 
 
 def _attention_maps(expected, got):
@@ -152,15 +177,8 @@ def batch_size_vs_length(ctx):
         values, weights = _student_attention(ctx, ex)
         expected_values, expected_weights = ctx.oracle.call(SDP, ex.q, ex.k, ex.v, 0.0, ex.padding)
         if not is_close(weights, expected_weights):
-            B, _, T, _ = ex.q.shape
-            diagnosis = diagnose_weights(ex.q, ex.k, ex.padding, weights)
-            if diagnosis is None and B == T:
-                square = ex.padding.bool()[None, None]  # (1, 1, T, T): the mask read as query x key
-                logits = ex.q.double() @ ex.k.double().transpose(-2, -1) / math.sqrt(ex.q.size(-1))
-                as_square = torch.softmax(logits.masked_fill(square, float("-inf")), -1)
-                if is_close(weights, as_square.to(weights.dtype), atol=1e-4):
-                    diagnosis = "mask_as_square"
-            expect_close(weights, expected_weights, "attention weights", diagnosis=diagnosis,
+            expect_close(weights, expected_weights, "attention weights",
+                         diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights),
                          details=_attention_maps(expected_weights, weights))
         expect_close(values, expected_values, "values")
 
@@ -285,6 +303,8 @@ def _mha_matches(ctx, ex):
     diagnosis = next((name for name, out in variants.items() if is_close(got, out, atol=1e-4)), None)
     if diagnosis is None and torch.isnan(got).any():
         diagnosis = "mask_on_query_axis"
+    if diagnosis is None and not torch.equal(got, ctx.student.call(handle, "__call__", ex.x, ex.padding)):
+        diagnosis = "dropout_in_eval"
     expect_close(got, expected, "multi-head attention outputs (under every accepted qkv layout)", diagnosis=diagnosis)
 
 
@@ -313,6 +333,22 @@ def mha_padding(ctx):
     @ctx.given(mha_inputs(padded=True))
     def prop(ex):
         _mha_matches(ctx, ex)
+
+
+@check("mha.output_projection_applied", "The output projection o_proj is applied to the merged heads")
+def mha_output_projection_applied(ctx):
+    @ctx.given(mha_inputs())
+    def prop(ex):
+        weights = reference_weights(ex)
+        handle = build_student_mha(ctx, ex)
+        ctx.student.call(handle, "eval")
+        outputs = []
+        for scale in (1.0, -2.0):
+            _load_weights(ctx, handle, {**weights, "o_proj.weight": weights["o_proj.weight"] * scale})
+            ctx.student.seed(ctx.seed)  # the same dropout draws, should the code use any in eval
+            outputs.append(expect_tensor(ctx.student.call(handle, "__call__", ex.x, None), "output", shape=ex.x.shape))
+        if torch.equal(outputs[0], outputs[1]):
+            raise CheckFailed("changing o_proj's weights does not change the output", diagnosis="output_projection_missing")
 
 
 @check("mha.eval_deterministic", "In eval mode two forward passes agree (no dropout)")

@@ -19,7 +19,7 @@ MODULE = "causal_lm"
 def lm_configs(draw):
     """A small TransformerModel configuration: (ntoken, d_model, nhead, d_hid, nlayers)."""
     nhead = draw(st.integers(1, 3))
-    d_model = nhead * draw(st.integers(1, 4))
+    d_model = nhead * draw(st.integers(2, 4))  # d_model = 1 makes every LayerNorm output constant
     return draw(st.integers(2, 30)), d_model, nhead, draw(st.integers(1, 12)), draw(st.integers(1, 3))
 
 
@@ -53,6 +53,7 @@ def _changed(ids, row, j, ntoken):
 
 
 def _model(ctx, config):
+    ctx.student.seed(ctx.seed)  # the same initial weights whenever this example is replayed
     handle = ctx.student.construct(MODULE, "TransformerModel", *config, 0.1)
     ctx.student.call(handle, "eval")
     return handle
@@ -63,20 +64,24 @@ def _hidden(ctx, handle, ids, d_model):
     return expect_tensor(out, "TransformerModel output", shape=(*ids.shape, d_model))
 
 
-def _rows_interact(ctx, handle, config, T=3):
-    """Run a square (B == T) batch and change row 0: do other rows' outputs move? That is what an
-    encoder that reads batch-first input as sequence-first does."""
-    ntoken, d_model = config[0], config[1]
+PROBE_CONFIG = (10, 8, 2, 16, 1)  # a TransformerModel big enough for a clear diagnosis
+
+
+def _rows_interact(ctx, T=3):
+    """Build a model of PROBE_CONFIG, run a square (B == T) batch and change row 0: do other rows'
+    outputs move? That is what an encoder that reads batch-first input as sequence-first does."""
+    ntoken, d_model = PROBE_CONFIG[0], PROBE_CONFIG[1]
     g = torch.Generator().manual_seed(1234)
     ids = torch.randint(0, ntoken, (T, T), generator=g)
     other = ids.clone()
     other[0] = (ids[0] + 1) % ntoken
     try:
+        handle = _model(ctx, PROBE_CONFIG)
         a = ctx.student.call(handle, "__call__", ids)
         b = ctx.student.call(handle, "__call__", other)
     except StudentError:
         return False
-    if type(a) is not torch.Tensor or a.shape != (T, T, d_model):
+    if type(a) is not torch.Tensor or a.shape != (T, T, d_model) or type(b) is not torch.Tensor or b.shape != a.shape:
         return False
     return not torch.allclose(a[1:], b[1:], atol=1e-5)
 
@@ -162,14 +167,20 @@ def causal(ctx):
     def prop(ex):
         config, ids, j = ex
         handle = _model(ctx, config)
-        hidden = _hidden(ctx, handle, ids, config[1])
+        try:
+            hidden = _hidden(ctx, handle, ids, config[1])
+        except StudentError as error:
+            if _rows_interact(ctx):
+                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: "
+                                  f"{error.message}"[:500], diagnosis="not_batch_first") from None
+            raise
         row = ids.size(0) - 1
         other = _changed(ids, row, j, config[0])
         changed = _hidden(ctx, handle, other, config[1])
         if not torch.allclose(hidden[row, :j], changed[row, :j], atol=1e-5):
             moved = (hidden[row, :j] - changed[row, :j]).abs().amax(-1)
             first = int((moved > 1e-5).nonzero()[0])
-            diagnosis = "not_batch_first" if _rows_interact(ctx, handle, config) else "not_causal"
+            diagnosis = "not_batch_first" if _rows_interact(ctx) else "not_causal"
             raise CheckFailed(
                 f"changing the token at position {j} of row {row} changed the output at earlier position {first} "
                 f"(by up to {moved.max().item():.3g})",
@@ -204,7 +215,7 @@ def batch_first_shape(ctx):
         try:
             out = ctx.student.call(handle, "__call__", ids)
         except StudentError as error:
-            if _rows_interact(ctx, handle, config):
+            if _rows_interact(ctx):
                 raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: {error.message}"[:500],
                                   diagnosis="not_batch_first") from None
             raise

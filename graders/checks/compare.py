@@ -71,8 +71,14 @@ def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, d
     if is_close(got, expected, atol=atol, rtol=rtol):
         return
     numbers = tensor_numbers(got, expected)
+    surprise_nan = torch.isnan(got) & ~torch.isnan(expected)
+    if surprise_nan.any():
+        where = list(_unravel(int(surprise_nan.flatten().nonzero()[0]), got.shape))
+        summary = f"{what} contain NaN where the expected values are finite (first at index {where})"
+    else:
+        summary = f"{what} differ from the expected values (max abs error {numbers.get('max_abs_error', float('nan')):.3g})"
     raise CheckFailed(
-        f"{what} differ from the expected values (max abs error {numbers.get('max_abs_error', float('nan')):.3g})",
+        summary,
         diagnosis=diagnosis,
         details={"numbers": numbers, "expected": _short(expected), "got": _short(got), **(details or {})},
     )

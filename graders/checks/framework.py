@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import hypothesis
 import torch
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
 from graders.diagnoses import DIAGNOSES
@@ -106,7 +107,7 @@ class Context:
             failures = []
             stop = []
 
-            def recorded(*examples):
+            def recorded(examples):
                 if stop:  # after a crash or a TODO, every further example fails at once
                     raise stop[0]
                 try:
@@ -129,7 +130,7 @@ class Context:
                     stop.append(_StopShrinking(error))
                     raise stop[0] from None
 
-            test = hypothesis.given(*strategies)(recorded)
+            test = hypothesis.given(st.tuples(*strategies))(recorded)
             test = settings(
                 max_examples=max_examples or self.max_examples,
                 deadline=None,

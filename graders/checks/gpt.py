@@ -67,6 +67,7 @@ def prompts(draw, *, max_len=None, longer_than_block=False):
 def build_gpt(ctx, config, *, grader_weights=True, scale=1.0):
     """The student's GPT for `config`, in eval mode, with grader-chosen weights (seeded)."""
     cfg = {k: v for k, v in config.items() if k != "weights_seed"}
+    ctx.student.seed(config["weights_seed"])
     handle = ctx.student.construct(MODULE, "GPT", ctx.student.construct(MODULE, "GPTConfig", **cfg))
     ctx.student.call(handle, "eval")
     if grader_weights:

@@ -52,6 +52,7 @@ def tiny_bert(ctx):
 
 def build_model(ctx, bert, arch, dropout=0.5):
     hidden_dim, output_dim, n_layers, bidirectional = arch
+    ctx.student.seed(ctx.seed)  # the same initial weights whenever an example is replayed
     return ctx.student.construct(MODULE, "BERTGRUSentiment", bert, hidden_dim, output_dim, n_layers, bidirectional, dropout)
 
 
