@@ -1,0 +1,386 @@
+"""The student bundle: what a student downloads to do the homework and check it offline.
+
+    transformer-homework/
+      README.md          the two commands a student needs
+      pyproject.toml     installs the `grade` command (the public part of the grader)
+      graders/           the grader package with its golden fixtures, without anything secret
+      homework/          the student template (TODO stubs) and a conftest.py for plain `pytest`
+
+Nothing secret goes in: the reference solution (reference/) and the hidden fixtures
+(fixtures/) live outside the `graders` package and are never copied; the grader's own code
+carries no answers (the numeric answers and the written-answer rubric are read from
+reference/answers.toml, in instructor mode only). tests/test_bundle.py scans every bundle for
+solution bodies, hidden fixtures and rubric secrets.
+
+The zip is reproducible: sorted entries, fixed timestamps and permissions.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import os
+import re
+import tempfile
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import graders
+from graders.build import REFERENCE_DIR, REPO_ROOT, _solution_blocks, template_files
+
+BUNDLE_PATH = REPO_ROOT / "dist" / "student_bundle.zip"
+TOP = "transformer-homework"
+HOMEWORK = "homework"
+PACKAGE_DIR = Path(graders.__file__).resolve().parent
+
+# Never shipped, wherever they appear inside the package.
+EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".DS_Store"})
+EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".swp")
+# The grader's dependencies a self-check needs (no transformers: the sentiment checks build
+# their own small encoder; the IMDB fine-tuning runs on the instructor's runner only).
+DEPENDENCIES = ("torch>=2.1", "numpy", "safetensors>=0.4", "jinja2>=3.1", "nbformat>=5.9", "rich>=13",
+                "jsonschema>=4.20", "pytest>=8")
+_FIXED_TIME = (2020, 1, 1, 0, 0, 0)
+
+
+def student_pyproject():
+    """pyproject.toml of the bundle. hypothesis is pinned to the version the golden answers were
+    recorded with: another version draws other inputs, whose answers are not recorded."""
+    from graders.selfcheck import library_versions
+
+    dependencies = [*DEPENDENCIES, f"hypothesis=={library_versions()['hypothesis']}"]
+    deps = "".join(f'    "{d}",\n' for d in dependencies)
+    return f'''[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "transformer-homework-grader"
+version = "{graders.__version__}"
+description = "The public checks of the Transformers assignment: `grade check` and `pytest`, offline."
+requires-python = ">=3.11"
+dependencies = [
+{deps}]
+
+[project.scripts]
+grade = "graders.cli:main"
+
+[tool.setuptools.packages.find]
+include = ["graders*"]
+
+[tool.setuptools.package-data]
+graders = ["*.toml", "*.json", "reports/templates/*", "schemas/*", "golden/*"]
+'''
+
+
+STUDENT_README = """# Transformers assignment: your homework folder and its checks
+
+`homework/` holds the files you complete: `attention.py`, `encoder.py`, `bert.py`,
+`sentiment.py`, `causal_lm.py`, `gpt.py` and `answers.toml`. Every function that raises
+`NotImplementedError` is yours to write; its TODO says what to do.
+
+## 1. Install (once)
+
+Python 3.11 or newer. The CPU build of PyTorch is enough (and much smaller):
+
+```bash
+python -m venv .venv && source .venv/bin/activate
+pip install torch --index-url https://download.pytorch.org/whl/cpu
+pip install .
+```
+
+## 2. Check your work (as often as you like, offline)
+
+```bash
+cd homework
+grade check            # every public check; or: grade check attention mha
+pytest                 # the same checks, one test per check
+```
+
+A failing check says what was expected, what your code returned, the smallest input that shows
+it, and the likely mistake. The exit status is 0 once every public check passes (written
+answers are graded by hand and do not count). `grade check` also writes `.grade/report.html`
+(open it in a browser) and `.grade/results.json`.
+
+"Public checks passed" is not your grade: hidden checks run after the deadline, and your
+written answers are read by a person. Hand in the files of `homework/` (or a zip of them).
+
+Parts: {parts}.
+"""
+
+
+def bundle_files():
+    """{path inside the zip: bytes} of the whole bundle."""
+    from graders.pytest_plugin import STUDENT_CONFTEST
+    from graders.selfcheck import part_ids
+
+    files = {
+        f"{TOP}/README.md": STUDENT_README.format(parts=", ".join(part_ids())).encode(),
+        f"{TOP}/pyproject.toml": student_pyproject().encode(),
+    }
+    for path in sorted(PACKAGE_DIR.rglob("*")):
+        relative = path.relative_to(PACKAGE_DIR)
+        if (not path.is_file() or path.is_symlink() or any(part in EXCLUDED_NAMES for part in relative.parts)
+                or path.name.endswith(EXCLUDED_SUFFIXES) or path.name.startswith(".")):
+            continue
+        files[f"{TOP}/graders/{relative.as_posix()}"] = path.read_bytes()
+    for name, text in template_files().items():
+        files[f"{TOP}/{HOMEWORK}/{name}"] = text.encode()
+    files[f"{TOP}/{HOMEWORK}/conftest.py"] = STUDENT_CONFTEST.encode()
+    return dict(sorted(files.items()))
+
+
+def write_zip(files, target):
+    """Write {name: bytes} as a reproducible zip at target, atomically."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    with os.fdopen(handle, "wb") as out:
+        out.write(buffer.getvalue())
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, target)
+    return target
+
+
+class LeakError(RuntimeError):
+    """The bundle would carry something secret."""
+
+
+def build_bundle(target=BUNDLE_PATH):
+    """Write the student bundle zip; returns its path. Build the golden fixtures first.
+    Refuses (LeakError) to write a bundle in which `scan` finds anything secret."""
+    from graders.selfcheck import GOLDEN_DIR, read_manifest
+
+    if read_manifest(GOLDEN_DIR) is None:
+        raise RuntimeError(f"no golden fixtures in {GOLDEN_DIR}: run `grade build --golden` first")
+    files = bundle_files()
+    leaks = scan(files)
+    if leaks:
+        raise LeakError("the student bundle would leak:\n  " + "\n  ".join(str(leak) for leak in leaks))
+    return write_zip(files, target)
+
+
+# ---------------------------------------------------------------------------- the leak scan
+#
+# A solution is found by its code, not by its text: every solution block of the reference is
+# parsed, and its statements are compared, as normalised ASTs (no positions; every variable,
+# argument and module alias renamed in order of first use), with every run of consecutive
+# statements of every Python file of the bundle. Renaming variables, reformatting or moving a
+# solution into another function does not hide it. Blocks of fewer than MIN_SNIPPET_NODES
+# nodes (`return x`) are too common to tell anything and are not searched.
+
+MIN_SNIPPET_NODES = 12
+_BODY_FIELDS = ("body", "orelse", "finalbody", "handlers")
+
+
+@dataclass(frozen=True)
+class Leak:
+    path: str  # inside the bundle
+    what: str
+
+    def __str__(self):
+        return f"{self.path}: {self.what}"
+
+
+@dataclass(frozen=True)
+class Snippet:
+    label: str  # "attention.py: MultiHeadAttention.forward"
+    statements: tuple  # the block's top statements, as ast nodes
+    shapes: tuple  # _shape() of each statement
+    normalised: str
+    nodes: int
+
+
+class _Canonical(ast.NodeTransformer):
+    """Renames identifiers to v0, v1, ... in order of first use (positions are dropped by dump)."""
+
+    def __init__(self):
+        self.names = {}
+
+    def _name(self, name):
+        return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def visit_Name(self, node):
+        return ast.copy_location(ast.Name(id=self._name(node.id), ctx=ast.Load()), node)
+
+    def visit_arg(self, node):
+        return ast.arg(arg=self._name(node.arg))
+
+    def visit_FunctionDef(self, node):
+        self.generic_visit(node)
+        node.name = self._name(node.name)
+        node.returns = None
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_alias(self, node):
+        return ast.alias(name=node.name, asname=self._name(node.asname or node.name))
+
+
+def _normalise(statements):
+    import copy
+
+    canonical = _Canonical()
+    return "\n".join(ast.dump(canonical.visit(copy.deepcopy(s)), annotate_fields=False, include_attributes=False)
+                     for s in statements)
+
+
+_BLANKED = {"id", "arg", "name", "asname", "ctx", "type_comment", "returns"}
+
+
+def _signatures(tree):
+    """{id(node): a hash of the node's structure with every identifier blanked}, in one pass.
+    Equal signatures are worth a full comparison; different ones never match."""
+    signatures = {}
+
+    def visit(node):
+        items = [type(node).__name__]
+        for field, value in ast.iter_fields(node):
+            if field in _BLANKED:
+                continue
+            if isinstance(value, ast.AST):
+                items.append(visit(value))
+            elif isinstance(value, list):
+                items.append(tuple(visit(v) if isinstance(v, ast.AST) else repr(v) for v in value))
+            else:
+                items.append(repr(value))
+        signature = hash(tuple(items))
+        signatures[id(node)] = signature
+        return signature
+
+    visit(tree)
+    return signatures
+
+
+def _shape(statement):
+    return _signatures(statement)[id(statement)]
+
+
+def _statement_lists(tree):
+    """Every list of consecutive statements in the tree (module, function, loop, branch bodies)."""
+    for node in ast.walk(tree):
+        for name in _BODY_FIELDS:
+            value = getattr(node, name, None)
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                yield value
+
+
+def solution_snippets(reference_dir=REFERENCE_DIR):
+    """Every solution block of the reference's Python modules, as a Snippet."""
+    snippets = []
+    for path in sorted(Path(reference_dir).glob("*.py")):
+        source = path.read_text()
+        tree = ast.parse(source)
+        qualnames = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for child in node.body:
+                    if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        qualnames[id(child)] = f"{node.name}.{child.name}"
+        functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        bodies = list(_statement_lists(tree))
+        for begin, end in _solution_blocks(source.splitlines(), path.name):
+            first, last = begin + 1, end + 1  # the marker lines, 1-based
+            chosen = None
+            for body in bodies:
+                inside = [s for s in body if s.lineno > first and s.end_lineno < last]
+                if inside and (chosen is None or len(inside) > len(chosen) or inside[0].lineno < chosen[0].lineno):
+                    chosen = inside
+            if not chosen:
+                continue
+            owner = min((f for f in functions if f.lineno <= chosen[0].lineno <= f.end_lineno),
+                        key=lambda f: f.end_lineno - f.lineno, default=None)
+            label = f"{path.name}: {qualnames.get(id(owner), owner.name) if owner else '<module>'}"
+            nodes = sum(1 for s in chosen for _ in ast.walk(s))
+            snippets.append(Snippet(label, tuple(chosen), tuple(_shape(s) for s in chosen), _normalise(chosen), nodes))
+    return snippets
+
+
+def find_solutions(source, snippets, path="<bundle>"):
+    """Leaks: every run of statements in `source` that is a solution block of the reference."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        return [Leak(path, f"cannot be parsed, so cannot be scanned ({error.msg})")]
+    leaks = []
+    searched = [s for s in snippets if s.nodes >= MIN_SNIPPET_NODES]
+    signatures = _signatures(tree)
+    for body in _statement_lists(tree):
+        shapes = [signatures[id(s)] for s in body]
+        for snippet in searched:
+            size = len(snippet.shapes)
+            for start in range(len(body) - size + 1):
+                if tuple(shapes[start : start + size]) != snippet.shapes:
+                    continue
+                if _normalise(body[start : start + size]) == snippet.normalised:
+                    leaks.append(Leak(path, f"line {body[start].lineno}: the solution of {snippet.label}"))
+    return leaks
+
+
+def secret_strings(reference_dir=REFERENCE_DIR):
+    """Text that must never ship: the numeric answers (5 digits or more, in every usual spelling)
+    and the start of every written model answer."""
+    answers = tomllib.loads((Path(reference_dir) / "answers.toml").read_text())
+    secrets = set()
+    for value in answers.get("numeric", {}).values():
+        number = int(str(value).replace(",", "").replace("_", ""))
+        if number >= 10_000:
+            secrets |= {str(number), f"{number:,}", f"{number:_}", f"{number:,}".replace(",", " ")}
+    for value in answers.get("written", {}).values():
+        text = " ".join(str(value).split())
+        if len(text) >= 40:
+            secrets.add(text[:60])
+    return sorted(secrets)
+
+
+def hidden_fixture_hashes(hidden_dir=REPO_ROOT / "fixtures" / "hidden"):
+    """{sha256: relative path} of every hidden fixture file (none when there is no such folder)."""
+    hidden_dir = Path(hidden_dir)
+    if not hidden_dir.is_dir():
+        return {}
+    return {hashlib.sha256(p.read_bytes()).hexdigest(): p.relative_to(hidden_dir).as_posix()
+            for p in sorted(hidden_dir.rglob("*")) if p.is_file()}
+
+
+def scan(files, *, reference_dir=REFERENCE_DIR, hidden_dir=REPO_ROOT / "fixtures" / "hidden"):
+    """Leaks in a bundle given as {path: bytes}: reference solution bodies, hidden fixtures,
+    rubric secrets, and the reference or hidden folders themselves."""
+    snippets = solution_snippets(reference_dir)
+    secrets = secret_strings(reference_dir)
+    hidden = hidden_fixture_hashes(hidden_dir)
+    leaks = []
+    for path, data in files.items():
+        parts = path.split("/")
+        if "reference" in parts[:-1] or "hidden" in parts[:-1]:
+            leaks.append(Leak(path, "lies in a reference/ or hidden/ folder"))
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in hidden:
+            leaks.append(Leak(path, f"is the hidden fixture {hidden[digest]}"))
+        text = data.decode("utf-8", errors="replace")
+        flat = " ".join(text.split())
+        for secret in secrets:
+            if secret in text or secret in flat:
+                leaks.append(Leak(path, f"holds the rubric secret {secret[:30]!r}"))
+        if path.endswith(".py"):
+            leaks += find_solutions(text, snippets, path)
+    return leaks
+
+
+def read_bundle(path):
+    """{path: bytes} of a bundle zip, or of a folder (an unpacked bundle)."""
+    path = Path(path)
+    if path.is_dir():
+        return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist() if not name.endswith("/")}

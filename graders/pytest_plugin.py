@@ -1,0 +1,158 @@
+"""`pytest` in the student's homework folder runs the public checks, one test per check.
+
+The student bundle puts `STUDENT_CONFTEST` into the homework folder as `conftest.py`. pytest
+then collects every module file of the folder (attention.py, ..., answers.toml) as a file of
+tests: one test per public check of the parts that live in it, named by the check's id
+(`attention.py::mha.padding`), so `pytest attention.py` and `pytest -k padding` work as usual.
+
+The folder is graded once, by the same self-check as `grade check` (one worker, golden
+answers), when the first test runs, for exactly the parts of the tests that were selected; each
+test then reports its check: a failure shows the check's message, the likely mistake, the
+smallest input that shows it and, for an exception in the student's code, its traceback. The
+results also go to `.grade/results.json` and `.grade/report.html`, as with `grade check`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+STUDENT_CONFTEST = '''"""Lets plain `pytest` in this folder run the public checks of the assignment (like `grade check`).
+
+One test per public check; the folder is graded once, the results also go to .grade/.
+"""
+
+from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  # noqa: F401
+'''
+
+_STATE_KEY = pytest.StashKey[dict]()
+
+
+def _parts_by_file():
+    """{module file name: [part ids]}, from the rubric."""
+    from graders.selfcheck import part_modules
+
+    files = {}
+    for part, module in part_modules().items():
+        files.setdefault(module, []).append(part)
+    return files
+
+
+def pytest_collect_file(file_path, parent):
+    if not (file_path.parent / "conftest.py").is_file():
+        return None
+    parts = _parts_by_file().get(file_path.name)
+    if not parts:
+        return None
+    return SelfCheckFile.from_parent(parent, path=file_path, parts=tuple(parts))
+
+
+class SelfCheckFile(pytest.File):
+    def __init__(self, *, parts, **kwargs):
+        super().__init__(**kwargs)
+        self.parts = parts
+
+    def collect(self):
+        from graders.selfcheck import public_checks
+
+        for part, chk in public_checks(self.parts):
+            yield CheckItem.from_parent(self, name=chk.id, check=chk, part=part)
+
+
+class CheckNotPassed(Exception):
+    """A check that did not pass; its text is the check's own report."""
+
+
+class CheckItem(pytest.Item):
+    def __init__(self, *, check, part, **kwargs):
+        super().__init__(**kwargs)
+        self.check = check
+        self.part = part
+
+    def runtest(self):
+        result = _graded(self)
+        if isinstance(result, str):  # the folder could not be graded at all
+            raise CheckNotPassed(result)
+        status = result.get("status")
+        if status == "passed":
+            return
+        if status == "pending_manual":
+            pytest.skip("written answer: graded by hand after the deadline")
+        raise CheckNotPassed(describe_check(result))
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, CheckNotPassed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.check.id}: {self.check.title}"
+
+
+def describe_check(check):
+    """The text of a check that did not pass, as a failing test shows it."""
+    lines = [f"{check.get('status', 'failed').upper()}: {check.get('title') or check.get('id')}"]
+    if check.get("message"):
+        lines.append(f"  {check['message']}")
+    diagnosis = check.get("diagnosis")
+    if diagnosis:
+        text = diagnosis.get("text") if isinstance(diagnosis, dict) else str(diagnosis)
+        lines.append(f"  likely mistake: {text}")
+    if check.get("counterexample"):
+        lines.append(f"  smallest input that shows it: {check['counterexample']}")
+    details = dict(check.get("details") or {})
+    traceback = details.pop("traceback", None)
+    output = details.pop("output", None)
+    for key, value in details.items():
+        lines.append(f"  {key}: {value}")
+    if output:
+        lines.append("  your code printed:\n" + _indent(str(output)[-2000:]))
+    if traceback:
+        lines.append("  traceback:\n" + _indent(str(traceback)[-4000:]))
+    return "\n".join(lines)
+
+
+def _indent(text, prefix="    "):
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def _graded(item):
+    """This item's check in the self-check results of its folder (graded on first use), or a
+    string saying why the folder could not be graded."""
+    state = item.session.stash.setdefault(_STATE_KEY, {})
+    folder = Path(item.path).parent
+    if folder not in state:
+        state[folder] = _grade_folder(item.session, folder)
+    graded = state[folder]
+    if isinstance(graded, str):
+        return graded
+    for part in graded.get("parts", []):
+        for check in part.get("checks", []):
+            if check.get("id") == item.check.id:
+                return check
+    if graded.get("status") != "graded":
+        return f"your folder could not be graded: {graded.get('reason')}"
+    return f"{item.check.id} was not run"
+
+
+def _grade_folder(session, folder):
+    from graders.selfcheck import DEFAULT_OUT, SelfCheckError, self_check, write_self_check_reports
+
+    parts = sorted({i.part for i in session.items if isinstance(i, CheckItem) and Path(i.path).parent == folder})
+    try:
+        results = self_check(folder, parts)
+    except SelfCheckError as error:
+        return str(error)
+    paths = write_self_check_reports(results, folder / DEFAULT_OUT)
+    session.config.stash.setdefault(_STATE_KEY, {})[folder] = (results, paths)
+    return results
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    from graders.reports.summary import headline
+
+    for folder, (results, paths) in config.stash.get(_STATE_KEY, {}).items():
+        terminalreporter.write_sep("-", "self-check")
+        terminalreporter.write_line(headline(results))
+        terminalreporter.write_line(f"report: {paths['html']}")

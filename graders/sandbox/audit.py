@@ -1,0 +1,237 @@
+"""The worker's audit hook: an in-process second layer under the OS sandbox.
+
+Installed after torch, numpy and safetensors are imported (torch loads libraries through ctypes
+while importing) and before any student code. A denied event raises `PermissionError` in the
+student's code, which the grader receives as a `StudentError`.
+
+Denied: starting processes, signalling processes, network connections and name lookups, loading
+native code through ctypes and reading or writing raw memory through it, creating links, writing
+anywhere but the worker's own directory, reading or listing the secret paths, and the standard
+ways of reaching the hook itself (gc's object graph, swapping a function's code).
+
+An audit hook is a tripwire, not a wall: code that corrupts the interpreter's memory (numpy's
+`as_strided` can reach it) or opens files from C without an audit event (`torch.from_file`,
+`safetensors.safe_open`) gets past it. The OS layers do not depend on it, and nothing depends on
+it for a score: the grader only ever receives values from the worker and scores them itself.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from typing import Callable, Iterable
+
+DENIED_EVENTS = frozenset({
+    # processes
+    "os.system", "os.exec", "os.posix_spawn", "os.fork", "os.forkpty", "subprocess.Popen",
+    "os.kill", "os.killpg", "signal.pthread_kill",
+    # network (lookups too: without a network namespace, DNS is a way out)
+    "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
+    "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr", "socket.getnameinfo",
+    # native code and raw memory (ctypes.dlopen: see `already_loaded_libraries`)
+    "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function",
+    "ctypes.cdata", "ctypes.PyObj_FromPtr", "ctypes.string_at", "ctypes.wstring_at",
+    "sqlite3.enable_load_extension",
+    # links could point out of the working directory or at a secret
+    "os.symlink", "os.link",
+    # the ways to the hook's own function objects
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+})
+# Re-importing this module would bring back the fork_exec that `disable_fork_exec` removed.
+DENIED_IMPORTS = frozenset({"_posixsubprocess"})
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# Events whose first argument is a path that is modified.
+WRITE_EVENTS = frozenset({
+    "os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.utime", "os.truncate",
+    "os.setxattr", "os.removexattr", "shutil.rmtree",
+})
+# Events whose first argument is a path that is read or entered.
+READ_EVENTS = frozenset({"os.listdir", "os.scandir", "os.chdir"})
+WRITABLE_DEVICES = ("/dev/null",)
+
+
+def install(*, workdir: str, secret_paths: Iterable[str]) -> None:
+    disable_fork_exec()
+    sys.addaudithook(make_hook(workdir=os.path.realpath(workdir),
+                               secret_paths=tuple(os.path.realpath(p) for p in secret_paths),
+                               loaded_libraries=already_loaded_libraries()))
+
+
+def already_loaded_libraries() -> frozenset[str]:
+    """File names of the shared libraries mapped into this process.
+
+    Some imports open one again through ctypes (torch.distributed, which transformers imports,
+    does `ctypes.CDLL("libc.so.6")`). Opening a library that is already mapped runs no new
+    code, and what would make it dangerous, looking up and calling its functions, stays denied.
+    """
+    with open("/proc/self/maps") as maps:
+        return frozenset(os.path.basename(line.split()[-1]) for line in maps
+                         if len(line.split()) >= 6 and ".so" in line)
+
+
+def disable_fork_exec() -> None:
+    """subprocess starts processes through `_posixsubprocess.fork_exec`, which raises no audit
+    event in the Python versions we support; replace it with one that refuses."""
+    import _posixsubprocess
+    import subprocess
+
+    def fork_exec(*args, **kwargs):
+        raise PermissionError("sandbox: starting processes is not allowed")
+
+    _posixsubprocess.fork_exec = fork_exec
+    subprocess._fork_exec = fork_exec
+
+
+def make_hook(*, workdir: str, secret_paths: tuple[str, ...],
+              loaded_libraries: frozenset[str]) -> Callable[[str, tuple], None]:
+    """The hook function. Everything it calls is bound here, in its closure: student code can
+    rebind `os.lstat` or `builtins.len`, but not what the hook already holds."""
+    lstat, readlink, getcwd = os.lstat, os.readlink, os.getcwd
+    is_link, is_directory = stat.S_ISLNK, stat.S_ISDIR
+    type_, str_, bytes_, int_ = type, str, bytes, int
+    permission_error = PermissionError
+    denied_events, denied_imports = DENIED_EVENTS, DENIED_IMPORTS
+    read_events, write_events = READ_EVENTS, WRITE_EVENTS
+    write_flags, writable_devices = WRITE_FLAGS, WRITABLE_DEVICES
+    fs_encoding = sys.getfilesystemencoding()
+    not_a_path = object()
+
+    def deny(event: str, detail: object = None) -> None:
+        suffix = "" if detail is None else f" ({detail!r})"
+        raise permission_error(f"sandbox: {event} is not allowed{suffix}")
+
+    def inside(path: str, root: str) -> bool:
+        return path == root or path.startswith(root + "/")
+
+    def is_secret(path: str) -> bool:
+        if inside(path, workdir):
+            return False
+        for secret in secret_paths:
+            if inside(path, secret):
+                return True
+        return False
+
+    def resolve(path: str) -> str:
+        """The real path, like os.path.realpath but with the primitives bound above."""
+        if not path.startswith("/"):
+            path = getcwd() + "/" + path
+        pending = [part for part in reversed(path.split("/")) if part not in ("", ".")]
+        resolved = ""
+        links_followed = 0
+        while pending:
+            part = pending.pop()
+            if part == "..":
+                resolved = resolved.rpartition("/")[0]
+                continue
+            candidate = resolved + "/" + part
+            try:
+                mode = lstat(candidate).st_mode
+            except OSError:
+                resolved = candidate  # does not exist (yet): nothing to follow
+                continue
+            if not is_link(mode) or links_followed >= 40:
+                resolved = candidate
+                continue
+            links_followed += 1
+            target = readlink(candidate)
+            if target.startswith("/"):
+                resolved = ""
+            pending.extend(part for part in reversed(target.split("/")) if part not in ("", "."))
+        return resolved or "/"
+
+    def escapes_upwards(relative: str) -> bool:
+        """A relative path that climbs above its starting directory. The event does not say
+        which directory that is (`dir_fd`), so its target cannot be known; refuse it."""
+        depth = 0
+        for part in relative.split("/"):
+            if part == "..":
+                depth -= 1
+                if depth < 0:
+                    return True
+            elif part not in ("", "."):
+                depth += 1
+        return False
+
+    def as_path(event: str, arg: object):
+        """The resolved path an event argument names; `not_a_path` for a pipe or socket fd."""
+        if arg is None:  # os.listdir() and os.scandir() without an argument
+            arg = "."
+        kind = type_(arg)
+        if kind is int_:
+            if arg < 0:
+                return not_a_path
+            try:
+                target = readlink(f"/proc/self/fd/{arg}")
+            except OSError:
+                return not_a_path
+            return resolve(target) if target.startswith("/") else not_a_path
+        if kind is bytes_:
+            arg = bytes_.decode(arg, fs_encoding, "surrogateescape")
+        elif kind is not str_:
+            deny(event)
+        if not arg.startswith("/") and escapes_upwards(arg):
+            deny(event, arg)
+        return resolve(arg)
+
+    def check_read(event: str, arg: object) -> None:
+        path = as_path(event, arg)
+        if path is not not_a_path and is_secret(path):
+            deny(event, arg)
+
+    def check_write(event: str, arg: object) -> None:
+        path = as_path(event, arg)
+        if path is not not_a_path and not inside(path, workdir) and path not in writable_devices:
+            deny(event, arg)
+
+    def check_open(event: str, arg: object, flags: int) -> None:
+        if flags & write_flags:
+            check_write(event, arg)
+            return
+        path = as_path(event, arg)
+        if path is not_a_path:
+            return
+        if is_secret(path):
+            deny(event, arg)
+        # A directory fd outside the working directory would let `dir_fd=` relative paths
+        # reach places this hook cannot see.
+        if not inside(path, workdir):
+            try:
+                mode = lstat(path).st_mode
+            except OSError:
+                return
+            if is_directory(mode):
+                deny(event, arg)
+
+    def hook(event: str, args: tuple) -> None:
+        if event in denied_events:
+            deny(event)
+        elif event == "open":
+            check_open(event, args[0], args[2])
+        elif event == "ctypes.dlopen":
+            if args[0] is not None and args[0].rpartition("/")[2] not in loaded_libraries:
+                deny(event, args[0])
+        elif event in read_events:
+            check_read(event, args[0])
+        elif event in write_events:
+            check_write(event, args[0])
+        elif event == "os.rename":
+            check_write(event, args[0])
+            check_write(event, args[1])
+        elif event == "sqlite3.connect":
+            if args[0] != ":memory:":
+                check_write(event, args[0])
+        elif event == "import":
+            if args[0] in denied_imports:
+                deny(event, args[0])
+        elif event == "object.__setattr__":
+            # Swapping the code of the hook's own functions for no-ops would switch it off
+            # (other code may do this: types.coroutine does).
+            if args[1] == "__code__":
+                for function in own_functions:
+                    if args[0] is function:
+                        deny("replacing the sandbox's code")
+
+    own_functions = (hook, deny, inside, is_secret, resolve, escapes_upwards, as_path,
+                     check_read, check_write, check_open)
+    return hook

@@ -1,0 +1,455 @@
+"""`Worker`: the grader's side of the sandbox.
+
+    with Worker("submissions/alice", secret_paths=[hidden_fixtures]) as worker:
+        mha = worker.construct("attention", "MultiHeadAttention", 32, 4, 0.0)
+        out = worker.call(mha, "forward", x)            # a plain torch.Tensor
+        values, weights = worker.call("attention", "scaled_dot_product", q, k, v, 0.0)
+
+Every method sends one request and waits for its reply. Failures are exceptions from
+`graders.sandbox.errors`; after a crash or a timeout the next request starts a fresh worker
+(handles from the old one are refused), so grading goes on with the next check.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+import weakref
+from pathlib import Path
+from typing import Any, Iterable, NoReturn
+
+import graders
+
+from . import isolation
+from .errors import (BudgetExhausted, ProtocolError, RequestError, StudentError, WorkerCrashed,
+                     WorkerTimeout)
+from .isolation import Layers
+from .limits import Limits
+from .output import OutputTail
+from .protocol import Encoder, Handle, decode, receive_message, send_message
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+MAX_ERROR_TEXT = 50_000
+
+PIPE_BYTES = 1 << 20
+# How long a dead worker's processes get to release their pipes after the kill.
+REAP_TIMEOUT_S = 5.0
+
+
+class Worker:
+    """One sandboxed worker process for one submission.
+
+    `secret_paths`: files and folders the worker must not read (hidden fixtures, the grader's
+    output directory, datasets with labels); the reference solution, the repository's
+    fixtures and other workers' directories are always added. `use_bwrap`: None uses
+    bubblewrap where it works, True requires it, False runs without it. `task_modules`: extra
+    modules that register harness tasks, imported in the worker before student code.
+    """
+
+    def __init__(self, submission_dir: str | os.PathLike, *, limits: Limits = Limits(),
+                 secret_paths: Iterable[str | os.PathLike] = (), allow_gpu: bool = False,
+                 use_bwrap: bool | None = None, task_modules: Iterable[str] = ()) -> None:
+        self.submission_dir = Path(submission_dir).resolve()
+        if not self.submission_dir.is_dir():
+            raise NotADirectoryError(f"no submission folder at {self.submission_dir}")
+        self.limits = limits
+        self.secret_paths = sorted({os.path.realpath(p) for p in [*secret_paths, *default_secret_paths()]})
+        conflict = isolation.conflicting_secret(self.secret_paths)
+        if conflict:
+            raise ValueError(f"the secret path {conflict[0]} would hide {conflict[1]}, which the worker needs")
+        self.allow_gpu = allow_gpu
+        self.task_modules = list(task_modules)
+        self.layers: Layers = isolation.choose_layers(use_bwrap=use_bwrap, sandbox_uid=limits.sandbox_uid)
+        if os.geteuid() == 0 and self.layers.sandbox_uid is None:
+            warnings.warn(f"sandbox: {self.layers.note}", RuntimeWarning, stacklevel=2)
+        self.last_output = ""  # what the student's code printed during the last request
+        self.time_used_s = 0.0  # counted against limits.submission_budget_s
+        self.starts = 0
+        self._lock = threading.RLock()
+        self._closed = False
+        self._process: subprocess.Popen | None = None
+        self._next_request_id = 1
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        """Start the worker if it is not running (requests do this by themselves)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this Worker has been closed")
+            if self._process is not None:
+                return
+            deadline, limit, budget_bound = self._deadline(self.limits.start_timeout_s)
+            started = time.monotonic()
+            try:
+                self._launch()
+                self._await_reply(0, deadline, limit, budget_bound, starting=True)
+            finally:
+                self.time_used_s += time.monotonic() - started
+
+    def restart(self) -> None:
+        with self._lock:
+            if self._process is not None:
+                self._stop()
+            self.start()
+
+    def close(self) -> None:
+        """Kill the worker and everything it started, and remove its directory. Final."""
+        with self._lock:
+            if self._process is not None:
+                self._stop()
+            self._closed = True
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None
+
+    @property
+    def budget_left_s(self) -> float:
+        return max(0.0, self.limits.submission_budget_s - self.time_used_s)
+
+    # ------------------------------------------------------------------ requests
+
+    def ping(self) -> None:
+        self._request("ping")
+
+    def import_module(self, module: str) -> None:
+        """Import a module of the submission (`"attention"`); StudentError if it fails."""
+        self._request("import", texts={"module": module})
+
+    def construct(self, module: str, cls: str, /, *args: Any, **kwargs: Any) -> Handle:
+        return self._request("construct", texts={"module": module, "name": cls},
+                             values={"args": list(args), "kwargs": kwargs})
+
+    def call(self, target: str | Handle, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Call a function of a submission module (`target` its name) or a method of an object
+        in the worker (`target` its handle; `name="__call__"` calls the object itself)."""
+        return self._request("call", texts={"name": name, **_target(target)[0]},
+                             values={"args": list(args), "kwargs": kwargs, **_target(target)[1]})
+
+    def getattr(self, target: str | Handle, name: str) -> Any:
+        return self._request("getattr", texts={"name": name, **_target(target)[0]}, values=_target(target)[1])
+
+    def state_dict(self, handle: Handle) -> dict[str, Any]:
+        """What the object's `state_dict()` returns: normally names to plain tensors."""
+        return self._request("state_dict", values={"handle": handle})
+
+    def load_state_dict(self, handle: Handle, state_dict: dict[str, Any], strict: bool = True) -> dict[str, list[str]]:
+        """Returns `{"missing_keys": [...], "unexpected_keys": [...]}`."""
+        result = self._request("load_state_dict", values={"handle": handle, "state_dict": state_dict,
+                                                          "strict": strict})
+        self._expect(isinstance(result, dict) and set(result) == {"missing_keys", "unexpected_keys"}
+                     and all(isinstance(key, str) for keys in result.values() for key in keys),
+                     "load_state_dict")
+        return result
+
+    def parameters(self, handle: Handle) -> dict[str, list[dict[str, Any]]]:
+        """`{"parameters": [{name, shape, dtype, requires_grad}], "buffers": [{name, shape, dtype,
+        persistent}]}` of a `torch.nn.Module` in the worker."""
+        result = self._request("parameters", values={"handle": handle})
+        self._expect(isinstance(result, dict) and set(result) == {"parameters", "buffers"}
+                     and all(isinstance(entry, dict) and isinstance(entry.get("name"), str)
+                             and isinstance(entry.get("shape"), list) for entries in result.values()
+                             for entry in entries),
+                     "parameters")
+        return result
+
+    def seed(self, seed: int) -> None:
+        """Seed torch, random and numpy in the worker."""
+        self._request("seed", values={"seed": seed})
+
+    def task(self, name: str, /, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        """Run a harness task (see `graders.sandbox.harness`), with its own wall-clock limit."""
+        return self._request("task", texts={"name": name}, values={"args": list(args), "kwargs": kwargs},
+                             timeout=timeout)
+
+    def free(self, *handles: Handle) -> None:
+        """Let the worker drop objects the grader no longer needs (handles of a previous
+        worker are ignored: their objects died with it)."""
+        with self._lock:
+            ids = [h.id for h in handles if h.generation == self.starts]
+            if ids and self._process is not None:
+                self._request("free", values={"ids": ids})
+
+    # ------------------------------------------------------------------ internals
+
+    def _request(self, op: str, *, texts: dict[str, str] | None = None,
+                 values: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        with self._lock:
+            self.start()
+            encoder = Encoder(_refuse_to_send, generation=self.starts)
+            header: dict[str, Any] = {"id": self._next_request_id, "op": op, **(texts or {})}
+            for field, value in (values or {}).items():
+                header[field] = encoder.encode(value)
+            self._next_request_id += 1
+            deadline, limit, budget_bound = self._deadline(timeout or self.limits.call_timeout_s)
+            started = time.monotonic()
+            try:
+                try:
+                    send_message(self._request_fd, header, encoder.tensors, deadline=deadline)
+                except BrokenPipeError:
+                    pass  # the worker is gone; reading its reply tells how it went
+                except TimeoutError:
+                    self._timed_out(limit, budget_bound)
+                return self._await_reply(header["id"], deadline, limit, budget_bound)
+            finally:
+                self.time_used_s += time.monotonic() - started
+
+    def _deadline(self, limit: float) -> tuple[float, float, bool]:
+        """The deadline of a request of at most `limit` seconds, the limit that applies, and
+        whether the submission's budget is what binds."""
+        left = self.budget_left_s
+        if left <= 0:
+            raise BudgetExhausted(f"the submission used up its time budget of {self.limits.submission_budget_s:g} s",
+                                  timeout_s=self.limits.submission_budget_s)
+        return time.monotonic() + min(limit, left), min(limit, left), left < limit
+
+    def _await_reply(self, request_id: int, deadline: float, limit: float, budget_bound: bool,
+                     starting: bool = False) -> Any:
+        try:
+            header, tensors = receive_message(self._reply_fd, max_bytes=self.limits.max_message_bytes,
+                                              deadline=deadline)
+        except TimeoutError:
+            self._timed_out(limit, budget_bound, starting)
+        except (EOFError, OSError):
+            self._died(starting)
+        except ProtocolError as error:
+            self._malformed(str(error))
+        self.last_output = self._output.take()
+        try:
+            return self._interpret(header, tensors, request_id)
+        except ProtocolError as error:
+            self._malformed(str(error), self.last_output)
+
+    def _expect(self, condition: bool, what: str) -> None:
+        if not condition:
+            self._malformed(f"unexpected reply to {what}", self.last_output)
+
+    def _malformed(self, problem: str, earlier_output: str = "") -> NoReturn:
+        # Whatever runs in the worker no longer answers as the worker does; stop trusting it.
+        output = earlier_output + (self._stop() if self._process is not None else "")
+        raise ProtocolError(f"the worker sent a malformed reply and was stopped: {problem}",
+                            output=output) from None
+
+    def _interpret(self, header: dict, tensors: dict, request_id: int) -> Any:
+        if header.get("id") != request_id or type(header.get("ok")) is not bool:
+            raise ProtocolError("the reply does not answer the request")
+        if header["ok"]:
+            if set(header) != {"id", "ok", "value"}:
+                raise ProtocolError("unexpected fields in a reply")
+            return decode(header["value"], tensors, self._handle)
+        error = header.get("error")
+        if type(error) is not dict or set(header) != {"id", "ok", "error"}:
+            raise ProtocolError("malformed error reply")
+        kind = error.get("kind")
+        if kind == "student":
+            raise StudentError(_text(error, "type"), _text(error, "message"), _text(error, "traceback"),
+                               debug_traceback=_text(error, "debug_traceback"), output=self.last_output)
+        if kind == "request":
+            raise RequestError(_text(error, "message"), output=self.last_output)
+        if kind == "exit":
+            code = _text(error, "code")
+            try:
+                status = self._process.wait(REAP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                status = None
+            output = self.last_output + self._stop()
+            raise WorkerCrashed(f"the student's code called sys.exit({code})", exit_status=status, output=output)
+        raise ProtocolError(f"unknown error kind {kind!r}")
+
+    def _handle(self, handle_id: int, type_name: str) -> Handle:
+        return Handle(handle_id, type_name, self.starts)
+
+    def _timed_out(self, limit: float, budget_bound: bool, starting: bool = False) -> NoReturn:
+        output = self._stop()
+        if budget_bound:
+            raise BudgetExhausted(
+                f"the submission used up its time budget of {self.limits.submission_budget_s:g} s",
+                timeout_s=limit, output=output) from None
+        what = "starting the worker" if starting else "the call"
+        raise WorkerTimeout(f"{what} timed out after {limit:g} s; the worker was stopped",
+                            timeout_s=limit, output=output) from None
+
+    def _died(self, starting: bool) -> NoReturn:
+        process = self._process
+        try:
+            status = process.wait(REAP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            status = None  # its pipes closed but it lingers: _stop kills it
+        output = self._stop()
+        reason = describe_exit(status, via_bwrap=self.layers.bwrap, cpu_seconds=self.limits.cpu_seconds)
+        if starting:
+            reason = f"the worker failed to start: {reason} (see the output)"
+        elif status is not None and status >= 0 and reason.endswith(f"status {status}"):
+            reason += f" (did the student's code call os._exit({status})?)"
+        raise WorkerCrashed(reason, exit_status=status, output=output) from None
+
+    def _launch(self) -> None:
+        run_as = (self.layers.sandbox_uid, self.limits.sandbox_gid) if self.layers.sandbox_uid is not None else None
+        workdir = isolation.make_workdir(self.submission_dir, owner=run_as)
+        request_read, request_write = _pipe()
+        reply_read, reply_write = _pipe()
+        output_read, output_write = os.pipe()
+        config = {
+            "request_fd": request_read, "reply_fd": reply_write,
+            "submission_dir": str(workdir / "submission"), "workdir": str(workdir),
+            "secret_paths": self.secret_paths, "task_modules": self.task_modules,
+            "limits": self.limits.to_json(), "gpu": self.allow_gpu, "run_as": run_as,
+            # Without bwrap the worker's parent is this process, and it checks that it still is.
+            "parent_pid": None if self.layers.bwrap else os.getpid(),
+        }
+        command = [sys.executable, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
+        if self.layers.bwrap:
+            command = [*isolation.bwrap_command(isolation.find_bwrap(), workdir=workdir,
+                                                secret_paths=self.secret_paths,
+                                                drop_to_user=run_as is not None, gpu=self.allow_gpu),
+                       *command]
+        try:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
+                pass_fds=(request_read, reply_write), cwd=workdir, env=self._environment(workdir),
+                start_new_session=True)
+        except BaseException:
+            for fd in (request_write, reply_read, output_read):
+                os.close(fd)
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        finally:
+            for fd in (request_read, reply_write, output_write):
+                os.close(fd)
+        os.set_blocking(request_write, False)
+        os.set_blocking(reply_read, False)
+        self._process = process
+        self._workdir = workdir
+        self._request_fd, self._reply_fd = request_write, reply_read
+        self._output = OutputTail(output_read, self.limits.max_output_bytes)
+        # A Worker dropped without close() must not leave its process behind.
+        self._finalizer = weakref.finalize(self, _kill_group, process.pid, workdir)
+        self.starts += 1
+        self.last_output = ""
+
+    def _environment(self, workdir: Path) -> dict[str, str]:
+        threads = str(self.limits.threads)
+        environment = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"),
+            "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONFAULTHANDLER": "1",  # a segfault's Python traceback ends up in the output
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            **{name: threads for name in THREAD_VARIABLES},
+        }
+        if not self.allow_gpu:
+            environment["CUDA_VISIBLE_DEVICES"] = ""  # empty hides every GPU; unset would show all
+        elif "CUDA_VISIBLE_DEVICES" in os.environ:
+            environment["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+        return environment
+
+    def _stop(self) -> str:
+        """Kill the worker's process group, reap it, and return its last output."""
+        process, self._process = self._process, None
+        self._finalizer.detach()
+        _kill_group(process.pid, None)
+        process.wait()
+        for fd in (self._request_fd, self._reply_fd):
+            os.close(fd)
+        # With bwrap the worker is in its own session inside a PID namespace; it dies with
+        # bwrap. Waiting for the end of its output means every process that held it is gone.
+        output = self._output.close(timeout=REAP_TIMEOUT_S)
+        shutil.rmtree(self._workdir, ignore_errors=True)
+        return output
+
+
+def default_secret_paths() -> list[str]:
+    """Always hidden from workers: the reference solution, the repository's fixtures (sample
+    submissions, golden outputs) and the directories of other workers."""
+    paths = [str(isolation.workdirs_parent())]
+    reference = importlib.util.find_spec("reference")
+    if reference is not None and reference.submodule_search_locations:
+        paths += list(reference.submodule_search_locations)
+    fixtures = Path(graders.__file__).resolve().parent.parent / "fixtures"
+    if fixtures.is_dir():
+        paths.append(str(fixtures))
+    return paths
+
+
+def describe_exit(status: int | None, *, via_bwrap: bool, cpu_seconds: int | None) -> str:
+    """A sentence for a worker that ended with `status` (Popen.returncode; bwrap reports a
+    child killed by signal N as exit status 128 + N)."""
+    if status is None:
+        return "the worker closed its channel and did not exit; it was killed"
+    if status < 0:
+        signal_number = -status
+    elif via_bwrap and status > 128:
+        signal_number = status - 128
+    else:
+        return f"the worker exited with status {status}"
+    try:
+        name = signal.Signals(signal_number).name
+    except ValueError:
+        name = f"signal {signal_number}"
+    explanations = {
+        signal.SIGKILL: "out of memory?",
+        signal.SIGXCPU: f"it used up its CPU time limit of {cpu_seconds} s",
+        signal.SIGSEGV: "a crash in native code",
+        signal.SIGBUS: "a crash in native code",
+        signal.SIGABRT: "aborted, e.g. by a failed check in native code",
+    }
+    explanation = explanations.get(signal_number)
+    return f"the worker was killed by signal {signal_number} ({name}{': ' + explanation if explanation else ''})"
+
+
+def _target(target: str | Handle) -> tuple[dict[str, str], dict[str, Handle]]:
+    """The text and value fields that name a call's target."""
+    if isinstance(target, Handle):
+        return {}, {"handle": target}
+    if isinstance(target, str):
+        return {"module": target}, {}
+    raise TypeError(f"a target is a module name or a Handle, not {type(target).__name__}")
+
+
+def _refuse_to_send(value: Any) -> Handle:
+    raise RequestError(f"a {type(value).__name__} cannot be sent to the worker "
+                       "(only values, tensors, arrays and handles can)")
+
+
+def _text(error: dict, field: str) -> str:
+    value = error.get(field, "")
+    if type(value) is not str:
+        raise ProtocolError(f"malformed {field!r} in an error reply")
+    return value[-MAX_ERROR_TEXT:]
+
+
+def _pipe() -> tuple[int, int]:
+    """A pipe that holds a typical request or reply whole: with the default 64 KiB, sending a
+    few activations takes several switches between the two processes."""
+    read, write = os.pipe()
+    try:
+        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass  # above /proc/sys/fs/pipe-max-size for this user: keep the default
+    return read, write
+
+
+def _kill_group(pid: int, workdir: Path | None) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,402 @@
+"""The worker: the one process that runs student code.
+
+Started by `graders.sandbox.client.Worker` as `python -s -m graders.sandbox.worker CONFIG`
+(CONFIG is JSON; see `Worker._worker_config`). In order, before any student code runs, it
+  1. applies its rlimits, forbids gaining privileges, becomes the sandbox user if asked, and
+     arranges to die with the grader;
+  2. imports torch, numpy, safetensors and the harness task modules;
+  3. makes the submission folder importable as the package `submission`;
+  4. installs the audit hook (`graders.sandbox.audit`);
+then answers requests on its two protocol pipes until the grader closes them. Its stdout and
+stderr are the student's: the grader drains them separately and never parses them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import random
+import signal
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import numpy
+import safetensors.torch  # noqa: F401  (imported before the audit hook, like torch)
+import torch
+
+from graders.sandbox import audit
+from graders.sandbox import tasks  # noqa: F401  (the built-in tasks are always available)
+from graders.sandbox.harness import TASKS
+from graders.sandbox.limits import Limits, apply_rlimits
+from graders.sandbox.protocol import Encoder, Handle, decode, receive_message, send_message
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PACKAGE = "submission"
+MAX_MESSAGE_CHARS = 2_000
+MAX_TRACEBACK_CHARS = 20_000
+
+
+def main(argv: list[str]) -> None:
+    config = json.loads(argv[1])
+    # `-m` put the start directory (the worker's fresh working directory, which holds nothing
+    # importable) first on sys.path; the submission gets its own entry below.
+    if sys.path and sys.path[0] == os.getcwd():
+        sys.path.pop(0)
+    limits = Limits.from_json(config["limits"])
+    apply_rlimits(limits, gpu=config["gpu"])
+    harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"])
+    torch.set_num_threads(limits.threads)
+    torch.set_num_interop_threads(limits.threads)
+    for name in config["task_modules"]:
+        importlib.import_module(name)
+
+    session = Session(Path(config["submission_dir"]), Path(config["workdir"]))
+    session.make_submission_importable()
+    audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"])
+    os.chdir(session.submission_dir)
+    serve(session, config["request_fd"], config["reply_fd"])
+
+
+def harden_process(*, run_as: list[int] | None, parent_pid: int | None) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    # No setuid binary or file capability can give back what is dropped here.
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if run_as is not None:
+        uid, gid = run_as
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    # Changing user clears the parent-death signal, so it is set afterwards.
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)  # the grader died before the signal was armed
+
+
+class BadRequest(Exception):
+    """The grader's request cannot be carried out (not the student's fault)."""
+
+
+class Session:
+    """The worker's state: the submission package and the objects handed out as handles."""
+
+    def __init__(self, submission_dir: Path, workdir: Path) -> None:
+        self.submission_dir = submission_dir
+        self.workdir = workdir
+        self.objects: dict[int, Any] = {}
+        self.next_id = 1
+
+    def make_submission_importable(self) -> None:
+        """Register the package `submission` without running the student's `__init__.py` yet
+        (that happens on the first import, as student code answering a request)."""
+        root = str(self.submission_dir)
+        top_level_names = frozenset(
+            entry.stem if entry.suffix == ".py" else entry.name
+            for entry in self.submission_dir.iterdir()
+            if (entry.suffix == ".py" or entry.is_dir()) and entry.stem.isidentifier()
+        )
+        sys.meta_path.insert(0, SubmissionAliasFinder(top_level_names))
+        sys.path.insert(0, root)
+
+    def student_module(self, name: str) -> ModuleType:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise BadRequest(f"{name!r} is not a module name")
+        if PACKAGE not in sys.modules:
+            init = self.submission_dir / "__init__.py"
+            if init.is_file():
+                spec = importlib.util.spec_from_file_location(
+                    PACKAGE, init, submodule_search_locations=[str(self.submission_dir)])
+            else:
+                spec = importlib.machinery.ModuleSpec(PACKAGE, None, is_package=True)
+                spec.submodule_search_locations = [str(self.submission_dir)]
+            package = importlib.util.module_from_spec(spec)
+            sys.modules[PACKAGE] = package
+            try:
+                if spec.loader is not None:
+                    spec.loader.exec_module(package)
+            except BaseException:
+                del sys.modules[PACKAGE]
+                raise
+        return importlib.import_module(f"{PACKAGE}.{name}")
+
+    def keep(self, obj: Any) -> Handle:
+        kind = type(obj)
+        type_name = f"{kind.__module__}.{kind.__qualname__}".removeprefix(f"{PACKAGE}.")
+        handle = Handle(self.next_id, type_name[:300])
+        self.objects[self.next_id] = obj
+        self.next_id += 1
+        return handle
+
+    def lookup(self, handle_id: int, type_name: str) -> Any:
+        try:
+            return self.objects[handle_id]
+        except KeyError:
+            raise BadRequest(f"no object #{handle_id} ({type_name}) in this worker") from None
+
+
+class SubmissionAliasFinder(importlib.abc.MetaPathFinder):
+    """Makes `import attention` give the module `submission.attention` itself.
+
+    Students import their own modules both relatively and absolutely. With only the folder on
+    sys.path, `import attention` would load a second copy of the file, whose classes are not
+    the ones the grader constructed (isinstance checks and monkeypatches then disagree).
+    """
+
+    def __init__(self, top_level_names: frozenset[str]) -> None:
+        self.top_level_names = top_level_names
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.partition(".")[0] not in self.top_level_names:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, AliasLoader(f"{PACKAGE}.{fullname}"))
+
+
+class AliasLoader(importlib.abc.Loader):
+    def __init__(self, real_name: str) -> None:
+        self.real_name = real_name
+
+    def create_module(self, spec):
+        return importlib.import_module(self.real_name)
+
+    def exec_module(self, module) -> None:
+        pass  # already executed under its real name
+
+
+class Context:
+    """The `ctx` of harness tasks (see `graders.sandbox.harness.TaskContext`)."""
+
+    def __init__(self, session: Session) -> None:
+        self.submission_dir = session.submission_dir
+        self.workdir = session.workdir
+        self.student_module = session.student_module
+
+
+# ---------------------------------------------------------------------------- requests
+
+class Request:
+    def __init__(self, header: dict, tensors: dict, session: Session) -> None:
+        self.header = header
+        self.tensors = tensors
+        self.session = session
+
+    def text(self, field: str) -> str:
+        value = self.header.get(field)
+        if type(value) is not str:
+            raise BadRequest(f"the request needs a string {field!r}")
+        return value
+
+    def value(self, field: str, default: Any = None) -> Any:
+        if field not in self.header:
+            return default
+        return decode(self.header[field], self.tensors, self.session.lookup)
+
+    def arguments(self) -> tuple[list, dict]:
+        args, kwargs = self.value("args", []), self.value("kwargs", {})
+        if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
+            raise BadRequest("malformed arguments")
+        return args, kwargs
+
+    def target(self) -> Any:
+        """The object a call or getattr addresses: a module of the submission, or a handle."""
+        if "module" in self.header:
+            return self.session.student_module(self.text("module"))
+        return self.value("handle")
+
+
+def op_ping(request: Request) -> Any:
+    return "pong"
+
+
+def op_import(request: Request) -> Any:
+    request.session.student_module(request.text("module"))
+
+
+def op_construct(request: Request) -> Any:
+    args, kwargs = request.arguments()
+    cls = getattr(request.session.student_module(request.text("module")), request.text("name"))
+    return request.session.keep(cls(*args, **kwargs))
+
+
+def op_call(request: Request) -> Any:
+    args, kwargs = request.arguments()
+    return getattr(request.target(), request.text("name"))(*args, **kwargs)
+
+
+def op_getattr(request: Request) -> Any:
+    return getattr(request.target(), request.text("name"))
+
+
+def op_state_dict(request: Request) -> Any:
+    return request.value("handle").state_dict()
+
+
+def op_load_state_dict(request: Request) -> Any:
+    result = request.value("handle").load_state_dict(request.value("state_dict"),
+                                                     strict=bool(request.value("strict", True)))
+    return {"missing_keys": list(getattr(result, "missing_keys", [])),
+            "unexpected_keys": list(getattr(result, "unexpected_keys", []))}
+
+
+def op_parameters(request: Request) -> Any:
+    module = request.value("handle")
+    persistent = set(module.state_dict())
+    return {
+        "parameters": [{"name": name, "shape": list(p.shape), "dtype": p.dtype,
+                        "requires_grad": p.requires_grad}
+                       for name, p in module.named_parameters()],
+        "buffers": [{"name": name, "shape": list(b.shape), "dtype": b.dtype,
+                     "persistent": name in persistent}
+                    for name, b in module.named_buffers()],
+    }
+
+
+def op_seed(request: Request) -> Any:
+    seed = request.value("seed")
+    if type(seed) is not int:
+        raise BadRequest("the seed must be an int")
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy.random.seed(seed % 2**32)
+
+
+def op_task(request: Request) -> Any:
+    name = request.text("name")
+    if name not in TASKS:
+        raise BadRequest(f"no harness task named {name!r}")
+    args, kwargs = request.arguments()
+    return TASKS[name](Context(request.session), *args, **kwargs)
+
+
+def op_free(request: Request) -> Any:
+    ids = request.value("ids", [])
+    if type(ids) is not list or not all(type(i) is int for i in ids):
+        raise BadRequest("malformed handle ids")
+    for handle_id in ids:
+        request.session.objects.pop(handle_id, None)
+
+
+OPERATIONS: dict[str, Callable[[Request], Any]] = {
+    "ping": op_ping, "import": op_import, "construct": op_construct, "call": op_call,
+    "getattr": op_getattr, "state_dict": op_state_dict, "load_state_dict": op_load_state_dict,
+    "parameters": op_parameters, "seed": op_seed, "task": op_task, "free": op_free,
+    "shutdown": op_ping,
+}
+
+
+def serve(session: Session, request_fd: int, reply_fd: int) -> None:
+    send_message(reply_fd, {"id": 0, "ok": True, "value": "ready"}, {})
+    while True:
+        try:
+            header, tensors = receive_message(request_fd)
+        except EOFError:
+            return  # the grader is gone
+        reply, reply_tensors, exit_code = answer(session, header, tensors)
+        flush_student_output()
+        send_message(reply_fd, reply, reply_tensors)
+        if exit_code is not None:
+            os._exit(exit_code)
+        if header.get("op") == "shutdown":
+            return
+
+
+def answer(session: Session, header: dict, tensors: dict) -> tuple[dict, dict, int | None]:
+    """The reply to one request, its tensors, and the exit code if the student's code asked
+    the process to exit."""
+    request_id = header.get("id")
+    operation = OPERATIONS.get(header.get("op"))
+
+    def failure(error: dict) -> tuple[dict, dict, None]:
+        return {"id": request_id, "ok": False, "error": error}, {}, None
+
+    try:
+        if operation is None:
+            raise BadRequest(f"unknown operation {header.get('op')!r}")
+        result = operation(Request(header, tensors, session))
+    except BadRequest as error:
+        return failure({"kind": "request", "message": str(error)})
+    except SystemExit as exit_request:
+        code, shown = exit_status(exit_request.code)
+        return {"id": request_id, "ok": False, "error": {"kind": "exit", "code": shown}}, {}, code
+    except BaseException as error:  # noqa: BLE001  everything the student's code raises
+        return failure(describe_exception(error, session.submission_dir))
+    encoder = Encoder(session.keep)
+    try:
+        value = encoder.encode(result)
+    except BaseException as error:  # noqa: BLE001  a result that cannot travel, or whose
+        # conversion ran student code (a dict subclass, a tensor subclass) that raised
+        described = describe_exception(error, session.submission_dir)
+        described["message"] = f"the result cannot be sent to the grader: {described['message']}"
+        return failure(described)
+    return {"id": request_id, "ok": True, "value": value}, encoder.tensors, None
+
+
+def exit_status(code: Any) -> tuple[int, str]:
+    """What sys.exit(code) exits with, and how the student wrote it."""
+    if code is None:
+        return 0, "None"
+    if type(code) is int:
+        return code & 0xFF, str(code)
+    print(safe_str(code), file=sys.stderr)
+    return 1, safe_repr(code)
+
+
+def describe_exception(error: BaseException, submission_dir: Path) -> dict:
+    root = f"{submission_dir}/"
+    kind = type(error)
+    module = kind.__module__ or ""
+    name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+    student_frames = traceback.StackSummary.from_list(
+        [frame for frame in traceback.StackSummary.extract(traceback.walk_tb(error.__traceback__),
+                                                           lookup_lines=False)
+         if frame.filename.startswith(root)])
+    try:
+        exception_lines = traceback.format_exception_only(kind, error)
+        full = "".join(traceback.format_exception(kind, error, error.__traceback__))
+    except BaseException:  # noqa: BLE001  a student exception whose __str__ itself fails
+        exception_lines = [f"{name}: {safe_str(error)}\n"]
+        full = exception_lines[0]
+    student_traceback = "".join(["Traceback (most recent call last):\n", *student_frames.format(),
+                                 *exception_lines]) if student_frames else "".join(exception_lines)
+    return {
+        "kind": "student",
+        "type": name.removeprefix(f"{PACKAGE}."),
+        "message": safe_str(error).replace(root, "")[:MAX_MESSAGE_CHARS],
+        "traceback": student_traceback.replace(root, "")[-MAX_TRACEBACK_CHARS:],
+        "debug_traceback": full[-MAX_TRACEBACK_CHARS:],
+    }
+
+
+def safe_str(value: Any) -> str:
+    try:
+        return str(value)
+    except BaseException:  # noqa: BLE001
+        return f"<{type(value).__name__} that cannot be printed>"
+
+
+def safe_repr(value: Any) -> str:
+    try:
+        return repr(value)[:MAX_MESSAGE_CHARS]
+    except BaseException:  # noqa: BLE001
+        return f"<{type(value).__name__}>"
+
+
+def flush_student_output() -> None:
+    """Output printed during a request must be in the pipe before the reply is, so that the
+    grader can attribute it to the request."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001  the student may have replaced or closed it
+            pass
+
+
+if __name__ == "__main__":
+    main(sys.argv)

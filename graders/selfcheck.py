@@ -1,0 +1,393 @@
+"""Student self-check: `grade check [PART ...]` and the golden fixtures it answers from.
+
+    grade check                  every public check on the folder you are in
+    grade check attention mha    only these parts
+    grade check --path hw/ --out hw/.grade
+
+A self-check grades the student's folder exactly as an instructor would (same worker, same
+checks, same renderers), with two differences: only public checks run, and the expected
+behaviour comes from the golden fixtures (`graders/golden/`) instead of the reference solution,
+which students do not have. The golden fixtures are what the reference answered when `grade
+build --golden` ran every public check on it, with the same seeds, so a self-check draws the
+same inputs and finds their answers recorded (an input without a recorded answer, such as a
+shrunk counterexample, is skipped by hypothesis, never guessed).
+
+Exit status: 0 when every public check passes (written answers awaiting a grader do not count),
+1 while one fails, errs or cannot run, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import sys
+import tempfile
+from contextlib import nullcontext
+from pathlib import Path
+from unittest import mock
+
+import graders
+
+PACKAGE_DIR = Path(graders.__file__).resolve().parent
+GOLDEN_DIR = PACKAGE_DIR / "golden"
+MANIFEST = "manifest.json"
+DEFAULT_OUT = ".grade"
+REPORT_NAME = "report.html"
+
+# Statuses that keep `grade check` (and pytest) from succeeding. Written answers wait for a
+# person (pending_manual); everything else that did not pass is something to fix.
+NOT_PASSING = ("failed", "error", "skipped")
+
+# The files whose content decides which inputs the public checks draw and what the reference
+# answers: when one changes, the golden fixtures must be recorded again.
+FINGERPRINT_GLOBS = ("graders/checks/**/*.py", "graders/oracles.py", "graders/grading.py",
+                     "reference/*.py")
+
+# Files copied from the student's folder into the graded copy. Only top-level module files:
+# a virtual environment, data, checkpoints or old reports in the folder are never read.
+STAGED_SUFFIXES = (".py", ".toml", ".ipynb")
+NOT_STAGED = {"conftest.py", "setup.py"}
+
+
+class SelfCheckError(Exception):
+    """Self-check cannot start (no golden fixtures, no module files): a message for the student."""
+
+
+# ---------------------------------------------------------------------------- which checks
+
+
+def public_checks(parts=None):
+    """[(part id, Check)] of every public check, in rubric order, of the given parts (or all)."""
+    from graders.checks import REGISTRY
+    from graders.checks.framework import HIDDEN
+    from graders.scoring import load_rubric
+
+    chosen = []
+    for part in load_rubric().parts:
+        if parts and part.id not in parts:
+            continue
+        chosen += [(part.id, c) for c in REGISTRY.get(part.id, []) if c.visibility != HIDDEN]
+    return chosen
+
+
+def part_ids():
+    from graders.scoring import load_rubric
+
+    return [part.id for part in load_rubric().parts]
+
+
+def part_modules():
+    """{part id: the module file its checks exercise} ("attention" -> "attention.py")."""
+    from graders.scoring import load_rubric
+
+    return {p.id: p.module if p.module.endswith(".toml") else f"{p.module}.py" for p in load_rubric().parts}
+
+
+# ---------------------------------------------------------------------------- golden fixtures
+
+
+def _repo_root():
+    return PACKAGE_DIR.parent
+
+
+def fingerprint_files(root=None):
+    """{relative path: sha256} of every file the golden answers depend on (that exists here)."""
+    root = Path(root or _repo_root())
+    files = {}
+    for pattern in FINGERPRINT_GLOBS:
+        for path in sorted(root.glob(pattern)):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return dict(sorted(files.items()))
+
+
+def library_versions():
+    import hypothesis
+    import torch
+
+    return {"hypothesis": hypothesis.__version__, "torch": torch.__version__.split("+")[0]}
+
+
+def golden_fingerprint(root=None):
+    """What the golden fixtures were recorded from: source hashes, seed, public checks, versions."""
+    from graders.scoring import load_rubric
+
+    return {
+        "seed": load_rubric().seed,
+        "public_checks": [c.id for _, c in public_checks()],
+        "files": fingerprint_files(root),
+        "versions": library_versions(),
+    }
+
+
+def read_manifest(golden_dir=GOLDEN_DIR):
+    path = Path(golden_dir) / MANIFEST
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def stale_reasons(golden_dir=GOLDEN_DIR, root=None):
+    """Why the golden fixtures in golden_dir no longer match the sources ([] when they do)."""
+    manifest = read_manifest(golden_dir)
+    if manifest is None:
+        return [f"{golden_dir} holds no {MANIFEST}"]
+    now = golden_fingerprint(root)
+    recorded = manifest.get("fingerprint", {})
+    reasons = []
+    if recorded.get("seed") != now["seed"]:
+        reasons.append(f"the rubric's seed is {now['seed']}, the fixtures were recorded with {recorded.get('seed')}")
+    if recorded.get("public_checks") != now["public_checks"]:
+        added = sorted(set(now["public_checks"]) - set(recorded.get("public_checks", [])))
+        removed = sorted(set(recorded.get("public_checks", [])) - set(now["public_checks"]))
+        reasons.append(f"the public checks changed (new: {added or 'none'}, gone: {removed or 'none'}, or reordered)")
+    old_files, new_files = recorded.get("files", {}), now["files"]
+    for name in sorted(old_files.keys() | new_files.keys()):
+        if old_files.get(name) != new_files.get(name):
+            what = "is new" if name not in old_files else "is gone" if name not in new_files else "changed"
+            reasons.append(f"{name} {what}")
+    for library, version in now["versions"].items():
+        if recorded.get("versions", {}).get(library) != version:
+            reasons.append(f"{library} is {version}, the fixtures were recorded with {recorded.get('versions', {}).get(library)}")
+    return reasons
+
+
+def _grade_recording(source, oracle, **kwargs):
+    """grade() in self-check mode, with `oracle` answering instead of the golden fixtures."""
+    from graders import grading
+
+    if "oracle" in inspect.signature(grading.grade).parameters:
+        return grading.grade(source, mode=grading.SELF_CHECK, oracle=oracle, **kwargs)
+    # grade() builds its own GoldenOracle(golden_dir) in self-check mode; hand it the recorder.
+    with mock.patch.object(grading, "GoldenOracle", lambda directory: oracle):
+        return grading.grade(source, mode=grading.SELF_CHECK, golden_dir="<recording>", **kwargs)
+
+
+def record_golden(out_dir=GOLDEN_DIR, *, parts=None, reference_dir=None, limits=None, progress=None):
+    """Run every public check on the reference in self-check mode, recording what the reference
+    oracle answers, and write the records and a manifest into out_dir (replacing it).
+
+    The seed is the rubric's, as `grade check` uses it, so a self-check draws the same inputs.
+    Raises RuntimeError when the reference fails a public check: its answers would be wrong.
+    Returns the reference's self-check results."""
+    from graders.build import REFERENCE_DIR
+    from graders.oracles import RecordingOracle
+    from graders.scoring import load_rubric
+
+    out_dir = Path(out_dir)
+    recorder = RecordingOracle()
+    seed = load_rubric().seed
+    results = _grade_recording(reference_dir or REFERENCE_DIR, recorder, seed=seed, only_parts=parts,
+                               limits=limits, progress=progress)
+    problems = [f"{c['id']}: {c['status']}: {c['message']}"
+                for part in results["parts"] for c in part["checks"]
+                if c["status"] in NOT_PASSING]
+    if results["status"] != "graded" or problems:
+        raise RuntimeError("the reference does not pass every public check, so its answers cannot be "
+                           "recorded:\n  " + "\n  ".join(problems or [str(results.get("reason"))]))
+    staging = Path(tempfile.mkdtemp(prefix=".golden-", dir=out_dir.parent))
+    try:
+        recorder.save(staging)
+        manifest = {
+            "about": "Golden fixtures for `grade check`: the reference's answers to the inputs the public "
+                     "checks draw with this seed. Regenerate with `grade build --golden`.",
+            "records": len(recorder.records),
+            "parts": parts or [p for p in part_ids()],
+            "fingerprint": golden_fingerprint(),
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        os.chmod(staging, 0o755)  # package data: readable by everyone, like the rest of the package
+        for path in staging.iterdir():
+            os.chmod(path, 0o644)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return results
+
+
+# ---------------------------------------------------------------------------- self-check
+
+
+def stage_folder(folder, dest):
+    """Copy the module files of a student's folder into dest (created); returns their names.
+
+    Only top-level regular files ending in .py, .toml or .ipynb (not conftest.py, not dot
+    files) are copied, so that a virtual environment, a dataset or a checkpoint in the folder
+    never makes the submission too big to grade."""
+    folder, dest = Path(folder), Path(dest)
+    dest.mkdir(parents=True)
+    copied = []
+    for path in sorted(folder.iterdir()):
+        if (path.name.startswith(".") or path.name in NOT_STAGED or path.suffix not in STAGED_SUFFIXES
+                or path.is_symlink() or not path.is_file()):
+            continue
+        shutil.copyfile(path, dest / path.name)
+        copied.append(path.name)
+    return copied
+
+
+def self_check(path=".", parts=None, *, golden_dir=GOLDEN_DIR, limits=None, progress=None):
+    """Grade the student folder at `path` in self-check mode: public checks, golden answers.
+    Returns the results dict (results.json)."""
+    from graders.grading import SELF_CHECK, grade
+    from graders.ingest import EXPECTED_FILES
+
+    folder = Path(path).resolve()
+    if not folder.is_dir():
+        raise SelfCheckError(f"{path} is not a folder")
+    manifest = read_manifest(golden_dir)
+    if manifest is None or not (Path(golden_dir) / "golden.json").is_file():
+        raise SelfCheckError(f"no golden fixtures in {golden_dir}: run `grade build --golden` (course authors), "
+                             "or reinstall the student bundle")
+    with tempfile.TemporaryDirectory(prefix="grade-check-") as scratch:
+        staged_dir = Path(scratch) / (folder.name or "submission")
+        staged = stage_folder(folder, staged_dir)
+        if not any(name in EXPECTED_FILES or name.endswith(".ipynb") for name in staged):
+            raise SelfCheckError(
+                f"{folder} holds none of {', '.join(EXPECTED_FILES)}: run `grade check` in your homework "
+                "folder (the one with attention.py), or pass it with --path")
+        results = grade(staged_dir, mode=SELF_CHECK, seed=manifest["fingerprint"]["seed"], only_parts=parts,
+                        limits=limits, golden_dir=golden_dir, progress=progress)
+    notes = results["submission"].setdefault("notes", [])
+    notes.insert(0, f"self-check of {folder}: graded {', '.join(staged)}; other files in the folder are not read")
+    recorded = manifest["fingerprint"].get("versions", {})
+    for library, version in library_versions().items():
+        if recorded.get(library) and recorded[library] != version:
+            notes.append(f"the golden answers were recorded with {library} {recorded[library]}, you have {version}: "
+                         "some inputs may differ and their checks be skipped")
+    return results
+
+
+def not_passing(results):
+    """The public checks that keep the self-check from succeeding: [(check id, status)]."""
+    if results.get("status") != "graded":
+        return [("submission", results.get("status", "rejected"))]
+    return [(c["id"], c["status"]) for part in results.get("parts", []) for c in part.get("checks", [])
+            if c.get("visibility") != "hidden" and c.get("status") in NOT_PASSING]
+
+
+def write_self_check_reports(results, out_dir):
+    """results.json and report.html into out_dir; returns {kind: path}."""
+    from graders.grading import write_results
+    from graders.reports.html import render_html
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"results": write_results(results, out_dir)}
+    report = out_dir / REPORT_NAME
+    handle, temporary = tempfile.mkstemp(dir=out_dir, prefix=".report-", suffix=".html")
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        file.write(render_html(results))
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, report)
+    paths["html"] = report
+    return paths
+
+
+def _check_parser():
+    parser = argparse.ArgumentParser(
+        prog="grade check",
+        description="Run the public checks on your homework folder, offline, with the golden answers.")
+    parser.add_argument("parts", nargs="*", metavar="PART", help="only these parts (default: all)")
+    parser.add_argument("--path", type=Path, default=Path("."), help="your homework folder (default: here)")
+    parser.add_argument("--out", type=Path, default=None, help=f"where results.json and report.html go (default: PATH/{DEFAULT_OUT})")
+    parser.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per call into your code")
+    parser.add_argument("--golden", type=Path, default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def cmd_check(argv) -> int:
+    """`grade check [PART ...] [--path DIR] [--out DIR]`; returns the exit status."""
+    args = _check_parser().parse_args(argv)
+    known = part_ids()
+    unknown = [p for p in args.parts if p not in known]
+    if unknown:
+        print(f"grade check: unknown part {', '.join(unknown)}; the parts are: {', '.join(known)}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    from graders.reports import print_summary
+    from graders.sandbox import Limits
+
+    console = Console()
+    limits = Limits() if args.timeout is None else Limits(call_timeout_s=args.timeout)
+    status = console.status("starting the worker...") if console.is_terminal else nullcontext()
+    with status:
+        def progress(chk):
+            if console.is_terminal:
+                status.update(f"checking {chk.id}...")
+
+        try:
+            results = self_check(args.path, args.parts or None, golden_dir=args.golden or GOLDEN_DIR,
+                                 limits=limits, progress=progress)
+        except SelfCheckError as error:
+            print(f"grade check: {error}", file=sys.stderr)
+            return 2
+    out = args.out or args.path / DEFAULT_OUT
+    paths = write_self_check_reports(results, out)
+    print_summary(results, console)
+    for note in results["submission"].get("notes", [])[1:]:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    console.print(f"report: {paths['html']}", markup=False, highlight=False)
+    return 1 if not_passing(results) else 0
+
+
+# ---------------------------------------------------------------------------- grade build
+
+
+def _build_parser():
+    parser = argparse.ArgumentParser(
+        prog="grade build",
+        description="Regenerate what is made from the reference: the student template, the golden fixtures "
+                    "of the self-check, and the student bundle (all three when no flag is given).")
+    parser.add_argument("--template", action="store_true", help="the student template (student_template/)")
+    parser.add_argument("--golden", action="store_true", help="the golden fixtures (graders/golden/)")
+    parser.add_argument("--bundle", action="store_true", help="the student bundle (dist/student_bundle.zip)")
+    parser.add_argument("--bundle-out", type=Path, default=None, help="where the bundle zip goes")
+    return parser
+
+
+def cmd_build(argv) -> int:
+    """`grade build [--template] [--golden] [--bundle]`; no flag builds all three, in that order."""
+    args = _build_parser().parse_args(argv)
+    everything = not (args.template or args.golden or args.bundle)
+    if everything or args.template:
+        from graders.build import build_template
+
+        for path in build_template():
+            print(f"wrote {path}")
+    if everything or args.golden:
+        import time
+
+        started = time.perf_counter()
+        results = record_golden(progress=lambda chk: None)
+        manifest = read_manifest()
+        checks = sum(len(p["checks"]) for p in results["parts"])
+        print(f"wrote {GOLDEN_DIR} ({manifest['records']} recorded answers from {checks} public checks "
+              f"in {time.perf_counter() - started:.0f} s)")
+    if everything or args.bundle:
+        from graders.bundle import BUNDLE_PATH, build_bundle
+
+        path = build_bundle(args.bundle_out or BUNDLE_PATH)
+        print(f"wrote {path}")
+    return 0
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"check": cmd_check, "build": cmd_build}
+    if not argv or argv[0] not in commands:
+        print("usage: python -m graders.selfcheck {check,build} ...", file=sys.stderr)
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
