@@ -5,6 +5,7 @@
     grade build [--template] ...      regenerate the template, golden fixtures, student bundle
     grade report RESULTS.json         re-render the reports of a results.json
     grade batch SUBMISSIONS --out DIR grade a whole course, resumably
+    grade merge MANUAL.csv --out DIR  merge manual scores of written answers into a batch
 
 Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
 `grade check` while a public check fails, 2 for bad usage.
@@ -88,29 +89,27 @@ def cmd_report(argv):
     return 0
 
 
-def cmd_build(argv):
-    parser = argparse.ArgumentParser(prog="grade build", description="Regenerate what is made from the reference.")
-    parser.add_argument("--template", action="store_true", help="only the student template")
-    args = parser.parse_args(argv)
-    from graders.build import build_template
-
-    for path in build_template():
-        print(f"wrote {path}")
-    return 0
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv else 2
-    commands = {"report": cmd_report, "build": cmd_build}
-    if argv[0] in commands:
-        return commands[argv[0]](argv[1:])
     if argv[0] in SUBCOMMANDS:
-        print(f"grade {argv[0]}: not available in this version", file=sys.stderr)
-        return 2
+        return _subcommand(argv[0])(argv[1:])
     return cmd_grade(argv)
+
+
+def _subcommand(name):
+    """Each subcommand's module is imported only when used: `grade check` must start fast."""
+    if name == "report":
+        return cmd_report
+    if name in ("check", "build"):
+        from graders import selfcheck
+
+        return selfcheck.cmd_check if name == "check" else selfcheck.cmd_build
+    from graders.batch import cli as batch_cli
+
+    return batch_cli.cmd_batch if name == "batch" else batch_cli.cmd_merge
 
 
 if __name__ == "__main__":
