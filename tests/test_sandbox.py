@@ -23,7 +23,7 @@ import torch
 
 from graders.sandbox import (BudgetExhausted, Handle, Limits, ProtocolError, RequestError,
                              StudentError, Worker, WorkerCrashed, WorkerTimeout)
-from graders.sandbox import isolation
+from graders.sandbox import audit, isolation
 from graders.sandbox.protocol import (Encoder, decode, load_safetensors, parse_header,
                                       receive_message, safetensors_buffers, send_message)
 
@@ -167,11 +167,6 @@ STUDENT_FILES = {
         def walk_gc():
             import gc
             return len(gc.get_objects())
-
-        def swap_code():
-            def f():
-                return 1
-            f.__code__ = (lambda: 2).__code__
 
         def call_libc():
             import ctypes
@@ -499,13 +494,21 @@ def test_environment_user_and_limits(worker):
 @BOTH_LAYERS
 @pytest.mark.parametrize("function, args", [
     ("fork", ()), ("run", (["true"],)), ("fork_exec_directly", ()), ("reimport_fork_exec", ()),
-    ("shell", ()), ("call_libc", ()), ("load_library", ()), ("walk_gc", ()), ("swap_code", ()),
+    ("shell", ()), ("call_libc", ()), ("load_library", ()), ("walk_gc", ()),
     ("symlink", ("/etc/passwd", "passwd")), ("open_directory", ("/",)),
     ("write", ("/tmp/sandbox-escape.txt",)), ("write", ("../../outside.txt",)),
 ])
 def test_dangerous_operations_are_denied(any_worker, function, args):
     with pytest.raises(StudentError, match="PermissionError"):
         any_worker.call("hostile", function, *args)
+
+
+def test_the_hook_guards_its_own_code(tmp_path):
+    hook = audit.make_hook(workdir=str(tmp_path), secret_paths=(), loaded_libraries=frozenset())
+    no_op = (lambda event, args: None).__code__
+    with pytest.raises(PermissionError):
+        hook("object.__setattr__", (hook, "__code__", no_op))
+    hook("object.__setattr__", (test_the_hook_guards_its_own_code, "__code__", no_op))  # others may
 
 
 @BOTH_LAYERS
