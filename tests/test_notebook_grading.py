@@ -1,0 +1,90 @@
+"""A notebook hand-in is graded from its definitions alone: the seed-004 student's notebook
+(`!pip install`, top-level training that would hang and then exit, the definitions in their
+own cells) gets the same attention and multi-head attention grades as the same code handed
+in as a folder, and the notes say which cell each definition came from."""
+
+import importlib
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from graders.build import REPO_ROOT
+from graders.grading import grade
+
+NOTEBOOKS = REPO_ROOT / "fixtures" / "notebooks"
+NOTEBOOK = NOTEBOOKS / "seed004_student.ipynb"
+FOLDER = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+PARTS = ["attention", "mha"]
+
+
+def _generator():
+    sys.path.insert(0, str(NOTEBOOKS))
+    try:
+        return importlib.import_module("make_notebook")
+    finally:
+        sys.path.remove(str(NOTEBOOKS))
+
+
+def test_student_notebook_matches_its_generator(tmp_path):
+    _generator().write_student_notebook(tmp_path / "fresh.ipynb")
+    assert (tmp_path / "fresh.ipynb").read_text() == NOTEBOOK.read_text(), (
+        "run `python fixtures/notebooks/make_notebook.py` and commit seed004_student.ipynb")
+
+
+def test_the_notebook_would_not_survive_being_run():
+    text = NOTEBOOK.read_text()
+    for line in ("!pip install transformers", "while True:", "sys.exit(", "for epoch in range("):
+        assert line in text
+
+
+@pytest.fixture(scope="module")
+def graded():
+    started = time.perf_counter()
+    notebook = grade(NOTEBOOK, only_parts=PARTS)
+    elapsed = time.perf_counter() - started
+    folder = grade(FOLDER, only_parts=PARTS)
+    return notebook, folder, elapsed
+
+
+def _checks(results):
+    return {c["id"]: c for part in results["parts"] for c in part["checks"]}
+
+
+def test_notebook_is_graded_as_a_notebook(graded):
+    notebook, _, elapsed = graded
+    assert notebook["status"] == "graded"
+    assert notebook["submission"]["kind"] == "notebook"
+    assert elapsed < 300  # the training loop never ran (it would not end)
+
+
+def test_same_scores_as_the_folder(graded):
+    notebook, folder, _ = graded
+    assert [(p["id"], p["score"], p["max_score"]) for p in notebook["parts"]] == \
+           [(p["id"], p["score"], p["max_score"]) for p in folder["parts"]]
+    assert notebook["score"] == folder["score"] < folder["max_score"]
+
+
+def test_same_statuses_and_diagnoses_as_the_folder(graded):
+    notebook, folder, _ = graded
+    from_notebook, from_folder = _checks(notebook), _checks(folder)
+    assert from_notebook.keys() == from_folder.keys()
+    for check_id, expected in from_folder.items():
+        got = from_notebook[check_id]
+        assert got["status"] == expected["status"], check_id
+        assert got["score"] == expected["score"], check_id
+        assert got["diagnosis"] == expected["diagnosis"], check_id
+    # The seed-004 student's known bugs are found in the notebook too.
+    assert from_notebook["mha.padding"]["diagnosis"]["id"] == "mask_on_query_axis"
+    assert from_notebook["mha.eval_deterministic"]["diagnosis"]["id"] == "dropout_in_eval"
+
+
+def test_notes_say_which_cell_each_definition_came_from(graded):
+    notes = graded[0]["submission"]["notes"]
+    assert "scaled_dot_product: cell 6 -> attention.py" in notes
+    assert "MultiHeadAttention: cell 7 -> attention.py" in notes
+    assert "TransformerBlock: cell 11 -> encoder.py" in notes
+    assert any(note.startswith("cell 2: IPython commands ignored: !pip install") for note in notes)
+    training = [note for note in notes if note.startswith("cell 23: top-level code not run")]
+    assert training and "loops" in training[0] and "sys.exit" in training[0]
