@@ -135,9 +135,10 @@ def _read_file(path: Path) -> dict[str, list[Review]]:
 
 
 def _split_of(path: Path) -> str | None:
-    """train / valid / test from a file name (`train-00000-of-00001.parquet`, `imdb-test.arrow`) or, failing
-    that, its folder (`save_to_disk` writes `train/data-00000-of-00001.arrow`); None for unsupervised data."""
-    for name in (path.name, path.parent.name):
+    """train / valid / test from a file name (`train-00000-of-00001.parquet`, `imdb-test.arrow`), or from
+    its folder for `save_to_disk`'s `train/data-00000-of-00001.arrow`; None for unsupervised data."""
+    names = [path.name, path.parent.name] if path.name.startswith("data-") else [path.name]
+    for name in names:
         words = set(re.split(r"[^a-z]+", name.lower()))
         if words & {"unsupervised", "unsup"}:
             return None
