@@ -1,0 +1,219 @@
+"""`grade check`: public checks only, golden answers, reports in .grade/, and its exit status;
+the golden fixtures are up to date and recorded deterministically; plain `pytest` in the
+homework folder runs the same checks, grading the folder once."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from graders.build import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from graders.pytest_plugin import STUDENT_CONFTEST
+from graders.selfcheck import (GOLDEN_DIR, SelfCheckError, cmd_check, not_passing, public_checks, read_manifest,
+                               record_golden, self_check, stale_reasons)
+
+SEED004 = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+QUICK_PARTS = ["attention", "mha"]
+
+
+def _copy(source, target):
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    return target
+
+
+def _results(folder):
+    return json.loads((folder / ".grade" / "results.json").read_text())
+
+
+# ---------------------------------------------------------------------------- golden fixtures
+
+
+def test_golden_fixtures_are_up_to_date():
+    reasons = stale_reasons()
+    assert not reasons, ("graders/golden/ is out of date: run `grade build --golden` and commit graders/golden/\n  "
+                         + "\n  ".join(reasons))
+
+
+def test_golden_recording_is_deterministic(tmp_path):
+    """Recording two parts again gives exactly the answers committed for them (the full record
+    takes minutes on 2 cores, so the staleness test above compares source hashes instead)."""
+    if stale_reasons():
+        pytest.skip("the golden fixtures are stale (see test_golden_fixtures_are_up_to_date)")
+    record_golden(tmp_path / "golden", parts=QUICK_PARTS)
+    fresh = json.loads((tmp_path / "golden" / "golden.json").read_text())
+    committed = json.loads((GOLDEN_DIR / "golden.json").read_text())
+    assert fresh and set(fresh) <= set(committed), "recording drew inputs the committed fixtures do not have"
+    fresh_tensors = load_file(str(tmp_path / "golden" / "golden.safetensors"))
+    committed_tensors = load_file(str(GOLDEN_DIR / "golden.safetensors"))
+    for key, structure in fresh.items():
+        assert structure == committed[key]
+    for name, tensor in fresh_tensors.items():
+        assert torch.equal(tensor, committed_tensors[name]), name
+
+
+def test_golden_fixtures_hold_no_hidden_check():
+    manifest = read_manifest()
+    hidden = {c.id for _, c in public_checks()} ^ set(manifest["fingerprint"]["public_checks"])
+    assert not hidden
+    from graders.checks import REGISTRY
+
+    hidden_ids = {c.id for checks in REGISTRY.values() for c in checks if c.visibility == "hidden"}
+    assert not hidden_ids & set(manifest["fingerprint"]["public_checks"])
+
+
+# ---------------------------------------------------------------------------- grade check
+
+
+@pytest.fixture(scope="module")
+def reference_check(tmp_path_factory):
+    """`grade check` on a perfect homework folder (the reference's modules), quick parts only."""
+    folder = _copy(REFERENCE_DIR, tmp_path_factory.mktemp("perfect") / "homework")
+    status = cmd_check([*QUICK_PARTS, "answers", "--path", str(folder)])
+    return folder, status
+
+
+def test_all_public_checks_pass_exit_zero(reference_check):
+    folder, status = reference_check
+    results = _results(folder)
+    assert status == 0, not_passing(results)
+    assert results["mode"] == "self-check"
+    statuses = {c["status"] for part in results["parts"] for c in part["checks"]}
+    assert statuses <= {"passed", "pending_manual"}
+    assert "pending_manual" in statuses  # written answers wait for a person and do not fail the check
+
+
+def test_only_public_checks_run(reference_check):
+    folder, _ = reference_check
+    results = _results(folder)
+    checks = [c for part in results["parts"] for c in part["checks"]]
+    assert checks and all(c["visibility"] == "public" for c in checks)
+    assert {c["id"] for c in checks} == {c.id for _, c in public_checks([*QUICK_PARTS, "answers"])}
+
+
+def test_reports_go_to_dot_grade(reference_check):
+    folder, _ = reference_check
+    html = (folder / ".grade" / "report.html").read_text()
+    assert "public checks passed" in html
+    assert "hidden checks run after the deadline" in html
+
+
+def test_answers_are_not_shown_in_self_check(reference_check):
+    folder, _ = reference_check
+    for part in _results(folder)["parts"]:
+        for check in part["checks"]:
+            assert "rubric" not in (check.get("details") or {})
+
+
+def test_a_failing_check_exits_one_with_its_diagnosis(tmp_path, capsys):
+    folder = _copy(SEED004, tmp_path / "hw")
+    assert cmd_check(["mha", "--path", str(folder), "--out", str(tmp_path / "out")]) == 1
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    checks = {c["id"]: c for c in results["parts"][0]["checks"]}
+    assert checks["mha.padding"]["status"] == "failed"
+    assert checks["mha.padding"]["diagnosis"]["id"] == "mask_on_query_axis"
+    assert checks["mha.eval_deterministic"]["diagnosis"]["id"] == "dropout_in_eval"
+    assert (tmp_path / "out" / "report.html").is_file()
+    assert not (folder / ".grade").exists()
+    assert "public checks passed" in capsys.readouterr().out
+
+
+def test_template_exits_one(tmp_path):
+    folder = _copy(TEMPLATE_DIR, tmp_path / "hw")
+    assert cmd_check(["attention", "--path", str(folder)]) == 1
+    results = _results(folder)
+    assert all(c["status"] == "error" and "not implemented" in c["message"]
+               for part in results["parts"] for c in part["checks"])
+
+
+def test_bad_usage_exits_two(tmp_path, capsys):
+    assert cmd_check(["no_such_part", "--path", str(tmp_path)]) == 2
+    assert "unknown part no_such_part" in capsys.readouterr().err
+    assert cmd_check(["attention", "--path", str(tmp_path)]) == 2  # an empty folder: no module files
+    assert "attention.py" in capsys.readouterr().err
+
+
+def test_without_golden_fixtures_it_says_what_to_do(tmp_path):
+    folder = _copy(SEED004, tmp_path / "hw")
+    with pytest.raises(SelfCheckError, match="grade build --golden"):
+        self_check(folder, ["attention"], golden_dir=tmp_path / "nothing")
+
+
+def test_other_files_in_the_folder_are_not_read(tmp_path):
+    """A virtual environment, a checkpoint or old reports in the folder do not get the
+    submission rejected as too big: only the top-level module files are graded."""
+    folder = _copy(SEED004, tmp_path / "hw")
+    (folder / ".venv" / "lib").mkdir(parents=True)
+    for i in range(300):
+        (folder / ".venv" / "lib" / f"f{i}.py").write_text("x = 1\n")
+    (folder / "best-model.pt").write_bytes(b"\0" * (60 << 20))
+    results = self_check(folder, ["mha"])
+    assert results["status"] == "graded"
+    assert "other files in the folder are not read" in results["submission"]["notes"][0]
+
+
+# ---------------------------------------------------------------------------- pytest
+
+
+def _homework(folder):
+    (folder / "conftest.py").write_text(STUDENT_CONFTEST)
+    return folder
+
+
+def test_pytest_runs_one_test_per_public_check_from_one_grade(tmp_path, monkeypatch):
+    """In-process pytest on a homework folder: one test per public check of attention.py, each
+    failing with its check's message and diagnosis, and the folder graded exactly once."""
+    import graders.selfcheck
+
+    folder = _homework(_copy(SEED004, tmp_path / "hw_once"))
+    calls = []
+    real = graders.selfcheck.self_check
+
+    def counting(path, parts=None, **kwargs):
+        calls.append((Path(path), parts))
+        return real(path, parts, **kwargs)
+
+    monkeypatch.setattr(graders.selfcheck, "self_check", counting)
+    reports = {}
+
+    class Collect:
+        def pytest_runtest_logreport(self, report):
+            if report.when == "call" or report.outcome != "passed":
+                reports[report.nodeid.split("::")[-1]] = report
+
+    monkeypatch.chdir(folder)
+    status = pytest.main(["-q", "-p", "no:cacheprovider", "attention.py"], plugins=[Collect()])
+    expected = {c.id for _, c in public_checks(QUICK_PARTS)}
+    assert set(reports) == expected
+    assert calls == [(folder, QUICK_PARTS)]
+    assert status == pytest.ExitCode.TESTS_FAILED
+    padding = reports["mha.padding"]
+    assert padding.failed
+    text = padding.longreprtext
+    assert "likely mistake: The padding mask is applied to queries, not keys" in text
+    assert "smallest input that shows it:" in text
+    assert reports["attention.matches_reference"].passed
+    results = _results(folder)
+    assert {p["id"] for p in results["parts"]} == set(QUICK_PARTS)
+
+
+def test_pytest_in_a_subprocess_like_a_student(tmp_path):
+    """`pytest -k` in a fresh process: exit status 1 while a check fails, 0 once the selected
+    checks pass; written answers are skipped, not failed."""
+    folder = _homework(_copy(SEED004, tmp_path / "hw_sub"))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
+                          "matches_reference or four_d_mask or residual"],
+                         cwd=folder, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "FAILED attention.py::mha.matches_reference" in run.stdout
+    assert "1 skipped" in run.stdout  # answers.toml::answers.residual_connection, a written answer
+    assert "public checks passed" in run.stdout
+    ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
+                         "attention.matches_reference or four_d_mask"],
+                        cwd=folder, capture_output=True, text=True, timeout=600)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "2 passed" in ok.stdout
