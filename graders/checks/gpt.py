@@ -107,6 +107,9 @@ def generate(ctx, handle, idx, n, **kwargs):
     out = ctx.student.call(handle, "generate", idx, n, **kwargs)
     B, T = idx.shape
     expect_tensor(out, f"generate(idx of shape {(B, T)}, max_new_tokens={n})", shape=(B, T + n))
+    if out.is_floating_point() or out.is_complex() or out.dtype == torch.bool:
+        raise CheckFailed(f"generate must return token ids (a long tensor), got dtype {out.dtype}", diagnosis="returns_wrong_type")
+    out = out.long()
     if not torch.equal(out[:, :T], idx):
         raise CheckFailed("generate must return the prompt followed by the new tokens; the prompt part changed",
                           details={"expected": str(idx.tolist()), "got": str(out[:, :T].tolist())})
@@ -153,22 +156,29 @@ def _pairs(corpus):
     return [(torch.tensor(ids[:-1]), torch.tensor(ids[1:])) for ids in corpus]
 
 
+def collate(ctx, batch):
+    """The student's lm_collate_fn on `batch`: a pair of (B, T_max) tensors, or the check fails."""
+    result = ctx.student.call(MODULE, "lm_collate_fn", batch)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise CheckFailed("lm_collate_fn must return a pair (X, Y)", diagnosis="returns_wrong_type")
+    B, T = len(batch), max(len(x) for x, _ in batch)
+    lengths = [len(x) for x, _ in batch]
+    for name, got in zip("XY", result):
+        if type(got) is not torch.Tensor or tuple(got.shape) != (B, T):
+            shape = tuple(got.shape) if type(got) is torch.Tensor else type(got).__name__
+            raise CheckFailed(f"{name} of a batch with lengths {lengths} should have shape {(B, T)}, got {shape}",
+                              diagnosis="collate_not_padded")
+        if got.is_floating_point():
+            raise CheckFailed(f"{name} must hold token ids (a long tensor), got dtype {got.dtype}", diagnosis="returns_wrong_type")
+    return result[0].long(), result[1].long()
+
+
 @check("gpt.collate_pads", "lm_collate_fn pads X with PAD_ID and Y with IGNORE_INDEX to the longest sequence")
 def collate_pads(ctx):
     @ctx.given(sentences(min_len=2, max_len=8, max_count=4))
     def prop(corpus):
         batch = _pairs(corpus)
-        result = ctx.student.call(MODULE, "lm_collate_fn", batch)
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise CheckFailed("lm_collate_fn must return a pair (X, Y)", diagnosis="returns_wrong_type")
-        B, T = len(batch), max(len(x) for x, _ in batch)
-        lengths = [len(x) for x, _ in batch]
-        for name, got in zip("XY", result):
-            if type(got) is not torch.Tensor or tuple(got.shape) != (B, T):
-                shape = tuple(got.shape) if type(got) is torch.Tensor else type(got).__name__
-                raise CheckFailed(f"{name} of a batch with lengths {lengths} should have shape {(B, T)}, got {shape}",
-                                  diagnosis="collate_not_padded")
-        X, Y = result
+        X, Y = collate(ctx, batch)
         for i, (x, y) in enumerate(batch):
             if not (torch.equal(X[i, : len(x)].long(), x) and torch.equal(Y[i, : len(y)].long(), y)):
                 raise CheckFailed(f"row {i} of the batch does not start with its own sequence", diagnosis="collate_not_padded")
@@ -190,12 +200,13 @@ def padding_not_in_loss(ctx):
         lengths[-1] = 2
         corpus = [torch.randint(1, V, (n,), generator=g).tolist() for n in lengths]
         handle = build_gpt(ctx, config)
-        X, Y = ctx.student.call(MODULE, "lm_collate_fn", _pairs(corpus))
+        X, Y = collate(ctx, _pairs(corpus))
         _, loss = forward(ctx, handle, X, Y)
         total, count = 0.0, 0
         for ids in corpus:
             x, y = torch.tensor([ids[:-1]]), torch.tensor(ids[1:])
             logits, _ = forward(ctx, handle, x)
+            expect_tensor(logits, "logits", shape=(1, x.size(1), V))
             total += F.cross_entropy(logits[0].double(), y, reduction="sum").item()
             count += len(y)
         expected = total / count
@@ -252,7 +263,10 @@ def classifier_last_position(ctx):
         C = config["n_classification_class"]
         # The classifier gets the first C rows of lm_head and no bias: its logits must then equal the
         # LM logits of the first C tokens at the position it reads.
-        lm_w = ctx.student.state_dict(handle)["lm_head.weight"]
+        lm_w = ctx.student.state_dict(handle).get("lm_head.weight")
+        if type(lm_w) is not torch.Tensor or tuple(lm_w.shape) != (config["vocab_size"], config["n_embd"]):
+            raise CheckFailed("GPT needs lm_head = Linear(n_embd, vocab_size, bias=False) (a parameter lm_head.weight "
+                              f"of shape {(config['vocab_size'], config['n_embd'])})")
         ctx.student.load_state_dict(handle, {"classifier_head.weight": lm_w[:C].clone(),
                                              "classifier_head.bias": torch.zeros(C)}, strict=False)
         lm_logits, _ = forward(ctx, handle, idx)
