@@ -476,8 +476,10 @@ def test_a_patched_encoder_cannot_forge_results(worker):
 
 # ---------------------------------------------------------------------------- isolation
 
-def test_layers_are_recorded(worker):
-    assert worker.layers.bwrap == BWRAP_WORKS and worker.layers.audit_hook
+def test_layers_are_recorded(worker, plain_worker):
+    assert worker.layers.bwrap == BWRAP_WORKS and not plain_worker.layers.bwrap
+    recorded = worker.layers.to_json()
+    assert recorded["audit_hook"] and recorded["rlimits"] and "sandbox_uid" in recorded
 
 
 def test_environment_user_and_limits(worker):

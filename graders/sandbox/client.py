@@ -40,10 +40,10 @@ from .protocol import Encoder, Handle, decode, receive_message, send_message
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 MAX_ERROR_TEXT = 50_000
-
-PIPE_BYTES = 1 << 20
+PIPE_BYTES = 1 << 20  # the request and reply pipes (default 64 KiB); see `_pipe`
 # How long a dead worker's processes get to release their pipes after the kill.
 REAP_TIMEOUT_S = 5.0
+SHUTDOWN_TIMEOUT_S = 1.0
 
 
 class Worker:
@@ -74,7 +74,7 @@ class Worker:
             warnings.warn(f"sandbox: {self.layers.note}", RuntimeWarning, stacklevel=2)
         self.last_output = ""  # what the student's code printed during the last request
         self.time_used_s = 0.0  # counted against limits.submission_budget_s
-        self.starts = 0
+        self.starts = 0  # worker processes started so far; handles carry it as their generation
         self._lock = threading.RLock()
         self._closed = False
         self._process: subprocess.Popen | None = None
@@ -104,9 +104,10 @@ class Worker:
             self.start()
 
     def close(self) -> None:
-        """Kill the worker and everything it started, and remove its directory. Final."""
+        """Stop the worker and everything it started, and remove its directory. Final."""
         with self._lock:
             if self._process is not None:
+                self._ask_to_exit()
                 self._stop()
             self._closed = True
 
@@ -141,11 +142,14 @@ class Worker:
     def call(self, target: str | Handle, name: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call a function of a submission module (`target` its name) or a method of an object
         in the worker (`target` its handle; `name="__call__"` calls the object itself)."""
-        return self._request("call", texts={"name": name, **_target(target)[0]},
-                             values={"args": list(args), "kwargs": kwargs, **_target(target)[1]})
+        texts, values = _target(target)
+        return self._request("call", texts={"name": name, **texts},
+                             values={"args": list(args), "kwargs": kwargs, **values})
 
     def getattr(self, target: str | Handle, name: str) -> Any:
-        return self._request("getattr", texts={"name": name, **_target(target)[0]}, values=_target(target)[1])
+        """An attribute of a submission module or of an object in the worker."""
+        texts, values = _target(target)
+        return self._request("getattr", texts={"name": name, **texts}, values=values)
 
     def state_dict(self, handle: Handle) -> dict[str, Any]:
         """What the object's `state_dict()` returns: normally names to plain tensors."""
@@ -359,6 +363,16 @@ class Worker:
         elif "CUDA_VISIBLE_DEVICES" in os.environ:
             environment["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
         return environment
+
+    def _ask_to_exit(self) -> None:
+        """Ask politely first; `_stop` kills whatever is still there right after."""
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
+        try:
+            send_message(self._request_fd, {"id": self._next_request_id, "op": "shutdown"}, {},
+                         deadline=deadline)
+            self._process.wait(max(0.0, deadline - time.monotonic()))
+        except (OSError, subprocess.TimeoutExpired):
+            pass
 
     def _stop(self) -> str:
         """Kill the worker's process group, reap it, and return its last output."""

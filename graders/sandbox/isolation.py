@@ -37,12 +37,11 @@ class Layers:
     bwrap: bool
     sandbox_uid: int | None  # the uid the worker switches to; None: it keeps the grader's
     note: str = ""  # why a layer is missing
-    audit_hook: bool = True
-    rlimits: bool = True
 
     def to_json(self) -> dict:
-        return {"bwrap": self.bwrap, "sandbox_uid": self.sandbox_uid, "audit_hook": self.audit_hook,
-                "rlimits": self.rlimits, "note": self.note}
+        # The rlimits and the audit hook have no condition: every worker has them.
+        return {"bwrap": self.bwrap, "sandbox_uid": self.sandbox_uid, "rlimits": True,
+                "audit_hook": True, "note": self.note}
 
 
 def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int) -> Layers:
@@ -102,6 +101,7 @@ def namespace_args(as_root: bool) -> list[str]:
 
 def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], drop_to_user: bool,
                   gpu: bool) -> list[str]:
+    """The bwrap command line (up to `--`) that runs the worker in `workdir`."""
     as_root = os.geteuid() == 0
     command = [bwrap, *namespace_args(as_root), "--die-with-parent", "--new-session",
                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]

@@ -37,6 +37,7 @@ SAFETENSORS_LENGTH = struct.Struct("<Q")
 MAX_DEPTH = 64
 MAX_TYPE_NAME = 300
 IOV_MAX = 1024  # buffers per writev call on Linux
+READ_CHUNK = 8 << 20  # os.read allocates what it is asked for before it knows what came
 TAG = "__t"
 
 # The dtypes both directions can carry. safetensors names them; numpy cannot hold bfloat16,
@@ -81,6 +82,11 @@ def plain_cpu_tensor(tensor: torch.Tensor) -> torch.Tensor:
     `.cpu()` or `.contiguous()` with anything; with torch functions disabled these act on the
     storage itself.
     """
+    if (type(tensor) is torch.Tensor and not torch._C._is_torch_function_mode_enabled()
+            and not tensor.requires_grad and tensor.layout == torch.strided
+            and tensor.device.type == "cpu" and tensor.is_contiguous()
+            and not tensor.is_conj() and not tensor.is_neg()):
+        return tensor  # the common case, and nothing to convert: attribute reads only
     with torch._C.DisableTorchFunction():
         plain = torch.Tensor.as_subclass(tensor, torch.Tensor).detach()
         if plain.layout != torch.strided:
@@ -102,7 +108,9 @@ def safetensors_buffers(tensors: dict[str, torch.Tensor]) -> list:
     buffers = []
     offset = 0
     for name, tensor in tensors.items():
-        data = tensor.reshape(-1).view(torch.uint8).numpy()
+        # numpy views are far cheaper than torch ones; numpy has no bfloat16, int16 holds its bits
+        as_numpy = (tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor).numpy()
+        data = as_numpy.reshape(-1).view(np.uint8)
         header[name] = {
             "dtype": SAFETENSORS_DTYPES[tensor.dtype],
             "shape": list(tensor.shape),
@@ -115,8 +123,8 @@ def safetensors_buffers(tensors: dict[str, torch.Tensor]) -> list:
     return [SAFETENSORS_LENGTH.pack(len(header_bytes)), header_bytes, *buffers]
 
 
-def load_safetensors(payload: bytes | bytearray) -> dict[str, torch.Tensor]:
-    return safetensors.torch.load(bytes(payload))
+def load_safetensors(payload: bytes) -> dict[str, torch.Tensor]:
+    return safetensors.torch.load(payload)
 
 
 # ---------------------------------------------------------------------------- values
@@ -192,17 +200,26 @@ def _is_plain_key(key: Any, depth: int) -> bool:
     return type(key) is tuple and depth < MAX_DEPTH and all(_is_plain_key(k, depth + 1) for k in key)
 
 
-def decode(data: Any, tensors: dict[str, torch.Tensor], handle: Callable[[int, str], Any],
-           depth: int = 0) -> Any:
+def decode(data: Any, tensors: dict[str, torch.Tensor], handle: Callable[[int, str], Any]) -> Any:
     """The value `data` describes. `handle(id, type_name)` gives what a handle decodes to: a
     `Handle` in the grader, the kept object itself in the worker. Raises `ProtocolError`."""
+    try:
+        return _decode(data, tensors, handle, 0)
+    except (TypeError, ValueError, OverflowError, RuntimeError) as error:
+        # A value that passed the checks but that torch or numpy still refuse (a bfloat16
+        # "ndarray", a size beyond int64): malformed all the same.
+        raise ProtocolError(f"a value cannot be decoded: {error}") from error
+
+
+def _decode(data: Any, tensors: dict[str, torch.Tensor], handle: Callable[[int, str], Any],
+            depth: int) -> Any:
     if depth > MAX_DEPTH + 1:
         raise ProtocolError("a value is nested too deeply")
     kind = type(data)
     if data is None or kind in (bool, int, float, str):
         return data
     if kind is list:
-        return [decode(item, tensors, handle, depth + 1) for item in data]
+        return [_decode(item, tensors, handle, depth + 1) for item in data]
     if kind is not dict or not isinstance(data.get(TAG), str):
         raise ProtocolError(f"unexpected {kind.__name__} in a message")
     tag = data[TAG]
@@ -220,16 +237,16 @@ def decode(data: Any, tensors: dict[str, torch.Tensor], handle: Callable[[int, s
             raise ProtocolError("a value refers to a tensor the message does not carry")
         return tensor if tag == "tensor" else tensor.numpy()
     if tag == "tuple" and type(value) is list:
-        return tuple(decode(item, tensors, handle, depth + 1) for item in value)
+        return tuple(_decode(item, tensors, handle, depth + 1) for item in value)
     if tag == "dict" and type(value) is list:
         result = {}
         for pair in value:
             if type(pair) is not list or len(pair) != 2:
                 raise ProtocolError("malformed dict entry")
-            key = decode(pair[0], tensors, handle, depth + 1)
+            key = _decode(pair[0], tensors, handle, depth + 1)
             if not _is_plain_key(key, depth):
                 raise ProtocolError("a dict key is not a plain value")
-            result[key] = decode(pair[1], tensors, handle, depth + 1)
+            result[key] = _decode(pair[1], tensors, handle, depth + 1)
         return result
     if tag == "float" and value in NON_FINITE:
         return NON_FINITE[value]
@@ -238,10 +255,7 @@ def decode(data: Any, tensors: dict[str, torch.Tensor], handle: Callable[[int, s
     if tag == "size" and type(value) is list and all(type(n) is int and n >= 0 for n in value):
         return torch.Size(value)
     if tag == "device" and type(value) is str:
-        try:
-            return torch.device(value)
-        except RuntimeError as error:
-            raise ProtocolError(f"malformed device {value!r}") from error
+        return torch.device(value)
     raise ProtocolError(f"unknown or malformed value tagged {tag!r}")
 
 
@@ -282,7 +296,7 @@ def receive_message(fd: int, *, max_bytes: int | None = None,
         raise ProtocolError(f"the tensor payload is malformed: {error}") from error
 
 
-def parse_header(raw: bytes | bytearray) -> dict:
+def parse_header(raw: bytes) -> dict:
     def reject_constant(name: str) -> None:
         raise ValueError(f"{name} is not allowed")
 
@@ -295,21 +309,22 @@ def parse_header(raw: bytes | bytearray) -> dict:
     return header
 
 
-def _read_exact(fd: int, size: int, deadline: float | None) -> bytearray:
-    """With a deadline, `fd` must be non-blocking."""
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    received = 0
-    while received < size:
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    """With a deadline, `fd` must be non-blocking. Returns `bytes` because safetensors parses
+    nothing else; a message that arrives in one piece is then never copied."""
+    chunks = []
+    remaining = size
+    while remaining:
         try:
-            count = os.readv(fd, [view[received:]])
+            chunk = os.read(fd, min(remaining, READ_CHUNK))
         except BlockingIOError:
             _wait(fd, select.POLLIN, deadline)
             continue
-        if count == 0:
+        if not chunk:
             raise EOFError("the other side closed the channel")
-        received += count
-    return buffer
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _write_all(fd: int, parts: list, deadline: float | None) -> None:

@@ -1,12 +1,13 @@
 """The worker: the one process that runs student code.
 
 Started by `graders.sandbox.client.Worker` as `python -s -m graders.sandbox.worker CONFIG`
-(CONFIG is JSON; see `Worker._worker_config`). In order, before any student code runs, it
-  1. applies its rlimits, forbids gaining privileges, becomes the sandbox user if asked, and
+(CONFIG is JSON; see `Worker._launch`). Before any student code runs, it
+  1. imports torch, numpy and safetensors (as a module, below);
+  2. applies its rlimits, forbids gaining privileges, becomes the sandbox user if asked, and
      arranges to die with the grader;
-  2. imports torch, numpy, safetensors and the harness task modules;
-  3. makes the submission folder importable as the package `submission`;
-  4. installs the audit hook (`graders.sandbox.audit`);
+  3. imports the harness task modules;
+  4. makes the submission folder importable as the package `submission`;
+  5. installs the audit hook (`graders.sandbox.audit`);
 then answers requests on its two protocol pipes until the grader closes them. Its stdout and
 stderr are the student's: the grader drains them separately and never parses them.
 """
@@ -68,15 +69,20 @@ def main(argv: list[str]) -> None:
 
 def harden_process(*, run_as: list[int] | None, parent_pid: int | None) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
+
+    def prctl(option: int, value: int) -> None:
+        if libc.prctl(option, value, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
     # No setuid binary or file capability can give back what is dropped here.
-    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
     if run_as is not None:
         uid, gid = run_as
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
     # Changing user clears the parent-death signal, so it is set afterwards.
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)  # the grader died before the signal was armed
 
@@ -97,14 +103,14 @@ class Session:
     def make_submission_importable(self) -> None:
         """Register the package `submission` without running the student's `__init__.py` yet
         (that happens on the first import, as student code answering a request)."""
-        root = str(self.submission_dir)
-        top_level_names = frozenset(
-            entry.stem if entry.suffix == ".py" else entry.name
-            for entry in self.submission_dir.iterdir()
-            if (entry.suffix == ".py" or entry.is_dir()) and entry.stem.isidentifier()
-        )
-        sys.meta_path.insert(0, SubmissionAliasFinder(top_level_names))
-        sys.path.insert(0, root)
+        module_names = {entry.name if entry.is_dir() else entry.stem
+                        for entry in self.submission_dir.iterdir()
+                        if entry.is_dir() or entry.suffix == ".py"}
+        sys.meta_path.insert(0, SubmissionAliasFinder(
+            frozenset(name for name in module_names if name.isidentifier())))
+        # As when the student runs the code from its folder. The finder comes first, so that
+        # no second copy of a module is loaded from here.
+        sys.path.insert(0, str(self.submission_dir))
 
     def student_module(self, name: str) -> ModuleType:
         if not all(part.isidentifier() for part in name.split(".")):
@@ -204,11 +210,17 @@ class Request:
             raise BadRequest("malformed arguments")
         return args, kwargs
 
+    def object(self) -> Any:
+        """The object the request's handle names."""
+        if "handle" not in self.header:
+            raise BadRequest("the request names no object")
+        return self.value("handle")
+
     def target(self) -> Any:
         """The object a call or getattr addresses: a module of the submission, or a handle."""
         if "module" in self.header:
             return self.session.student_module(self.text("module"))
-        return self.value("handle")
+        return self.object()
 
 
 def op_ping(request: Request) -> Any:
@@ -235,18 +247,18 @@ def op_getattr(request: Request) -> Any:
 
 
 def op_state_dict(request: Request) -> Any:
-    return request.value("handle").state_dict()
+    return request.object().state_dict()
 
 
 def op_load_state_dict(request: Request) -> Any:
-    result = request.value("handle").load_state_dict(request.value("state_dict"),
-                                                     strict=bool(request.value("strict", True)))
+    result = request.object().load_state_dict(request.value("state_dict"),
+                                              strict=bool(request.value("strict", True)))
     return {"missing_keys": list(getattr(result, "missing_keys", [])),
             "unexpected_keys": list(getattr(result, "unexpected_keys", []))}
 
 
 def op_parameters(request: Request) -> Any:
-    module = request.value("handle")
+    module = request.object()
     persistent = set(module.state_dict())
     return {
         "parameters": [{"name": name, "shape": list(p.shape), "dtype": p.dtype,
@@ -297,14 +309,15 @@ def serve(session: Session, request_fd: int, reply_fd: int) -> None:
         try:
             header, tensors = receive_message(request_fd)
         except EOFError:
-            return  # the grader is gone
+            os._exit(0)  # the grader is gone
         reply, reply_tensors, exit_code = answer(session, header, tensors)
+        if exit_code is None and header.get("op") == "shutdown":
+            exit_code = 0
         flush_student_output()
         send_message(reply_fd, reply, reply_tensors)
         if exit_code is not None:
+            # Straight out: no atexit handler or finalizer of the student's runs any more.
             os._exit(exit_code)
-        if header.get("op") == "shutdown":
-            return
 
 
 def answer(session: Session, header: dict, tensors: dict) -> tuple[dict, dict, int | None]:
