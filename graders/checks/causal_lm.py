@@ -177,9 +177,10 @@ def causal(ctx):
         row = ids.size(0) - 1
         other = _changed(ids, row, j, config[0])
         changed = _hidden(ctx, handle, other, config[1])
-        if not torch.allclose(hidden[row, :j], changed[row, :j], atol=1e-5):
+        close = torch.isclose(hidden[row, :j], changed[row, :j], atol=1e-5, equal_nan=True).all(-1)  # (j,)
+        if not bool(close.all()):
             moved = (hidden[row, :j] - changed[row, :j]).abs().amax(-1)
-            first = int((moved > 1e-5).nonzero()[0])
+            first = int((~close).nonzero()[0])
             diagnosis = "not_batch_first" if _rows_interact(ctx) else "not_causal"
             raise CheckFailed(
                 f"changing the token at position {j} of row {row} changed the output at earlier position {first} "
@@ -198,7 +199,7 @@ def rows_independent(ctx):
         other = ids.clone()
         other[0] = (ids[0] + 1) % config[0]
         changed = _hidden(ctx, handle, other, config[1])
-        if not torch.allclose(hidden[1:], changed[1:], atol=1e-5):
+        if not torch.allclose(hidden[1:], changed[1:], atol=1e-5, equal_nan=True):
             raise CheckFailed(
                 f"with a batch of {ids.size(0)} sequences of length {ids.size(1)}, changing sequence 0 changed the outputs "
                 "of other sequences: attention runs across the batch",
