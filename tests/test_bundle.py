@@ -1,0 +1,266 @@
+"""The student bundle: what it holds, that it runs `grade check` and `pytest` offline with
+nothing but itself, and that nothing secret is inside (no reference function body, no hidden
+fixture, no rubric answer) — with the scan shown to catch a solution planted in a copy."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from graders.build import REFERENCE_DIR, REPO_ROOT, template_files
+from graders.bundle import (HOMEWORK, TOP, LeakError, bundle_files, build_bundle, find_solutions, read_bundle,
+                            scan, secret_strings, solution_snippets, write_zip)
+
+MODULES = ("attention.py", "encoder.py", "bert.py", "sentiment.py", "causal_lm.py", "gpt.py")
+
+
+@pytest.fixture(scope="module")
+def files():
+    return bundle_files()
+
+
+@pytest.fixture(scope="module")
+def bundle_zip(files, tmp_path_factory):
+    # Written without the scan that build_bundle runs, so that a leak fails the leak tests
+    # below and not every test of the bundle.
+    return write_zip(files, tmp_path_factory.mktemp("dist") / "student_bundle.zip")
+
+
+def _kinds(leaks, word):
+    return [leak for leak in leaks if word in leak.what]
+
+
+# ---------------------------------------------------------------------------- contents
+
+
+def test_layout(files):
+    names = set(files)
+    assert f"{TOP}/README.md" in names and f"{TOP}/pyproject.toml" in names
+    for name in [*MODULES, "answers.toml", "__init__.py", "conftest.py"]:
+        assert f"{TOP}/{HOMEWORK}/{name}" in names, name
+    for name in ["golden.json", "golden.safetensors", "manifest.json"]:
+        assert f"{TOP}/graders/golden/{name}" in names, name
+    assert f"{TOP}/graders/selfcheck.py" in names and f"{TOP}/graders/pytest_plugin.py" in names
+    assert all(name.startswith(f"{TOP}/") for name in names)
+    assert not [n for n in names if "/reference/" in n or "/fixtures/" in n or "/tests/" in n or "__pycache__" in n]
+
+
+def test_homework_is_the_template(files):
+    for name, text in template_files().items():
+        assert files[f"{TOP}/{HOMEWORK}/{name}"].decode() == text
+
+
+def test_readme_gives_the_two_commands(files):
+    readme = files[f"{TOP}/README.md"].decode()
+    assert "pip install ." in readme and "grade check" in readme and "pytest" in readme
+    assert "hidden checks" in readme
+
+
+def test_pyproject_pins_the_golden_hypothesis_and_ships_the_golden_data(files):
+    import hypothesis
+
+    pyproject = files[f"{TOP}/pyproject.toml"].decode()
+    assert f'"hypothesis=={hypothesis.__version__}"' in pyproject
+    assert '"golden/*"' in pyproject
+    assert 'include = ["graders*"]' in pyproject
+
+
+def test_the_zip_is_reproducible(files, bundle_zip, tmp_path):
+    again = write_zip(bundle_files(), tmp_path / "again.zip")
+    assert again.read_bytes() == bundle_zip.read_bytes()
+    assert read_bundle(bundle_zip) == files
+
+
+# ---------------------------------------------------------------------------- the leak scan
+
+
+def test_no_reference_solution_in_the_bundle(files):
+    leaks = _kinds(scan(files), "the solution of")
+    assert not leaks, "\n".join(map(str, leaks))
+
+
+def test_no_rubric_secret_in_the_bundle(files):
+    for secret in ("10968200", "10,968,200", "10050201", "10,050,201"):
+        assert secret in secret_strings()
+        carriers = [name for name, data in files.items() if secret.encode() in data]
+        assert not carriers, f"{secret!r} is in {carriers}"
+    leaks = _kinds(scan(files), "rubric secret")
+    assert not leaks, "\n".join(map(str, leaks))
+
+
+def test_no_hidden_fixture_in_the_bundle(files):
+    leaks = _kinds(scan(files), "hidden") + _kinds(scan(files), "reference/")
+    assert not leaks, "\n".join(map(str, leaks))
+
+
+def test_build_bundle_writes_a_clean_bundle(tmp_path):
+    path = build_bundle(tmp_path / "student_bundle.zip")  # raises LeakError on any leak
+    assert zipfile.ZipFile(path).testzip() is None
+
+
+def test_every_solution_block_is_searched():
+    snippets = solution_snippets()
+    labels = {s.label for s in snippets}
+    for function in ["attention.py: scaled_dot_product", "attention.py: MultiHeadAttention.forward",
+                     "bert.py: mask_inputs", "gpt.py: GPT.generate", "causal_lm.py: generate_square_subsequent_mask"]:
+        assert function in labels, function
+    too_small = [s.label for s in snippets if s.nodes < 12]
+    assert len(too_small) <= 3, too_small  # only one-liners such as `return len(self.ids) - 1`
+
+
+def _plant(files, path, extra):
+    planted = dict(files)
+    planted[path] = files[path] + b"\n\n" + textwrap.dedent(extra).encode()
+    return planted
+
+
+def test_scan_finds_a_planted_reference_module(files):
+    path = f"{TOP}/graders/checks/compare.py"
+    planted = _plant(files, path, (REFERENCE_DIR / "attention.py").read_text())
+    found = {leak.what.split("the solution of ")[-1] for leak in scan(planted) if leak.path == path}
+    assert {"attention.py: scaled_dot_product", "attention.py: MultiHeadAttention.forward"} <= found
+
+
+def test_scan_finds_a_solution_renamed_and_hidden_inside_another_function(files):
+    """The reference body of scaled_dot_product with every variable renamed, reformatted and
+    sitting in the middle of an unrelated helper is still found: the ASTs are compared."""
+    import ast
+    import copy
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.Name(id=f"renamed_{node.id}", ctx=node.ctx)
+
+    snippet = next(s for s in solution_snippets() if s.label == "attention.py: scaled_dot_product")
+    renamed = [Rename().visit(copy.deepcopy(statement)) for statement in snippet.statements]
+    body = ast.unparse(ast.Module(body=renamed, type_ignores=[]))
+    assert "renamed_q" in body and "renamed_mask" in body
+    helper = ("def _helper(renamed_q, renamed_k, renamed_v, renamed_attn_drop_rate, renamed_mask):\n"
+              "    unrelated = 1\n" + textwrap.indent(body, "    ") + "\n    return None\n")
+    path = f"{TOP}/graders/reports/svg.py"
+    leaks = scan(_plant(files, path, helper))
+    assert [leak for leak in leaks if leak.path == path and "attention.py: scaled_dot_product" in leak.what]
+    assert find_solutions("def f(x):\n    return x + 1\n", solution_snippets()) == []
+
+
+def test_scan_finds_a_planted_rubric_secret_and_hidden_fixture(files, tmp_path):
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "heldout_labels.json").write_bytes(b'{"labels": [1, 0, 1, 1]}')
+    planted = dict(files)
+    planted[f"{TOP}/graders/data.json"] = b'{"labels": [1, 0, 1, 1]}'
+    planted[f"{TOP}/graders/notes.md"] = b"the base model has 10,968,200 parameters"
+    leaks = scan(planted, hidden_dir=hidden)
+    assert any("hidden fixture heldout_labels.json" in leak.what for leak in leaks)
+    assert any(leak.path.endswith("notes.md") and "rubric secret" in leak.what for leak in leaks)
+    with pytest.raises(LeakError):
+        from graders import bundle
+
+        original = bundle.bundle_files
+        bundle.bundle_files = lambda: planted
+        try:
+            build_bundle(tmp_path / "never.zip")
+        finally:
+            bundle.bundle_files = original
+    assert not (tmp_path / "never.zip").exists()
+
+
+# ---------------------------------------------------------------------------- offline use
+
+
+@pytest.fixture(scope="module")
+def unpacked(bundle_zip):
+    """The bundle unpacked, with a Python that sees torch & co. but neither the repository's
+    `graders` (editable install) nor `reference`: a venv whose site-packages holds a .pth to
+    the main site-packages (whose .pth files, the editable finder among them, are then not
+    run) and to the bundle's root (as `pip install .` would). Outside /tmp, which the sandbox
+    replaces by an empty tmpfs."""
+    base = Path(tempfile.mkdtemp(prefix="bundle-test-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else None))
+    os.chmod(base, 0o755)
+    try:
+        with zipfile.ZipFile(bundle_zip) as archive:
+            archive.extractall(base)
+        root = base / TOP
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True)
+        site = Path(sysconfig.get_paths(vars={"base": str(base / "venv"), "platbase": str(base / "venv")})["purelib"])
+        (site / "bundle.pth").write_text(f"{root}\n{sysconfig.get_paths()['purelib']}\n")
+        python = base / "venv" / "bin" / "python"
+        for path in base.rglob("*"):
+            os.chmod(path, 0o755 if path.is_dir() else 0o644 | (path.stat().st_mode & 0o111))
+        yield root, python
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run(python, args, cwd, timeout=900):
+    return subprocess.run([str(python), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")})
+
+
+def test_the_bundle_python_sees_only_the_bundle(unpacked):
+    root, python = unpacked
+    run = _run(python, ["-c", "import graders, importlib.util; print(graders.__file__); "
+                              "print(importlib.util.find_spec('reference'))"], cwd=root)
+    assert run.returncode == 0, run.stderr
+    graders_file, reference = run.stdout.split()[:2]
+    assert graders_file == str(root / "graders" / "__init__.py") and reference == "None"
+
+
+@pytest.mark.slow
+def test_a_perfect_homework_passes_every_public_check_from_the_bundle_alone(unpacked):
+    """The reference's modules in the bundle's homework folder: every public check passes (none
+    skipped for want of a golden answer, none needing the reference or the fixtures)."""
+    root, python = unpacked
+    homework = root / "perfect"
+    shutil.copytree(root / HOMEWORK, homework)
+    for path in REFERENCE_DIR.glob("*.py"):
+        if path.name != "__init__.py":
+            shutil.copy(path, homework / path.name)
+    shutil.copy(REFERENCE_DIR / "answers.toml", homework / "answers.toml")  # written answers only count as manual
+    run = _run(python, ["-m", "graders.selfcheck", "check"], cwd=homework)
+    results = json.loads((homework / ".grade" / "results.json").read_text())
+    bad = [(c["id"], c["status"], c["message"]) for p in results["parts"] for c in p["checks"]
+           if c["status"] not in ("passed", "pending_manual")]
+    assert run.returncode == 0 and not bad, f"{bad}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    assert results["mode"] == "self-check" and results["parts"]
+    assert (homework / ".grade" / "report.html").is_file()
+
+
+def test_the_template_fails_from_the_bundle_and_pytest_runs_the_checks(unpacked):
+    root, python = unpacked
+    homework = root / HOMEWORK
+    run = _run(python, ["-m", "graders.selfcheck", "check", "attention"], cwd=homework)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "0/7 public checks passed" in run.stdout or "public checks passed" in run.stdout
+    tests = _run(python, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "rows_sum_to_one or square_mask"],
+                 cwd=homework)
+    assert tests.returncode == 1, tests.stdout + tests.stderr
+    assert "FAILED attention.py::attention.rows_sum_to_one" in tests.stdout
+    assert "FAILED causal_lm.py::causal_lm.square_mask" in tests.stdout
+    assert "not implemented" in tests.stdout
+
+
+def test_the_bundle_installs_with_pip(bundle_zip, tmp_path):
+    """pyproject.toml builds a wheel holding the grader, its golden fixtures and the `grade`
+    script, and not the homework."""
+    with zipfile.ZipFile(bundle_zip) as archive:
+        archive.extractall(tmp_path)
+    run = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp_path / "wheels"), str(tmp_path / TOP)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    wheel = next((tmp_path / "wheels").glob("*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "graders/golden/golden.json" in names and "graders/golden/golden.safetensors" in names
+    assert "graders/reports/templates/report.html.j2" in names and "graders/rubric.toml" in names
+    assert not [n for n in names if n.startswith(("homework/", "reference/"))]
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "grade = graders.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
