@@ -1,0 +1,82 @@
+"""The student's full public self-check (`grade check` in a homework folder) against the bare
+start of `python -c "import torch"`, measured in one run on this machine (goal: at most 5x).
+
+    .venv/bin/python benchmarks/bench_selfcheck.py [--repeat 3] [--homework reference|template|PATH]
+
+Both are timed as a student meets them: a fresh process, from its start to its exit. The
+bare import is measured before and after each self-check, so that a machine whose load changes
+during the run moves both figures alike. `reference` (the default) is a perfect homework, the
+slowest case: every check runs all its examples; `template` is a fresh copy of the template,
+where every check stops at its first NotImplementedError.
+
+Prints the ratio, the time per part, the worker start, and the machine's load, for
+docs/selfcheck.md.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from graders.build import REFERENCE_DIR, TEMPLATE_DIR
+
+
+def timed(command, **kwargs):
+    started = time.perf_counter()
+    run = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    return time.perf_counter() - started, run
+
+
+def homework_folder(kind, scratch):
+    folder = Path(scratch) / "homework"
+    if kind == "reference":
+        shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    elif kind == "template":
+        shutil.copytree(TEMPLATE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        shutil.copytree(kind, folder, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    return folder
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--homework", default="reference", help="reference, template or a folder")
+    args = parser.parse_args()
+    imports, checks, statuses = [], [], []
+    results = None
+    with tempfile.TemporaryDirectory(prefix="bench-selfcheck-") as scratch:
+        folder = homework_folder(args.homework, scratch)
+        imports.append(timed([sys.executable, "-c", "import torch"], check=True)[0])
+        for _ in range(args.repeat):
+            seconds, run = timed([sys.executable, "-m", "graders.selfcheck", "check"], cwd=folder)
+            checks.append(seconds)
+            statuses.append(run.returncode)
+            imports.append(timed([sys.executable, "-c", "import torch"], check=True)[0])
+            results = json.loads((folder / ".grade" / "results.json").read_text())
+    bare, full = statistics.median(imports), statistics.median(checks)
+    counted = [c for p in results["parts"] for c in p["checks"]]
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
+    print(f"bare `python -c 'import torch'`:   {bare:.2f} s (median of {len(imports)}: "
+          + ", ".join(f"{s:.1f}" for s in imports) + ")")
+    print(f"full self-check of {args.homework}: {full:.2f} s (median of {len(checks)}: "
+          + ", ".join(f"{s:.1f}" for s in checks) + f"; exit status {statuses})")
+    print(f"ratio:                              {full / bare:.1f}x (goal: at most 5x)")
+    timings = results["timings"]
+    print(f"{len(counted)} public checks; worker start {timings['worker_start_s']:.2f} s; "
+          f"grading {timings['total_s']:.2f} s inside the process")
+    print("| part | seconds |\n| --- | --- |")
+    for part, seconds in timings["parts"].items():
+        print(f"| {part} | {seconds:.2f} |")
+    slowest = sorted(timings["checks"].items(), key=lambda item: -item[1])[:5]
+    print("slowest checks: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in slowest))
+
+
+if __name__ == "__main__":
+    main()
