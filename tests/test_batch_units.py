@@ -48,6 +48,8 @@ def test_discover_skips_hidden_entries_and_refuses_duplicate_ids(tmp_path):
     found = discover(tmp_path)
     assert [s.student_id for s in found] == ["alice", "bob"]
     assert all(len(s.sha256) == 64 for s in found)
+    (tmp_path / "grades").mkdir()  # the output folder, inside the submissions folder
+    assert [s.student_id for s in discover(tmp_path, exclude=(tmp_path / "grades",))] == ["alice", "bob"]
     (tmp_path / "alice.ipynb").write_text("{}")
     with pytest.raises(DiscoveryError, match="alice"):
         discover(tmp_path)

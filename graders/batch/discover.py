@@ -74,8 +74,10 @@ def id_from_entry(entry_name: str, scheme: str = "plain") -> tuple[str, str]:
 
 
 def discover(folder: Path | None, *, manifest: Path | None = None, names: str = "plain",
-             hash_inputs: bool = True) -> list[Submission]:
-    """The submissions, sorted by student id. Raises DiscoveryError on duplicate ids."""
+             hash_inputs: bool = True, exclude: tuple[Path, ...] = ()) -> list[Submission]:
+    """The submissions, sorted by student id. Raises DiscoveryError on duplicate ids.
+    `exclude`: paths that are not submissions even inside the folder (the output folder)."""
+    excluded = {Path(p).resolve() for p in exclude}
     if manifest is not None:
         pairs = _from_manifest(Path(manifest), folder)
     else:
@@ -83,7 +85,7 @@ def discover(folder: Path | None, *, manifest: Path | None = None, names: str = 
             raise DiscoveryError(f"{folder} is not a folder of submissions")
         pairs = []
         for entry in sorted(Path(folder).iterdir()):
-            if entry.name.startswith(".") or entry.name in SKIPPED_NAMES:
+            if entry.name.startswith(".") or entry.name in SKIPPED_NAMES or entry.resolve() in excluded:
                 continue
             student_id, display = id_from_entry(entry.name, names)
             pairs.append((student_id, entry, display))

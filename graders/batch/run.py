@@ -90,7 +90,7 @@ def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> 
 
 def plan(folder: Path | None, out: Path, config: BatchConfig) -> tuple[list[dict], list[dict]]:
     """(all specs, specs still to grade)."""
-    submissions = discover(folder, manifest=config.manifest, names=config.names)
+    submissions = discover(folder, manifest=config.manifest, names=config.names, exclude=(out,))
     specs = job_specs(submissions, out, config)
     todo = [s for s in specs if config.regrade
             or not store.is_done(out, s["student_id"], s["key"], redo_errors=config.redo_errors)]
