@@ -121,7 +121,8 @@ def generate(ctx, handle, idx, n, **kwargs):
 
 @check("gpt.dataset_is_dataset", "LanguageModelingDataset subclasses torch.utils.data.Dataset")
 def dataset_is_dataset(ctx):
-    names = ctx.student.task("gpt.dataset_mro")
+    dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", [[1, 2, 3]])
+    names = ctx.student.task("gpt.dataset_mro", dataset)
     if "torch.utils.data.dataset.Dataset" not in names:
         raise CheckFailed(f"LanguageModelingDataset's bases are {names}: it must subclass torch.utils.data.Dataset",
                           diagnosis="dataset_wrong_class")

@@ -329,7 +329,7 @@ HYPERPARAMETER_TYPES = {
 }
 
 
-@check("sentiment.hyperparameters", "HYPERPARAMETERS holds hidden_dim, n_layers, bidirectional, dropout, learning_rate, n_epochs, batch_size")
+@check("sentiment.hyperparameters", "HYPERPARAMETERS are complete, sane, and build the model")
 def hyperparameters(ctx):
     values = ctx.student.getattr(MODULE, "HYPERPARAMETERS")
     if not isinstance(values, dict):
@@ -347,4 +347,7 @@ def hyperparameters(ctx):
             problems.append(f"{key} = {value!r} is out of range")
     if problems:
         raise CheckFailed("HYPERPARAMETERS: " + "; ".join(problems), diagnosis="hyperparameters_invalid")
+    arch = {key: values[key] for key in ("hidden_dim", "n_layers", "bidirectional", "dropout")}
+    ctx.student.construct(MODULE, "BERTGRUSentiment", tiny_bert(ctx), arch["hidden_dim"], 1, arch["n_layers"],
+                          arch["bidirectional"], arch["dropout"])  # the model the fine-tuning will build
 

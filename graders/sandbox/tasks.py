@@ -117,10 +117,9 @@ def causal_lm_count_partly_frozen(ctx: TaskContext, sizes: list, frozen: int) ->
 
 
 @task("gpt.dataset_mro")
-def gpt_dataset_mro(ctx: TaskContext) -> list:
-    """The qualified names of the classes in LanguageModelingDataset's MRO."""
-    cls = ctx.student_module("gpt").LanguageModelingDataset
-    return [f"{c.__module__}.{c.__qualname__}" for c in type.mro(cls)] if isinstance(cls, type) else []
+def gpt_dataset_mro(ctx: TaskContext, dataset: Any) -> list:
+    """The qualified names of the classes in the MRO of a built LanguageModelingDataset."""
+    return [f"{c.__module__}.{c.__qualname__}" for c in type.mro(type(dataset))]
 
 
 @task("sentiment.tiny_bert")
