@@ -290,20 +290,20 @@ def test_malformed_messages_are_rejected():
         parse_header(b'{"value": NaN}')
     with pytest.raises(ProtocolError):
         parse_header(b"[" * 100_000)
+    long_header = b'{"value": "' + b"x" * 600 + b'", "payload_bytes": 0}'
     for raw, problem in [
-        (b"", "exceeds the limit"),  # filled in below: a well-formed message that is too large
+        (len(long_header).to_bytes(8, "big") + long_header, "exceeds the limit of 500"),
+        ((10**9).to_bytes(8, "big"), "exceeds the limit of 500"),
         ((2).to_bytes(8, "big") + b"{}", "payload size"),
-        ((2).to_bytes(8, "big") + b'{"payload_bytes": 4}'[:2], "not valid JSON"),
+        ((2).to_bytes(8, "big") + b'{"', "not valid JSON"),
         ((24).to_bytes(8, "big") + b'{"payload_bytes": 4}    ' + b"junk", "tensor payload is malformed"),
+        ((22).to_bytes(8, "big") + b'{"payload_bytes": 999}', "message of 1021 bytes exceeds"),
     ]:
         read, write = os.pipe()
         try:
-            if raw:
-                os.write(write, raw)
-            else:
-                send_message(write, {"id": 1, "ok": True, "value": "x" * 1000}, {})
+            os.write(write, raw)
             with pytest.raises(ProtocolError, match=problem):
-                receive_message(read, max_bytes=100)
+                receive_message(read, max_bytes=1000, max_header_bytes=500)
         finally:
             os.close(read)
             os.close(write)

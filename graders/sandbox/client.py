@@ -229,6 +229,7 @@ class Worker:
                      starting: bool = False) -> Any:
         try:
             header, tensors = receive_message(self._reply_fd, max_bytes=self.limits.max_message_bytes,
+                                              max_header_bytes=self.limits.max_header_bytes,
                                               deadline=deadline)
         except TimeoutError:
             self._timed_out(limit, budget_bound, starting)

@@ -40,6 +40,9 @@ class Limits:
     max_output_bytes: int = 20_000
     # The largest reply the grader accepts from the worker, header and tensors together.
     max_message_bytes: int = 512 * MiB
+    # Its JSON part alone: parsed, JSON grows by up to ~30x (`[]` is 2 bytes, a list 56), while
+    # tensors stay the bytes they are.
+    max_header_bytes: int = 16 * MiB
     # torch.set_num_threads and OMP/MKL/OpenBLAS threads: 1 keeps results reproducible and lets
     # a batch run one worker per core.
     threads: int = 1

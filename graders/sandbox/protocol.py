@@ -271,16 +271,17 @@ def send_message(fd: int, header: dict, tensors: dict[str, torch.Tensor], *,
     _write_all(fd, [LENGTH.pack(len(header_bytes)), header_bytes, *payload], deadline)
 
 
-def receive_message(fd: int, *, max_bytes: int | None = None,
+def receive_message(fd: int, *, max_bytes: int | None = None, max_header_bytes: int | None = None,
                     deadline: float | None = None) -> tuple[dict, dict[str, torch.Tensor]]:
     """Read one message: its header and its tensors (plain tensors built from the payload).
 
     Raises `EOFError` if the writer is gone, `TimeoutError` past the deadline, `ProtocolError`
-    if the message is malformed or larger than `max_bytes`.
+    if the message is malformed or larger than `max_bytes` (its header than `max_header_bytes`).
     """
     (header_size,) = LENGTH.unpack(_read_exact(fd, LENGTH.size, deadline))
-    if max_bytes is not None and header_size > max_bytes:
-        raise ProtocolError(f"a message header of {header_size} bytes exceeds the limit of {max_bytes}")
+    header_limits = [limit for limit in (max_bytes, max_header_bytes) if limit is not None]
+    if header_limits and header_size > min(header_limits):
+        raise ProtocolError(f"a message header of {header_size} bytes exceeds the limit of {min(header_limits)}")
     header = parse_header(_read_exact(fd, header_size, deadline))
     payload_size = header.pop("payload_bytes", None)
     if type(payload_size) is not int or payload_size < 0:
