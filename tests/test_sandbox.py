@@ -172,9 +172,9 @@ STUDENT_FILES = {
             import ctypes
             ctypes.CDLL("libc.so.6").system(b"true")  # loading it is harmless, calling is not
 
-        def load_library():
+        def load_library(name):
             import ctypes
-            ctypes.CDLL("libsomething-not-loaded.so")
+            ctypes.CDLL(name)
 
         def identity():
             import resource
@@ -496,8 +496,9 @@ def test_environment_user_and_limits(worker):
 @BOTH_LAYERS
 @pytest.mark.parametrize("function, args", [
     ("fork", ()), ("run", (["true"],)), ("fork_exec_directly", ()), ("reimport_fork_exec", ()),
-    ("shell", ()), ("call_libc", ()), ("load_library", ()), ("walk_gc", ()),
-    ("symlink", ("/etc/passwd", "passwd")), ("open_directory", ("/",)),
+    ("shell", ()), ("call_libc", ()), ("load_library", ("libsomething-not-loaded.so",)),
+    ("load_library", ("./libc.so.6",)),  # a look-alike of a loaded library
+    ("walk_gc", ()), ("symlink", ("/etc/passwd", "passwd")), ("open_directory", ("/",)),
     ("write", ("/tmp/sandbox-escape.txt",)), ("write", ("../../outside.txt",)),
 ])
 def test_dangerous_operations_are_denied(any_worker, function, args):

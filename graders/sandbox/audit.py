@@ -59,15 +59,15 @@ def install(*, workdir: str, secret_paths: Iterable[str]) -> None:
 
 
 def already_loaded_libraries() -> frozenset[str]:
-    """File names of the shared libraries mapped into this process.
+    """Real paths of the shared libraries mapped into this process.
 
     Some imports open one again through ctypes (torch.distributed, which transformers imports,
     does `ctypes.CDLL("libc.so.6")`). Opening a library that is already mapped runs no new
     code, and what would make it dangerous, looking up and calling its functions, stays denied.
     """
     with open("/proc/self/maps") as maps:
-        return frozenset(os.path.basename(line.split()[-1]) for line in maps
-                         if len(line.split()) >= 6 and ".so" in line)
+        return frozenset(os.path.realpath(fields[5]) for fields in map(str.split, maps)
+                         if len(fields) == 6 and fields[5].startswith("/") and ".so" in fields[5])
 
 
 def disable_fork_exec() -> None:
@@ -96,6 +96,7 @@ def make_hook(*, workdir: str, secret_paths: tuple[str, ...],
     write_flags, writable_devices = WRITE_FLAGS, WRITABLE_DEVICES
     fs_encoding = sys.getfilesystemencoding()
     not_a_path = object()
+    loaded_names = frozenset(path.rpartition("/")[2] for path in loaded_libraries)
 
     def deny(event: str, detail: object = None) -> None:
         suffix = "" if detail is None else f" ({detail!r})"
@@ -203,14 +204,26 @@ def make_hook(*, workdir: str, secret_paths: tuple[str, ...],
             if is_directory(mode):
                 deny(event, arg)
 
+    def check_dlopen(event: str, name: object) -> None:
+        """Only libraries already mapped: a bare name is what the dynamic linker finds loaded
+        under that name; a path must be the very file (not a look-alike written elsewhere)."""
+        if name is None:  # the main program, mapped from the start
+            return
+        if type_(name) is not str_:
+            deny(event)
+        if "/" in name:
+            if resolve(name) not in loaded_libraries:
+                deny(event, name)
+        elif name not in loaded_names:
+            deny(event, name)
+
     def hook(event: str, args: tuple) -> None:
         if event in denied_events:
             deny(event)
         elif event == "open":
             check_open(event, args[0], args[2])
         elif event == "ctypes.dlopen":
-            if args[0] is not None and args[0].rpartition("/")[2] not in loaded_libraries:
-                deny(event, args[0])
+            check_dlopen(event, args[0])
         elif event in read_events:
             check_read(event, args[0])
         elif event in write_events:
@@ -233,5 +246,5 @@ def make_hook(*, workdir: str, secret_paths: tuple[str, ...],
                         deny("replacing the sandbox's code")
 
     own_functions = (hook, deny, inside, is_secret, resolve, escapes_upwards, as_path,
-                     check_read, check_write, check_open)
+                     check_read, check_write, check_open, check_dlopen)
     return hook
