@@ -10,6 +10,7 @@ import dataclasses
 import math
 import os
 import re
+import shutil
 import socket
 import subprocess
 import textwrap
@@ -558,6 +559,19 @@ def test_symlinks_in_a_submission_are_not_copied(tmp_path, secret):
     copy = tmp_path / "copy"
     isolation.copy_submission(folder, copy)
     assert sorted(os.listdir(copy)) == ["ok.py"]
+
+
+def test_directories_of_dead_graders_are_removed(submission):
+    parent = isolation.workdirs_parent()
+    orphan = parent / "w-999999999-12345-abcdefgh"  # no such process
+    orphan.mkdir()
+    workdir = isolation.make_workdir(submission, owner=None)
+    try:
+        assert not orphan.exists() and workdir.name.startswith(f"w-{os.getpid()}-")
+        isolation.remove_orphaned_workdirs(parent)
+        assert workdir.exists()  # its grader, this process, is alive
+    finally:
+        shutil.rmtree(workdir)
 
 
 def test_no_process_outlives_close(submission):

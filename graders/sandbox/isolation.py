@@ -185,8 +185,14 @@ def workdirs_parent() -> Path:
 
 
 def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None) -> Path:
-    """A fresh directory: `submission/` (a copy of the submission) and `tmp/` (TMPDIR)."""
-    workdir = Path(tempfile.mkdtemp(prefix="w-", dir=workdirs_parent()))
+    """A fresh directory: `submission/` (a copy of the submission) and `tmp/` (TMPDIR).
+
+    Its name says which grader process made it, so that directories left by a grader that was
+    killed (and so could not clean up) are removed by the next one.
+    """
+    parent = workdirs_parent()
+    remove_orphaned_workdirs(parent)
+    workdir = Path(tempfile.mkdtemp(prefix=f"w-{_process_tag(os.getpid())}-", dir=parent))
     # Enterable by others: bwrap (root without capabilities) must chdir into it before the
     # worker becomes its owner. Not listable, and its name is random.
     workdir.chmod(0o711)
@@ -201,6 +207,24 @@ def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None) -> Path
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     return workdir
+
+
+def remove_orphaned_workdirs(parent: Path) -> None:
+    """Remove the directories whose grader process is gone."""
+    for entry in parent.iterdir():
+        parts = entry.name.split("-")  # "w", pid, start time, random (which has no "-")
+        if len(parts) == 4 and parts[1].isdigit() and _process_tag(int(parts[1])) != f"{parts[1]}-{parts[2]}":
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _process_tag(pid: int) -> str:
+    """`pid-starttime`: unique among the processes of one boot, unlike a pid alone. Empty
+    start time for a process that no longer exists."""
+    try:
+        stat_fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return f"{pid}-"
+    return f"{pid}-{stat_fields[19]}"  # field 22 of proc(5), counted after the command name
 
 
 def copy_submission(source: Path, destination: Path) -> None:
