@@ -141,8 +141,9 @@ def summary_view(rows: list[dict]) -> dict:
     check_rows = []
     for entry in checks.values():
         ran = sum(entry["counts"].values())
-        if not ran:
-            continue
+        graded_by_hand = entry["counts"].get("passed", 0) + entry["counts"].get("failed", 0)
+        if not ran or (entry["manual"] and not graded_by_hand):
+            continue  # a written answer nobody has graded yet is not a mistake of the class
         passed = entry["counts"].get("passed", 0)
         check_rows.append({**entry, "ran": ran, "passed": passed, "rate": passed / ran,
                            "failed": entry["counts"].get("failed", 0), "error": entry["counts"].get("error", 0),
