@@ -225,7 +225,7 @@ def test_a_perfect_homework_passes_every_public_check_from_the_bundle_alone(unpa
         if path.name != "__init__.py":
             shutil.copy(path, homework / path.name)
     shutil.copy(REFERENCE_DIR / "answers.toml", homework / "answers.toml")  # written answers only count as manual
-    run = _run(python, ["-m", "graders.selfcheck", "check"], cwd=homework)
+    run = _run(python, ["-P", "-m", "graders.selfcheck", "check"], cwd=homework)
     results = json.loads((homework / ".grade" / "results.json").read_text())
     bad = [(c["id"], c["status"], c["message"]) for p in results["parts"] for c in p["checks"]
            if c["status"] not in ("passed", "pending_manual")]
@@ -237,7 +237,7 @@ def test_a_perfect_homework_passes_every_public_check_from_the_bundle_alone(unpa
 def test_the_template_fails_from_the_bundle_and_pytest_runs_the_checks(unpacked):
     root, python = unpacked
     homework = root / HOMEWORK
-    run = _run(python, ["-m", "graders.selfcheck", "check", "attention"], cwd=homework)
+    run = _run(python, ["-P", "-m", "graders.selfcheck", "check", "attention"], cwd=homework)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "0/7 public checks passed" in run.stdout or "public checks passed" in run.stdout
     tests = _run(python, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "rows_sum_to_one or square_mask"],
