@@ -13,6 +13,16 @@ from graders.finetune.data import load_small_sentiment
 from graders.finetune.encoder import EncoderNotFound, load_encoder, smoke_encoder_path, tokenize
 
 
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One CPU thread, as in the sandbox worker: small models gain nothing from more, and on a busy
+    machine OpenMP threads spinning on each other made the GRU 30 times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 @pytest.fixture(scope="module")
 def smoke_folder(tmp_path_factory) -> Path:
     return smoke_encoder_path(tmp_path_factory.mktemp("encoders"))
