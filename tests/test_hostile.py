@@ -36,16 +36,32 @@ def _score(results):
     return sum(part["score"] for part in results["parts"])
 
 
-def _processes_mentioning(text):
-    found = []
+REFERENCE_BEFORE = {p.name: p.read_bytes() for p in REFERENCE_DIR.glob("*.py")}
+
+
+def _processes():
+    """{pid: (parent pid, command line)} of every process on the machine."""
+    table = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if text in cmdline:
-            found.append((pid, cmdline))
-    return found
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        table[int(pid)] = (parent, cmdline)
+    return table
+
+
+def _leftovers():
+    """Processes this test started that are still alive: our descendants, and the attack's
+    tell-tale `sleep 1000` wherever it was re-parented to."""
+    table = _processes()
+    ours, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, (parent, _) in table.items() if parent in frontier} - ours
+        ours |= frontier
+    return [table[pid][1] for pid in ours if table[pid][1]] + [c for _, c in table.values() if c.startswith("sleep 1000")]
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +78,10 @@ def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path)
     rendered = json.dumps(results) + render_html(results) + json.dumps(to_gradescope(results))
     for marker in SOLUTION_MARKERS:
         assert marker not in rendered, f"{attack}: the reference solution leaked into the output"
-    assert not _processes_mentioning("sleep 1000"), f"{attack}: a process outlived the grade"
-    assert not _processes_mentioning("graders.sandbox.worker"), f"{attack}: a worker outlived the grade"
+    assert not _leftovers(), f"{attack}: processes outlived the grade: {_leftovers()}"
     assert not Path("/tmp/hostile-was-here").exists()
     assert not (REPO_ROOT / "hostile-was-here").exists()
-    assert REFERENCE_DIR.joinpath("attention.py").read_text().count("BEGIN SOLUTION") == 2
+    assert {p.name: p.read_bytes() for p in REFERENCE_DIR.glob("*.py")} == REFERENCE_BEFORE
 
 
 def test_the_attacks_are_each_seen_failing(tmp_path):
