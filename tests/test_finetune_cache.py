@@ -1,5 +1,6 @@
 """Encoder loading (offline only), tokenization, and the feature cache: built once, reused, invalidated."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -176,3 +177,34 @@ def test_a_failed_build_leaves_nothing(tmp_path):
 def test_open_refuses_a_folder_that_is_not_a_cache(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a feature cache"):
         open_features(tmp_path)
+
+
+# -----------------------------------------------------------------------------
+# grader-side preparation
+
+def test_prepare_imdb_views_one_training_cache(encoder, tmp_path):
+    from graders.finetune.data import load_imdb
+    from graders.finetune.prepare import prepare_imdb
+
+    reviews = load_small_sentiment()
+    for split, source in (("train", "train"), ("test", "test")):
+        lines = ['{"text": %s, "label": %d}' % (json.dumps(r.text), r.label) for r in reviews[source][:30]]
+        (tmp_path / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    data = prepare_imdb(tmp_path, encoder, n_valid=10, cache_root=tmp_path / "cache")
+    assert (len(data.train), len(data.valid), len(data.test)) == (20, 10, 30) and not data.provisional
+    assert data.train.folder == data.valid.folder != data.test.folder
+    assert not set(data.train.rows) & set(data.valid.rows)
+    train_all = load_imdb(tmp_path)["train"]  # rows of the cache follow this order
+    for view, labels in ((data.train, data.train_labels), (data.valid, data.valid_labels)):
+        texts = [train_all[row].text for row in view.rows]
+        assert list(labels) == [train_all[row].label for row in view.rows]
+        ids, _ = view.batch_ids(np.array([0]))
+        assert torch.equal(ids[0], tokenize(encoder.tokenizer, texts[:1])[0][0])
+
+
+def test_prepare_small_is_provisional(encoder, tmp_path):
+    from graders.finetune.prepare import prepare_small
+
+    data = prepare_small(encoder, cache_root=tmp_path)
+    assert data.provisional and (len(data.train), len(data.valid), len(data.test)) == (400, 200, 200)
+    assert data.valid_labels.sum() == 100

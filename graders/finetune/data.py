@@ -72,20 +72,27 @@ def load_reviews(path: str | Path) -> dict[str, list[Review]]:
 
 
 def split_train_valid(train: list[Review], n_valid: int = 7500, seed: int = 1234) -> tuple[list[Review], list[Review]]:
-    """Hold `n_valid` reviews out of `train`; the same reviews every run, whatever their input order.
+    """Hold `n_valid` reviews out of `train`; the same reviews every run, whatever their input order."""
+    kept, held = split_positions(train, n_valid, seed)
+    return [train[i] for i in kept], [train[i] for i in held]
 
-    Each review's place is the hash of (seed, text, label): no random generator whose stream could
+
+def split_positions(train: list[Review], n_valid: int = 7500, seed: int = 1234) -> tuple[list[int], list[int]]:
+    """split_train_valid as positions in `train` (IMDB has duplicate reviews: positions are unambiguous).
+
+    Each review's place is the hash of (seed, label, text): no random generator whose stream could
     change between library versions, and no dependence on how the list was ordered.
     """
     if not 0 < n_valid < len(train):
         raise DataError(f"cannot hold out {n_valid} of {len(train)} training reviews")
 
-    def place(review: Review) -> tuple[str, Review]:
+    def place(position: int) -> tuple[str, Review]:
+        review = train[position]
         digest = hashlib.sha256(f"{seed}\0{review.label}\0{review.text}".encode()).hexdigest()
         return digest, review  # the review itself breaks ties between exact duplicates
 
-    shuffled = [review for _, review in sorted(map(place, train))]
-    return shuffled[n_valid:], shuffled[:n_valid]
+    order = sorted(range(len(train)), key=place)
+    return order[n_valid:], order[:n_valid]
 
 
 def parse_label(value: object) -> int:

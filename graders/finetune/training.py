@@ -188,7 +188,7 @@ class TrainingObserver:
 
     def __init__(self, model: nn.Module, criterion: ObservedBCEWithLogitsLoss, optimizer: torch.optim.Optimizer,
                  encoder: CachedEncoder):
-        self.model, self.encoder = model, encoder
+        self.encoder = encoder
         self.trainable = [p for p in model.parameters() if p.requires_grad]
         self.counts = PhaseCounts()
         self._last_output: torch.Tensor | None = None
