@@ -398,9 +398,13 @@ def cmd_build(argv) -> int:
         print(f"wrote {GOLDEN_DIR} ({manifest['records']} recorded answers from {checks} public checks "
               f"in {time.perf_counter() - started:.0f} s)")
     if everything or args.bundle:
-        from graders.bundle import BUNDLE_PATH, build_bundle
+        from graders.bundle import BUNDLE_PATH, LeakError, build_bundle
 
-        path = build_bundle(args.bundle_out or BUNDLE_PATH)
+        try:
+            path = build_bundle(args.bundle_out or BUNDLE_PATH)
+        except LeakError as error:
+            print(f"grade build: {error}", file=sys.stderr)
+            return 1
         print(f"wrote {path}")
     return 0
 
