@@ -234,6 +234,24 @@ def test_a_perfect_homework_passes_every_public_check_from_the_bundle_alone(unpa
     assert (homework / ".grade" / "report.html").is_file()
 
 
+def test_a_buggy_homework_gets_its_diagnoses_from_the_bundle(unpacked):
+    """The seed-004 student's code: the checks fail with the same diagnoses as in the repository
+    (a diagnosis that needs the reference would crash here: the bundle has none)."""
+    root, python = unpacked
+    homework = root / "seed004"
+    shutil.copytree(root / HOMEWORK, homework)
+    for path in (REPO_ROOT / "fixtures" / "submissions" / "seed004_student").glob("*.py"):
+        shutil.copy(path, homework / path.name)
+    run = _run(python, ["-P", "-m", "graders.selfcheck", "check", "attention", "mha"], cwd=homework)
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    results = json.loads((homework / ".grade" / "results.json").read_text())
+    checks = {c["id"]: c for p in results["parts"] for c in p["checks"]}
+    assert checks["mha.padding"]["diagnosis"]["id"] == "mask_on_query_axis"
+    assert checks["mha.eval_deterministic"]["diagnosis"]["id"] == "dropout_in_eval"
+    assert checks["attention.matches_reference"]["status"] == "passed"
+
+
 def test_the_template_fails_from_the_bundle_and_pytest_runs_the_checks(unpacked):
     root, python = unpacked
     homework = root / HOMEWORK
