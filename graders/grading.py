@@ -140,7 +140,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         try:
             ingested = ingest(Path(source), Path(scratch) / "submission")
         except Rejected as rejected:
-            return rejected_result(source, str(rejected), rubric, mode, started)
+            return rejected_result(source, str(rejected), rubric, mode, started, only_parts)
         oracle = ReferenceOracle() if mode == INSTRUCTOR else GoldenOracle(golden_dir)
         reference_answers = tomllib.loads((REFERENCE_DIR / "answers.toml").read_text()) if mode == INSTRUCTOR else {}
         answers = read_answers(ingested.root)
@@ -225,14 +225,15 @@ def input_sha256(source):
     return digest.hexdigest()
 
 
-def rejected_result(source, reason, rubric, mode, started):
+def rejected_result(source, reason, rubric, mode, started, only_parts=None):
+    """A rejection scores 0 out of the parts that were to be graded."""
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "rejected",
         "reason": reason,
         "mode": mode,
         "score": 0,
-        "max_score": sum(p.points for p in rubric.parts),
+        "max_score": sum(p.points for p in rubric.parts if not only_parts or p.id in only_parts),
         "submission": {"sha256": input_sha256(source), "name": Path(source).name, "kind": "unknown", "notes": []},
         "versions": versions(rubric),
         "timings": {"total_s": round(time.perf_counter() - started, 3)},

@@ -63,6 +63,11 @@ def _zip(path, entries):
     return path
 
 
+def _write(path, data):
+    path.write_bytes(data)
+    return path
+
+
 def _symlink_zip(path):
     with zipfile.ZipFile(path, "w") as archive:
         info = zipfile.ZipInfo("attention.py")
@@ -85,8 +90,8 @@ MALFORMED = {
     "zip_slip": (lambda p: _zip(p, {"../evil.py": "x = 1", **_module_files()}), "outside"),
     "absolute_path": (lambda p: _zip(p, {"/etc/evil.py": "x = 1"}), "absolute"),
     "symlink": (_symlink_zip, "link"),
-    "zip_bomb": (_bomb, "compress"),
-    "not_a_zip": (lambda p: p.write_bytes(b"this is not a zip file at all") or p, "zip"),
+    "zip_bomb": (_bomb, "unpacks to"),
+    "not_a_zip": (lambda p: _write(p, b"this is not a zip file at all"), "zip"),
     "empty_zip": (lambda p: _zip(p, {}), "empty"),
 }
 

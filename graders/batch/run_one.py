@@ -65,10 +65,6 @@ def grade_spec(spec: dict) -> dict:
                         "input_sha256": spec["input_sha256"], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
                         "wall_s": round(time.time() - started, 3), "host": os.uname().nodename}
     results["batch"]["outcome"] = "rejected" if results.get("status") == "rejected" else "graded"
-    if results.get("status") == "rejected" and spec.get("parts"):
-        # A rejection counts against the parts being graded, like every other row of the batch.
-        rubric = load_rubric()
-        results["max_score"] = sum(p.points for p in rubric.parts if p.id in spec["parts"])
     return results
 
 

@@ -176,9 +176,8 @@ def describe_loss(status: int) -> str:
 
 
 def error_result(spec: dict, reason: str, *, attempts: int = 1) -> dict:
-    """A results.json for a submission whose grading did not finish. The schema (version 1)
-    knows only graded and rejected, so it is written as rejected with the reason, and the batch
-    section says it was an error: the gradebook shows "error", the reports show the reason."""
+    """A results.json (status "error") for a submission whose grading did not finish; the
+    gradebook shows "error", the reports show the reason, and the next run grades it again."""
     from graders.grading import SCHEMA_VERSION, versions
     from graders.scoring import load_rubric
 
@@ -187,7 +186,7 @@ def error_result(spec: dict, reason: str, *, attempts: int = 1) -> dict:
     max_score = sum(p.points for p in rubric.parts if not parts or p.id in parts)
     return {
         "schema_version": SCHEMA_VERSION,
-        "status": "rejected",
+        "status": "error",
         "reason": f"not graded: {reason}",
         "mode": "instructor",
         "score": 0,

@@ -25,6 +25,7 @@ from .summary import (
     format_points,
     headline,
     is_rejected,
+    ungraded_title,
     one_line,
     rejection_reason,
 )
@@ -40,7 +41,7 @@ def to_gradescope(results: dict) -> dict:
             {
                 "score": 0,
                 "output": (
-                    f"Submission rejected: {rejection_reason(results)}\n\n"
+                    f"{ungraded_title(results)}: {rejection_reason(results)}\n\n"
                     "Nothing in it was graded, so the score is 0. Fix the problem and submit again."
                 ),
                 "output_format": "text",

@@ -45,7 +45,14 @@ def count_checks(results: dict) -> CheckCounts:
 
 
 def is_rejected(results: dict) -> bool:
-    return results.get("status") == "rejected"
+    """No checks ran: the input was refused, or (status "error") the grading itself failed."""
+    return results.get("status") in ("rejected", "error")
+
+
+def ungraded_title(results: dict) -> str:
+    if results.get("status") == "error":
+        return "Not graded: the grading infrastructure failed (it will be retried)"
+    return "Submission rejected"
 
 
 def is_self_check(results: dict) -> bool:

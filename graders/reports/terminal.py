@@ -18,6 +18,7 @@ from .summary import (
     format_points,
     headline,
     is_rejected,
+    ungraded_title,
     one_line,
     points_text,
     rejection_reason,
@@ -39,7 +40,7 @@ LINE_LIMIT = 160
 def print_summary(results: dict, console: Console | None = None) -> None:
     console = console or Console()
     if is_rejected(results):
-        console.print(Text(f"Submission rejected: {one_line(rejection_reason(results), 500)}", style="bold red"))
+        console.print(Text(f"{ungraded_title(results)}: {one_line(rejection_reason(results), 500)}", style="bold red"))
         console.print(Text(f"{score_label(results)}: 0 / {format_points(results.get('max_score'))}"))
         return
     for part in results.get("parts") or []:
