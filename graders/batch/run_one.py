@@ -55,7 +55,6 @@ def grade_spec(spec: dict) -> dict:
     """The results dict of the submission in `spec`, with the batch's own section added."""
     from graders.grading import grade
     from graders.sandbox import Limits
-    from graders.scoring import load_rubric
 
     started = time.time()
     results = grade(spec["source"], seed=spec.get("seed"), only_parts=spec.get("parts"),
