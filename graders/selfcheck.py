@@ -53,31 +53,6 @@ STAGED_SUFFIXES = (".py", ".toml", ".ipynb")
 NOT_STAGED = {"conftest.py", "setup.py"}
 
 
-def draw_without_local_constants():
-    """Make hypothesis's draws depend on the seed alone, not on what this process imported.
-
-    hypothesis (6.13x and later) mixes literals found in every *local* module loaded in the
-    process (code outside site-packages and the standard library) into its draws. Which
-    modules are loaded (the CLI imports the report renderers early, pytest imports the
-    homework's conftest.py) and where the grader lives (a checkout, or site-packages once
-    installed from the bundle) then change the inputs drawn from the same seed, and the golden
-    answers recorded for `grade build` are not found for them. With this, only hypothesis's
-    own constants are used, the same everywhere for one hypothesis version (pinned by the
-    bundle). Returns whether the switch was applied (False on a hypothesis without it)."""
-    try:
-        from hypothesis.internal.conjecture import providers
-    except ImportError:  # pragma: no cover - a hypothesis without that module
-        return False
-    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "Constants")):
-        return False
-    empty = providers.Constants()
-    providers._get_local_constants = lambda: empty
-    return True
-
-
-draw_without_local_constants()
-
-
 class SelfCheckError(Exception):
     """Self-check cannot start (no golden fixtures, no module files): a message for the student."""
 

@@ -24,7 +24,7 @@ WRITTEN = {
 
 
 def parse_count(value):
-    """10968200, "10,968,200", "10 968 200" and "10_968_200" all read as 10968200."""
+    """1234567, "1,234,567", "1 234 567" and "1_234_567" all read as 1234567."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

@@ -260,15 +260,23 @@ def _load_weights(ctx, handle, weights):
     ctx.student.load_state_dict(handle, weights, strict=False)
 
 
-def _mha_variants(ex, weights):
-    """Outputs of known multi-head mistakes under the reference weights."""
-    from reference.attention import scaled_dot_product
+def _attend(q, k, v, blocked=None):
+    """softmax(q k^T / sqrt(d)) v, with blocked (broadcastable, True = hidden) filled by -inf."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    if blocked is not None:
+        scores = scores.masked_fill(blocked, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
 
+
+def _mha_variants(ex, weights):
+    """Outputs of known multi-head mistakes under the reference weights (computed here, so they
+    need no reference solution and also diagnose in self-check mode)."""
     B, T, E = ex.x.shape
     H, hd = ex.n_heads, E // ex.n_heads
     qkv = ex.x @ weights["qkv_proj.weight"].T + weights["qkv_proj.bias"]
     q, k, v = qkv.split(E, dim=-1)
     out_w, out_b = weights["o_proj.weight"], weights["o_proj.bias"]
+    keys_blocked = None if ex.padding is None else ex.padding.bool()[:, None, None, :]
 
     def heads(t):
         return t.reshape(B, T, H, hd).transpose(1, 2)
@@ -276,14 +284,11 @@ def _mha_variants(ex, weights):
     def merge(t):
         return t.transpose(1, 2).reshape(B, T, E)
 
-    variants = {}
-    values, _ = scaled_dot_product(heads(q), heads(k), heads(v), 0.0, ex.padding)
-    variants["output_projection_missing"] = merge(values)
-    no_transpose = scaled_dot_product(q.reshape(B, H, T, hd), k.reshape(B, H, T, hd), v.reshape(B, H, T, hd), 0.0, ex.padding)[0]
-    variants["heads_not_transposed"] = no_transpose.reshape(B, T, E) @ out_w.T + out_b
+    variants = {"output_projection_missing": merge(_attend(heads(q), heads(k), heads(v), keys_blocked))}
+    unsplit = _attend(q.reshape(B, H, T, hd), k.reshape(B, H, T, hd), v.reshape(B, H, T, hd), keys_blocked)
+    variants["heads_not_transposed"] = unsplit.reshape(B, T, E) @ out_w.T + out_b
     if ex.padding is not None:
-        query_mask = ex.padding[:, None, :, None]
-        on_queries = scaled_dot_product(heads(q), heads(k), heads(v), 0.0, query_mask)[0]
+        on_queries = _attend(heads(q), heads(k), heads(v), ex.padding.bool()[:, None, :, None])
         variants["mask_on_query_axis"] = merge(on_queries) @ out_w.T + out_b
     return variants
 
