@@ -44,7 +44,8 @@ class CachedEncoder(nn.Module):
         self.calls += 1
         self.calls_without_attention_mask += attention_mask is None
         if self._hidden is None:  # a model may call its encoder twice per batch: load once
-            self._hidden = self._features.batch_hidden(self._positions).to(input_ids.device, torch.float32)
+            # moved in the storage dtype, widened on arrival: fp16 features cross the PCIe bus at half size
+            self._hidden = self._features.batch_hidden(self._positions).to(input_ids.device).float()
         return BaseModelOutput(last_hidden_state=self._hidden)  # [0] and .last_hidden_state both work
 
     def _check_request(self, input_ids: torch.Tensor) -> None:
