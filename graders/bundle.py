@@ -21,7 +21,6 @@ import ast
 import hashlib
 import io
 import os
-import re
 import tempfile
 import tomllib
 import zipfile

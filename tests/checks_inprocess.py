@@ -133,14 +133,19 @@ class InProcessStudent:
         return _out(_student(handle.obj.load_state_dict, _in(state_dict), strict=strict))
 
     def parameters(self, handle):
-        return [
-            {"name": n, "shape": list(p.shape), "dtype": str(p.dtype).replace("torch.", ""), "requires_grad": p.requires_grad}
-            for n, p in handle.obj.named_parameters()
-        ] + [
-            {"name": n, "shape": list(b.shape), "dtype": str(b.dtype).replace("torch.", ""), "requires_grad": False,
-             "kind": "buffer"}
-            for n, b in handle.obj.named_buffers()
-        ]
+        """The worker's answer: {"parameters": [{name, shape, dtype, requires_grad}], "buffers": [...]}."""
+        module = handle.obj
+        persistent = set(module.state_dict())
+        return {
+            "parameters": [
+                {"name": n, "shape": list(p.shape), "dtype": str(p.dtype).replace("torch.", ""), "requires_grad": p.requires_grad}
+                for n, p in module.named_parameters()
+            ],
+            "buffers": [
+                {"name": n, "shape": list(b.shape), "dtype": str(b.dtype).replace("torch.", ""), "persistent": n in persistent}
+                for n, b in module.named_buffers()
+            ],
+        }
 
     def seed(self, n):
         torch.manual_seed(n)

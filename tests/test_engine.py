@@ -1,7 +1,6 @@
 """`grade` end to end: full marks for the reference, zero for the template, a written result
 with a clear reason for every malformed input, and the same result on every regrade."""
 
-import io
 import json
 import shutil
 import stat
@@ -9,7 +8,7 @@ import zipfile
 
 import pytest
 
-from graders.build import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from graders.build import REFERENCE_DIR, TEMPLATE_DIR
 from graders.cli import main
 from graders.grading import grade
 

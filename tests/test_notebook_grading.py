@@ -6,7 +6,6 @@ in as a folder, and the notes say which cell each definition came from."""
 import importlib
 import sys
 import time
-from pathlib import Path
 
 import pytest
 

@@ -87,12 +87,8 @@ def _rows_interact(ctx, T=3):
 
 
 def parameter_entries(ctx, handle):
-    """The module's parameters (not buffers) as [{name, shape, dtype, requires_grad}], whichever
-    form the worker answers in ({"parameters", "buffers"}, or one list with buffers marked)."""
-    answer = ctx.student.parameters(handle)
-    if isinstance(answer, dict):
-        return list(answer.get("parameters", []))
-    return [p for p in answer if p.get("kind", "parameter") != "buffer"]
+    """The module's parameters (not buffers) as [{name, shape, dtype, requires_grad}]."""
+    return list(ctx.student.parameters(handle)["parameters"])
 
 
 def is_float_entry(entry):

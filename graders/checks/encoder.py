@@ -106,15 +106,8 @@ def _pe_forward(ctx, ex, dropout=0.1, mode="eval"):
 
 
 def split_parameters(entries):
-    """(parameters, buffers) of a `ctx.student.parameters` answer: the worker's
-    {"parameters": [...], "buffers": [...]}, or one list whose buffers say kind == "buffer"."""
-    if isinstance(entries, dict):
-        return list(entries.get("parameters", [])), list(entries.get("buffers", []))
-    params, buffers = [], []
-    for entry in entries:
-        kind = entry.get("kind", "parameter")
-        (buffers if kind == "buffer" else params).append(entry)
-    return params, buffers
+    """(parameters, buffers) of a `ctx.student.parameters` answer."""
+    return list(entries["parameters"]), list(entries["buffers"])
 
 
 # ---------------------------------------------------------------- positional encoding: checks
