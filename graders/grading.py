@@ -26,6 +26,9 @@ from graders.sandbox import Handle, Limits, StudentError, Worker, WorkerCrashed,
 from graders.scoring import load_rubric, part_score
 
 INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
+# After this many checks of one part in a row kill or hang the worker, the rest of the part is
+# not run: each would cost a restart or a full timeout and end the same way.
+MAX_WORKER_FAILURES_PER_PART = 2
 SCHEMA_VERSION = 1
 MAX_ANSWERS_BYTES = 256 * 1024
 
@@ -156,10 +159,14 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                 checks = [c for c in REGISTRY.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
                 part_started = time.perf_counter()
                 results = []
+                failures_in_a_row = 0
                 for chk in checks:
                     if progress:
                         progress(chk)
                     problem = gate.problem(part.module)
+                    if failures_in_a_row >= MAX_WORKER_FAILURES_PER_PART:
+                        problem = (f"not run: your code killed or hung the worker in the {failures_in_a_row} "
+                                   "previous checks of this part; fix that first", None)
                     if problem:
                         results.append(_blocked_result(chk, problem))
                         continue
@@ -168,6 +175,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                                   reference_answers=reference_answers, options=options)
                     result = run_check(chk, ctx, before=lambda: worker.seed(ctx.seed))
                     student.release()
+                    failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0
                     results.append(result)
                     timings["checks"][chk.id] = round(result.elapsed_s, 3)
                 timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)

@@ -16,7 +16,7 @@ from graders.sandbox import Limits
 HOSTILE = REPO_ROOT / "fixtures" / "submissions" / "hostile"
 HONEST = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
 PARTS = ["attention", "mha"]
-LIMITS = Limits(call_timeout_s=8.0, submission_budget_s=120.0)
+LIMITS = Limits(call_timeout_s=4.0, submission_budget_s=120.0)
 # Lines of the reference that no student code contains: seeing one in an output means a leak.
 SOLUTION_MARKERS = [
     "the same keys are hidden from every query",

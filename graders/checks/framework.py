@@ -215,6 +215,7 @@ class CheckResult:
     details: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
     provisional_note: str | None = None
+    worker_failed: bool = False  # the worker died or hung during this check (not serialised)
 
     def to_json(self, max_score):
         diagnosis = None
@@ -263,10 +264,11 @@ def run_check(chk, ctx, before=None):
     except StudentError as error:
         result = student_error_result(chk, error)
     except WorkerTimeout as error:
-        result = CheckResult(chk, ERROR, 0.0, f"timed out: {error}", "hangs", getattr(error, "counterexample", None))
+        result = CheckResult(chk, ERROR, 0.0, f"timed out: {error}", "hangs", getattr(error, "counterexample", None),
+                             worker_failed=True)
     except WorkerCrashed as error:
         result = CheckResult(chk, ERROR, 0.0, f"the worker running your code died: {error}", None,
-                             getattr(error, "counterexample", None))
+                             getattr(error, "counterexample", None), worker_failed=True)
     result.elapsed_s = time.perf_counter() - started
     return result
 
