@@ -29,6 +29,8 @@ INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
 # After this many checks of one part in a row kill or hang the worker, the rest of the part is
 # not run: each would cost a restart or a full timeout and end the same way.
 MAX_WORKER_FAILURES_PER_PART = 2
+# Examples per property: a self-check must answer in seconds; an instructor's grade looks harder.
+MAX_EXAMPLES = {INSTRUCTOR: 20, SELF_CHECK: 10}
 SCHEMA_VERSION = 1
 MAX_ANSWERS_BYTES = 256 * 1024
 
@@ -171,7 +173,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                         results.append(_blocked_result(chk, problem))
                         continue
                     student = TrackedStudent(worker)
-                    ctx = Context(student, oracle, check_seed(seed, chk.id), answers=answers,
+                    ctx = Context(student, oracle, check_seed(seed, chk.id), max_examples=MAX_EXAMPLES[mode], answers=answers,
                                   reference_answers=reference_answers, options=options)
                     result = run_check(chk, ctx, before=lambda: worker.seed(ctx.seed))
                     student.release()

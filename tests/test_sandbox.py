@@ -488,6 +488,7 @@ def test_environment_user_and_limits(worker):
     assert uid == (worker.layers.sandbox_uid if worker.layers.sandbox_uid is not None else os.geteuid())
     assert set(variables) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
                               "PYTHONFAULTHANDLER", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                              "TORCHINDUCTOR_CACHE_DIR",  # set by torch itself in the worker's warm-up
                               "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                               "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                               "PWD"}
