@@ -19,7 +19,6 @@ what an idle machine would show. On a GPU only the wall clock means anything.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import json
 import resource
@@ -54,18 +53,21 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--phase", choices=["build", "cached", "naive"], help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--features", help=argparse.SUPPRESS)  # the cache the build phase wrote
     args = parser.parse_args()
 
     if args.phase:
         print(json.dumps(run_phase(args)))
         return
     with tempfile.TemporaryDirectory() as workdir:
-        results = {phase: run_child(phase, workdir) for phase in ("build", "cached", "naive")}
+        results = {"build": run_child("build", workdir)}
+        results["cached"] = run_child("cached", workdir, "--features", results["build"]["features"])
+        results["naive"] = run_child("naive", workdir)
     report(args, results)
 
 
-def run_child(phase: str, workdir: str) -> dict:
-    command = [sys.executable, __file__, *sys.argv[1:], "--phase", phase, "--workdir", workdir]
+def run_child(phase: str, workdir: str, *extra: str) -> dict:
+    command = [sys.executable, __file__, *sys.argv[1:], "--phase", phase, "--workdir", workdir, *extra]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{phase} phase failed:\n{done.stderr[-4000:]}")
@@ -89,32 +91,28 @@ def run_phase(args) -> dict:
 
     if args.phase == "build":
         encoder = load_encoder(encoder_path, device=device, cache_root=workdir)
-        with Stopwatch() as build:
+        with Stopwatch(device) as build:
             features = build_features(encoder, texts, cache_root=workdir / "cache", max_length=args.max_length)
         result["build_s"], result["build_cpu_s"] = build.wall, build.cpu
+        result["features"] = str(features.folder)
         result["tokens"] = int(features.offsets[-1])
         result["cache_bytes"] = features.hidden.nbytes
         result["encoder"] = f"{encoder.source} ({sum(p.numel() for p in encoder.model.parameters()) / 1e6:.1f}M params)"
     elif args.phase == "cached":
-        result["epochs_wall_cpu_s"] = train_cached(args, texts, labels, encoder_path, workdir, device)
+        result["epochs_wall_cpu_s"] = train_cached(args, labels, device)
     else:
         result["epochs_wall_cpu_s"] = train_naive(args, texts, labels, encoder_path, workdir, device)
     result["peak_memory_mb"] = peak_memory_mb(device)
     return result
 
 
-def train_cached(args, texts, labels, encoder_path, workdir, device) -> list[float]:
-    """What the grader does: features from the cache, the stand-in in place of the encoder."""
-    from graders.finetune.cache import build_features
-    from graders.finetune.encoder import load_encoder
+def train_cached(args, labels, device) -> list[float]:
+    """What the grader's worker does: open the cache by folder, the stand-in in place of the encoder."""
+    from graders.finetune.cache import open_features
     from graders.finetune.standin import CachedEncoder
     from graders.finetune.training import make_iterators
 
-    encoder = load_encoder(encoder_path, cache_root=workdir)  # only to find the cache the build phase wrote
-    features = build_features(encoder, texts, cache_root=workdir / "cache", max_length=args.max_length)
-    assert not features.built_now, "the build phase should have filled the cache"
-    del encoder
-    gc.collect()
+    features = open_features(args.features)
     standin = CachedEncoder(features.config)
     iterators = make_iterators(features, labels, features, features, encoder=standin,
                                batch_size=args.batch_size, device=device)
