@@ -12,6 +12,7 @@ Exit status: 0 whenever a result was written (also for a rejected submission), 1
 """
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -59,7 +60,11 @@ def cmd_grade(argv):
     from graders.sandbox import Limits
 
     out = args.out or Path("grade-out") / args.submission.stem
-    limits = Limits() if args.timeout is None else Limits(call_timeout_s=args.timeout)
+    limits = Limits()
+    if args.timeout is not None:
+        limits = dataclasses.replace(limits, call_timeout_s=args.timeout)
+    if args.finetune_budget is not None:  # the training runs inside the submission's budget
+        limits = dataclasses.replace(limits, submission_budget_s=limits.submission_budget_s + args.finetune_budget)
     results = grade(args.submission, seed=args.seed, only_parts=args.parts, limits=limits,
                     options=finetune_options(args), extra_secrets=[out.resolve()])
     path = write_results(results, out)

@@ -82,6 +82,8 @@ DIAGNOSES = {
     "train_no_step": "The training loop never calls optimizer.step(): the model does not learn.",
     "train_no_train_mode": "train() does not put the model in training mode (model.train()).",
     "evaluate_no_eval_mode": "evaluate() does not put the model in eval mode: dropout stays on.",
+    "zero_grad_missing": "Gradients are never cleared between batches: call optimizer.zero_grad() before each backward.",
+    "accuracy_mismatch": "The accuracy train()/evaluate() report is not the share of right answers: check binary_accuracy and the averaging over batches.",
     "double_sigmoid": "The loss is computed on sigmoid outputs, but BCEWithLogitsLoss expects logits.",
     "evaluate_grad_enabled": "evaluate() runs the model with gradients enabled: wrap the loop in torch.no_grad().",
     "hyperparameters_invalid": "HYPERPARAMETERS must be a dict with hidden_dim, n_layers, bidirectional, dropout, learning_rate, n_epochs and batch_size, of the right types and in sane ranges.",

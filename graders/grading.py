@@ -151,7 +151,11 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         answers = read_answers(ingested.root)
         timings = {"parts": {}, "checks": {}}
         worker_started = time.perf_counter()
-        with Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths(extra_secrets)) as worker:
+        options = options or {}
+        held_out = [options["imdb"]] if options.get("imdb") else []  # its labels never reach the worker
+        allow_gpu = options.get("device") == "cuda" or (options.get("device") is None and torch.cuda.is_available())
+        with Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
+                    allow_gpu=allow_gpu) as worker:
             timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
             gate = _ModuleGate(worker, ingested)
             parts = []

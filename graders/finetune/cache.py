@@ -45,7 +45,12 @@ _STORAGE_DTYPES = ("float16", "float32")
 
 
 def default_cache_root() -> Path:
-    root = os.environ.get("TRANSFORMER_GRADER_CACHE") or Path.home() / ".cache" / "transformer-grader"
+    """$TRANSFORMER_GRADER_CACHE, else ~/.cache/transformer-grader; for root /var/cache/transformer-grader,
+    because the sandboxed worker, which reads the features, runs as an unprivileged user that cannot
+    enter root's home."""
+    root = os.environ.get("TRANSFORMER_GRADER_CACHE")
+    if not root:
+        root = Path("/var/cache/transformer-grader") if os.geteuid() == 0 else Path.home() / ".cache" / "transformer-grader"
     return Path(root) / "finetune"
 
 
@@ -194,12 +199,20 @@ def write_atomically(folder: Path, fill: Callable[[Path], None]) -> None:
     tmp.mkdir()
     try:
         fill(tmp)
+        _readable_by_everyone(tmp)
         os.rename(tmp, folder)
     except OSError:
         if not folder.is_dir():  # not a lost race: a real failure
             raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _readable_by_everyone(folder: Path) -> None:
+    """The sandboxed worker reads caches as another user; some writers (safetensors) create 0600 files.
+    Nothing in a cache is secret: features and encoder weights, never labels."""
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(path.stat().st_mode | (0o555 if path.is_dir() else 0o444))
 
 
 # -----------------------------------------------------------------------------

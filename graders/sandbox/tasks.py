@@ -220,3 +220,45 @@ def sentiment_run_epoch(ctx: TaskContext, function: str, model: Any, batches: li
         expected = [sum(losses) / len(losses), sum(accuracies) / len(accuracies)]
     return {"modes": modes, "grad_enabled": grad_enabled, "steps": len(steps), "head_changed": head_changed,
             "result": result, "expected": expected}
+
+
+# ---------------------------------------------------------------- fine-tuning (graders/checks/finetune.py)
+
+
+@task("finetune.check_frozen")
+def finetune_check_frozen(ctx: TaskContext, encoder_dir: str, text: torch.Tensor, attention_mask: torch.Tensor,
+                          label: torch.Tensor) -> dict:
+    """The student's model built with their hyper-parameters around the real encoder (read from a local
+    folder, never downloaded); one training step must leave the encoder unchanged."""
+    from dataclasses import asdict
+
+    import numpy as np
+    from transformers import AutoModel
+
+    from graders.finetune.training import Batch, check_frozen, validate_hyperparameters
+
+    student = ctx.student_module("sentiment")
+    hp = validate_hyperparameters(student.HYPERPARAMETERS)
+    encoder = AutoModel.from_pretrained(encoder_dir, local_files_only=True)
+    model = student.BERTGRUSentiment(encoder, hp["hidden_dim"], 1, hp["n_layers"], hp["bidirectional"], hp["dropout"])
+    return asdict(check_frozen(model, encoder, Batch(text, attention_mask, label, np.arange(len(label)))))
+
+
+@task("finetune.train")
+def finetune_train(ctx: TaskContext, *, features: dict, train_labels: torch.Tensor, time_budget_s: float,
+                   device: str, seed: int, overrides: dict) -> dict:
+    """The student's model, hyper-parameters (with `overrides`), train and evaluate on cached features.
+    `features` maps train / valid / test to (cache folder, rows); only the training labels are here.
+    Returns the logits of every epoch on validation and test, and what the harness observed."""
+    import numpy as np
+
+    from graders.finetune.cache import open_features
+    from graders.finetune.training import run_training
+
+    views = {name: open_features(folder).subset(np.asarray(rows, dtype=np.int64))
+             for name, (folder, rows) in features.items()}
+    student = ctx.student_module("sentiment")
+    hyperparameters = {**student.HYPERPARAMETERS, **overrides}
+    run = run_training(student, hyperparameters, views["train"], train_labels.numpy(), views["valid"],
+                       views["test"], time_budget_s, device, seed=seed)
+    return {"summary": run.summary(), **run.tensors()}

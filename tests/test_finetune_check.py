@@ -1,0 +1,40 @@
+"""The fine-tuning part end to end through the sandbox, in smoke mode (no GPU, no IMDB): the
+reference trains, beats chance and is marked provisional; a broken training loop is caught."""
+
+import shutil
+
+import pytest
+
+from graders.build import REFERENCE_DIR
+from graders.grading import grade
+
+
+def _finetune_part(folder):
+    results = grade(folder, only_parts=["finetune"])
+    (part,) = results["parts"]
+    return part
+
+
+def test_reference_passes_smoke_mode_provisionally():
+    part = _finetune_part(REFERENCE_DIR)
+    (check,) = part["checks"]
+    assert check["status"] == "passed", check["message"]
+    assert part["provisional"] and "IMDB" in part["note"]
+    curve = check["details"]["training_curve"]
+    assert len(curve["valid_acc"]) == len(curve["epoch"]) >= 2 and max(curve["valid_acc"]) >= 0.7
+
+
+@pytest.mark.parametrize("bug, diagnosis", [
+    (("        optimizer.step()\n", "        pass\n"), "train_no_step"),
+    (("    model.train()\n    for batch in iterator:", "    for batch in iterator:"), "train_no_train_mode"),
+])
+def test_a_broken_training_loop_is_caught(bug, diagnosis, tmp_path):
+    folder = tmp_path / "submission"
+    shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (folder / "sentiment.py").read_text()
+    assert source.count(bug[0]) == 1
+    (folder / "sentiment.py").write_text(source.replace(*bug))
+    (check,) = _finetune_part(folder)["checks"]
+    named = check["diagnosis"]["id"] if check["diagnosis"] else None
+    seen = check["details"].get("observed_mistakes", [])
+    assert diagnosis == named or diagnosis in seen, check
