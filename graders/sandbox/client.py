@@ -300,8 +300,9 @@ class Worker:
             status = None  # its pipes closed but it lingers: _stop kills it
         output = self._stop()
         reason = describe_exit(status, via_bwrap=self.layers.bwrap, cpu_seconds=self.limits.cpu_seconds)
-        if starting:
-            reason = f"the worker failed to start: {reason} (see the output)"
+        if starting:  # no student code has run yet: this is the installation's problem, show why
+            last_lines = "\n".join(output.strip().splitlines()[-15:])
+            reason = f"the worker failed to start: {reason}; its last output:\n{last_lines}"
         elif status is not None and status >= 0 and reason.endswith(f"status {status}"):
             reason += f" (did the student's code call os._exit({status})?)"
         raise WorkerCrashed(reason, exit_status=status, output=output) from None
