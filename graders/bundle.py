@@ -20,14 +20,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
-import os
-import tempfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import graders
+from graders.atomic import write_atomically
 from graders.build import REFERENCE_DIR, REPO_ROOT, _solution_blocks, template_files
 
 BUNDLE_PATH = REPO_ROOT / "dist" / "student_bundle.zip"
@@ -143,12 +142,7 @@ def write_zip(files, target):
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    with os.fdopen(handle, "wb") as out:
-        out.write(buffer.getvalue())
-    os.chmod(temporary, 0o644)
-    os.replace(temporary, target)
-    return target
+    return write_atomically(target, buffer.getvalue())
 
 
 class LeakError(RuntimeError):

@@ -6,7 +6,6 @@ returns; a crash, hang or exit in student code fails the check it happened in an
 
 import hashlib
 import json
-import os
 import platform
 import tempfile
 import time
@@ -17,6 +16,7 @@ import hypothesis
 import torch
 
 import graders
+from graders.atomic import write_atomically
 from graders.build import REFERENCE_DIR, REPO_ROOT
 from graders.checks import REGISTRY
 from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, run_check
@@ -136,8 +136,9 @@ def _blocked_result(chk, problem):
 
 
 def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
-          golden_dir=None, extra_secrets=(), progress=None):
-    """Grade the submission at `source` (zip, folder or .ipynb) and return the results dict."""
+          golden_dir=None, oracle=None, extra_secrets=(), progress=None):
+    """Grade the submission at `source` (zip, folder or .ipynb) and return the results dict.
+    `oracle` replaces the mode's own (`grade build` records the golden answers this way)."""
     started = time.perf_counter()
     rubric = load_rubric()
     seed = rubric.seed if seed is None else seed
@@ -146,7 +147,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             ingested = ingest(Path(source), Path(scratch) / "submission")
         except Rejected as rejected:
             return rejected_result(source, str(rejected), rubric, mode, started, only_parts)
-        oracle = ReferenceOracle() if mode == INSTRUCTOR else GoldenOracle(golden_dir)
+        if oracle is None:
+            oracle = ReferenceOracle() if mode == INSTRUCTOR else GoldenOracle(golden_dir)
         reference_answers = tomllib.loads((REFERENCE_DIR / "answers.toml").read_text()) if mode == INSTRUCTOR else {}
         answers = read_answers(ingested.root)
         timings = {"parts": {}, "checks": {}}
@@ -259,9 +261,4 @@ def write_results(results, out_dir):
     """Write out_dir/results.json atomically (temp file, then rename)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "results.json"
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".results-", suffix=".json")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(results, handle, indent=2, sort_keys=False)
-    os.replace(tmp, target)
-    return target
+    return write_atomically(out_dir / "results.json", json.dumps(results, indent=2))

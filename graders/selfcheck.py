@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import inspect
 import json
 import os
 import shutil
@@ -28,9 +27,10 @@ import sys
 import tempfile
 from contextlib import nullcontext
 from pathlib import Path
-from unittest import mock
 
 import graders
+
+from graders.atomic import write_atomically
 
 PACKAGE_DIR = Path(graders.__file__).resolve().parent
 GOLDEN_DIR = PACKAGE_DIR / "golden"
@@ -160,11 +160,7 @@ def _grade_recording(source, oracle, **kwargs):
     """grade() in self-check mode, with `oracle` answering instead of the golden fixtures."""
     from graders import grading
 
-    if "oracle" in inspect.signature(grading.grade).parameters:
-        return grading.grade(source, mode=grading.SELF_CHECK, oracle=oracle, **kwargs)
-    # grade() builds its own GoldenOracle(golden_dir) in self-check mode; hand it the recorder.
-    with mock.patch.object(grading, "GoldenOracle", lambda directory: oracle):
-        return grading.grade(source, mode=grading.SELF_CHECK, golden_dir="<recording>", **kwargs)
+    return grading.grade(source, mode=grading.SELF_CHECK, oracle=oracle, **kwargs)
 
 
 def record_golden(out_dir=GOLDEN_DIR, *, parts=None, reference_dir=None, limits=None, progress=None):
@@ -281,13 +277,7 @@ def write_self_check_reports(results, out_dir):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"results": write_results(results, out_dir)}
-    report = out_dir / REPORT_NAME
-    handle, temporary = tempfile.mkstemp(dir=out_dir, prefix=".report-", suffix=".html")
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-        file.write(render_html(results))
-    os.chmod(temporary, 0o644)
-    os.replace(temporary, report)
-    paths["html"] = report
+    paths["html"] = write_atomically(out_dir / REPORT_NAME, render_html(results))
     return paths
 
 

@@ -21,15 +21,14 @@ import csv
 import io
 import json
 import math
-import os
 import statistics
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 from markupsafe import Markup
 
+from graders.atomic import write_atomically
 from graders.batch import store
 from graders.scoring import load_rubric
 
@@ -93,7 +92,7 @@ def write_gradebook(out: Path, rows: list[dict]) -> Path:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     writer.writerows([_defuse(cell) for cell in line] for line in table)
-    return _write_text(Path(out) / GRADEBOOK, buffer.getvalue())
+    return write_atomically(Path(out) / GRADEBOOK, buffer.getvalue())
 
 
 def _defuse(cell: str) -> str:
@@ -253,18 +252,5 @@ def render_summary(rows: list[dict]) -> str:
 def rebuild(out: Path) -> tuple[Path, Path]:
     """Write DIR/gradebook.csv and DIR/summary.html from the result folders."""
     rows = load_rows(out)
-    return write_gradebook(out, rows), _write_text(Path(out) / SUMMARY, render_summary(rows))
-
-
-def _write_text(path: Path, text: str) -> Path:
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
+    return write_gradebook(out, rows), write_atomically(Path(out) / SUMMARY, render_summary(rows))
 

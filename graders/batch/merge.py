@@ -21,12 +21,11 @@ import copy
 import csv
 import json
 import math
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graders.atomic import write_atomically
 from graders.batch import store
 from graders.batch.gradebook import rebuild
 
@@ -152,10 +151,7 @@ def load_stored(out: Path) -> dict:
 
 
 def _save_stored(out: Path, stored: dict) -> None:
-    fd, temporary = tempfile.mkstemp(dir=out, prefix=".manual.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(stored, handle, indent=1, sort_keys=True)
-    os.replace(temporary, Path(out) / MANUAL_JSON)
+    write_atomically(Path(out) / MANUAL_JSON, json.dumps(stored, indent=1, sort_keys=True))
 
 
 def merge_manual(csv_path: Path, out: Path) -> MergeReport:

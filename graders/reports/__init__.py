@@ -8,9 +8,9 @@ concurrent reader never sees half a report (batch grading resumes by looking at 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from graders.atomic import write_atomically
 
 from .gradescope import to_gradescope
 from .html import render_html
@@ -25,24 +25,8 @@ GRADESCOPE_NAME = "gradescope.json"
 def write_reports(results: dict, out_dir: Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    html_path = _write_atomically(out_dir / HTML_NAME, render_html(results))
-    gradescope_path = _write_atomically(
+    html_path = write_atomically(out_dir / HTML_NAME, render_html(results))
+    gradescope_path = write_atomically(
         out_dir / GRADESCOPE_NAME, json.dumps(to_gradescope(results), indent=2, ensure_ascii=False) + "\n"
     )
     return {"html": html_path, "gradescope": gradescope_path}
-
-
-def _write_atomically(path: Path, text: str) -> Path:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        # mkstemp makes the file private; a report is meant to be read like any other output.
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
