@@ -47,8 +47,12 @@ HARNESS_DIAGNOSES = {
 @lru_cache(maxsize=4)
 def prepared(imdb, encoder, feature_cache, device):
     """Encoder and features for one configuration, built (or found in the cache) once per process."""
+    from transformers.utils import logging as transformers_logging
+
     from graders.finetune.encoder import SMOKE, load_encoder
     from graders.finetune.prepare import prepare_imdb, prepare_small
+
+    transformers_logging.disable_progress_bar()  # the grade's own output stays readable
 
     smoke = imdb is None or encoder is None
     cache_root = Path(feature_cache) if feature_cache else None
