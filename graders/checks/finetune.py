@@ -90,9 +90,10 @@ def finetune_accuracy(ctx):
     options = ctx.options or {}
     device = _device(options)
     encoder, data = prepared(options.get("imdb"), options.get("encoder"), options.get("feature_cache"), device)
+    note = PROVISIONAL_NOTE if data.provisional else None
     frozen = ctx.student.task("finetune.check_frozen", str(encoder.source), *_frozen_probe(ctx, encoder, data))
     if frozen["violations"]:
-        raise CheckFailed("; ".join(frozen["violations"]), diagnosis="bert_not_frozen",
+        raise CheckFailed("; ".join(frozen["violations"]), diagnosis="bert_not_frozen", provisional_note=note,
                           details={"numbers": {k: v for k, v in frozen.items() if k != "violations"}})
 
     budget = options.get("time_budget_s") or (SMOKE_BUDGET_S if data.provisional else FULL_BUDGET_S)
@@ -117,7 +118,7 @@ def finetune_accuracy(ctx):
     }
     if not valid_acc:
         raise CheckFailed(f"no epoch finished ({summary['stopped']}): {summary.get('error') or ''}".strip(),
-                          diagnosis=found[0] if found else None, details=details)
+                          diagnosis=found[0] if found else None, details=details, provisional_note=note)
     best = max(range(len(valid_acc)), key=valid_acc.__getitem__)
     message = (f"best validation accuracy {valid_acc[best]:.1%} (epoch {best + 1} of {len(valid_acc)}), "
                f"test accuracy {test_acc[best]:.1%}")
@@ -126,9 +127,8 @@ def finetune_accuracy(ctx):
     else:
         fraction = score_accuracy(valid_acc[best])
     if fraction < 1.0 and found:
-        raise CheckFailed(message, diagnosis=found[0], details=details, fraction=fraction)
+        raise CheckFailed(message, diagnosis=found[0], details=details, fraction=fraction, provisional_note=note)
     if found:  # the accuracy made it, but the loop has a known flaw worth fixing
         details["observed_mistakes"] = found
         message += ". Also seen while training: " + " ".join(DIAGNOSES[d] for d in dict.fromkeys(found))
-    return CheckOutcome(fraction=fraction, message=message, details=details,
-                        provisional_note=PROVISIONAL_NOTE if data.provisional else None)
+    return CheckOutcome(fraction=fraction, message=message, details=details, provisional_note=note)

@@ -51,12 +51,13 @@ PUBLIC, HIDDEN = "public", "hidden"
 class CheckFailed(Exception):
     """The student's code ran but behaved wrongly."""
 
-    def __init__(self, message, *, diagnosis=None, details=None, fraction=0.0):
+    def __init__(self, message, *, diagnosis=None, details=None, fraction=0.0, provisional_note=None):
         super().__init__(message)
         self.message = message
         self.diagnosis = diagnosis
         self.details = dict(details or {})
         self.fraction = fraction  # partial credit in [0, 1), for graded-by-degree checks
+        self.provisional_note = provisional_note  # the score stands in for a check that could not run fully
         self.counterexample = None
 
 
@@ -255,7 +256,8 @@ def run_check(chk, ctx, before=None):
             result = CheckResult(chk, PASSED, 1.0)
     except CheckFailed as failure:
         result = CheckResult(
-            chk, FAILED, failure.fraction, failure.message, failure.diagnosis, failure.counterexample, failure.details
+            chk, FAILED, failure.fraction, failure.message, failure.diagnosis, failure.counterexample, failure.details,
+            provisional_note=failure.provisional_note,
         )
     except CheckSkipped as skipped:
         result = CheckResult(chk, SKIPPED, 0.0, str(skipped))
