@@ -139,8 +139,11 @@ def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], drop_to
 
 def interpreter_paths() -> list[str]:
     """What the worker's Python must read: its installation, its packages, the grader's code."""
+    # sys.path too: a .pth file may point at packages outside the environment (the secret paths
+    # are hidden over whatever this exposes, since they are mounted after it).
     candidates = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                  os.path.dirname(os.path.realpath(graders.__file__)), *site.getsitepackages()}
+                  os.path.dirname(os.path.realpath(graders.__file__)), *site.getsitepackages(),
+                  *(entry for entry in sys.path if entry)}
     return sorted({os.path.realpath(path) for path in candidates if os.path.isdir(path)})
 
 
