@@ -2,7 +2,7 @@
 
 `InProcessStudent(folder)` loads a submission folder (e.g. a copy of reference/, maybe mutated)
 as a package in this process and answers the same calls a check makes through `ctx.student`:
-construct, call, getattr, state_dict, load_state_dict, parameters, seed, task, free_all.
+construct, call, getattr, state_dict, load_state_dict, parameters, seed, task.
 Results cross a pretend boundary: tensors come back as detached copies, containers as plain
 containers, anything else as a handle. Student exceptions become `StudentError`.
 
@@ -152,9 +152,6 @@ class InProcessStudent:
 
     def task(self, name, *args, **kwargs):
         return _out(_student(self.tasks[name], _TaskContext(self), *_in(args), **_in(kwargs)))
-
-    def free_all(self):
-        pass
 
 
 def run_part(folder, part, *, seed=0, max_examples=None, only=None):
