@@ -19,6 +19,7 @@ import graders
 from graders.atomic import write_atomically
 from graders.build import REFERENCE_DIR, REPO_ROOT
 from graders.checks import REGISTRY
+from graders.checks.finetune import worker_readable_paths
 from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, run_check
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
@@ -156,8 +157,9 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         options = options or {}
         held_out = [options["imdb"]] if options.get("imdb") else []  # its labels never reach the worker
         allow_gpu = options.get("device") == "cuda" or (options.get("device") is None and torch.cuda.is_available())
+        fine_tuning = mode == INSTRUCTOR and (not only_parts or "finetune" in only_parts)
         with Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
-                    allow_gpu=allow_gpu) as worker:
+                    allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else ()) as worker:
             timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
             gate = _ModuleGate(worker, ingested)
             parts = []

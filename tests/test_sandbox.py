@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import textwrap
 import time
 import warnings
@@ -545,13 +546,53 @@ def test_the_reference_solution_is_secret_by_default(worker):
 def test_bwrap_alone_hides_secrets_and_the_network(tmp_path, secret):
     workdir = tmp_path / "work"
     workdir.mkdir()
-    command = isolation.bwrap_command(BWRAP, workdir=workdir, secret_paths=[str(secret)],
-                                      drop_to_user=False, gpu=False)
+    command = isolation.bwrap_command(BWRAP, workdir=workdir, secret_paths=[str(secret)])
     shown = subprocess.run([*command, "/bin/sh", "-c", f"cat {secret}/answers.txt; ls -A {secret}; "
                             "tail -n +3 /proc/net/dev"], capture_output=True, text=True, timeout=30)
     assert "reference answers" not in shown.stdout and "answers.txt" not in shown.stdout
     interfaces = [line.split(":")[0].strip() for line in shown.stdout.splitlines() if ":" in line]
     assert interfaces == ["lo"]  # a network namespace of its own, with nothing in it
+
+
+@needs_bwrap
+def test_under_bwrap_the_rest_of_the_machine_is_absent(worker):
+    """Another copy of the solution (a second checkout, a home folder) is not there to find,
+    even where nobody listed it as secret: the worker's file system holds only what it needs."""
+    import graders
+
+    stray = Path(tempfile.mkdtemp(dir="/var/tmp"))  # outside /tmp, which is private anyway
+    try:
+        (stray / "attention.py").write_text("# a solution left lying around")
+        repository = Path(graders.__file__).resolve().parent.parent
+        for path in [stray / "attention.py", repository / "pyproject.toml"]:
+            with pytest.raises(StudentError, match="FileNotFoundError"):
+                worker.call("hostile", "read", str(path))
+        assert worker.call("hostile", "listdir", "/usr/lib")  # the system folders are there
+    finally:
+        shutil.rmtree(stray)
+
+
+@needs_bwrap
+def test_readable_paths_are_there_with_the_folders_their_links_point_into(submission):
+    """A Hugging Face cache: each file of a snapshot is a link into the blobs folder."""
+    model = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+        (model / "blobs").mkdir()
+        (model / "blobs" / "1234").write_text('{"model_type": "bert"}')
+        (model / "snapshots" / "main").mkdir(parents=True)
+        (model / "snapshots" / "main" / "config.json").symlink_to("../../blobs/1234")
+        with Worker(submission, limits=TEST_LIMITS, readable_paths=[model / "snapshots" / "main"]) as reader:
+            assert reader.call("hostile", "read", str(model / "snapshots" / "main" / "config.json")) == \
+                '{"model_type": "bert"}'
+            with pytest.raises(StudentError, match="FileNotFoundError|PermissionError"):
+                reader.call("hostile", "write", str(model / "snapshots" / "main" / "new.txt"))
+    finally:
+        shutil.rmtree(model)
+
+
+def test_a_readable_path_inside_a_secret_is_refused(submission, secret):
+    with pytest.raises(ValueError, match="would hide"):
+        Worker(submission, limits=TEST_LIMITS, secret_paths=[secret], readable_paths=[secret / "answers.txt"])
 
 
 def test_symlinks_in_a_submission_are_not_copied(tmp_path, secret):

@@ -63,6 +63,26 @@ def prepared(imdb, encoder, feature_cache, device):
     return loaded, prepare_imdb(imdb, loaded, cache_root=cache_root, progress=True)
 
 
+def worker_readable_paths(options) -> list[Path]:
+    """What the worker reads in this part: the feature cache (made now if new, since a sandbox is
+    built before the check runs) and the encoder's folder."""
+    from graders.finetune.cache import default_cache_root
+    from graders.finetune.encoder import EncoderNotFound, resolve_encoder_path
+
+    cache_root = Path(options["feature_cache"]) if options.get("feature_cache") else default_cache_root()
+    try:
+        cache_root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError:
+        pass  # the check says so when it builds the features
+    paths = [cache_root]
+    if options.get("encoder") and options.get("imdb"):
+        try:
+            paths.append(resolve_encoder_path(options["encoder"]))
+        except EncoderNotFound:
+            pass  # the check says so when it loads the encoder
+    return paths
+
+
 def _device(options):
     return options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
 

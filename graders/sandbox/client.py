@@ -54,17 +54,21 @@ class Worker:
     fixtures and other workers' directories are always added. `use_bwrap`: None uses
     bubblewrap where it works, True requires it, False runs without it. `task_modules`: extra
     modules that register harness tasks, imported in the worker before student code.
+    `readable_paths`: what the worker may read besides the system folders and its own Python
+    (feature caches, an encoder); under bubblewrap nothing else of the machine is there.
     """
 
     def __init__(self, submission_dir: str | os.PathLike, *, limits: Limits = Limits(),
                  secret_paths: Iterable[str | os.PathLike] = (), allow_gpu: bool = False,
-                 use_bwrap: bool | None = None, task_modules: Iterable[str] = ()) -> None:
+                 use_bwrap: bool | None = None, task_modules: Iterable[str] = (),
+                 readable_paths: Iterable[str | os.PathLike] = ()) -> None:
         self.submission_dir = Path(submission_dir).resolve()
         if not self.submission_dir.is_dir():
             raise NotADirectoryError(f"no submission folder at {self.submission_dir}")
         self.limits = limits
         self.secret_paths = sorted({os.path.realpath(p) for p in [*secret_paths, *default_secret_paths()]})
-        conflict = isolation.conflicting_secret(self.secret_paths)
+        self.readable_paths = sorted({os.path.realpath(p) for p in readable_paths})
+        conflict = isolation.conflicting_secret(self.secret_paths, self.readable_paths)
         if conflict:
             raise ValueError(f"the secret path {conflict[0]} would hide {conflict[1]}, which the worker needs")
         self.allow_gpu = allow_gpu
@@ -325,7 +329,7 @@ class Worker:
         if self.layers.bwrap:
             command = [*isolation.bwrap_command(isolation.find_bwrap(), workdir=workdir,
                                                 secret_paths=self.secret_paths,
-                                                drop_to_user=run_as is not None, gpu=self.allow_gpu),
+                                                readable_paths=self.readable_paths, gpu=self.allow_gpu),
                        *command]
         try:
             process = subprocess.Popen(

@@ -1,8 +1,10 @@
 """The operating-system layers around a worker: bubblewrap, the sandbox user, its directory.
 
 - bubblewrap (when installed and working): new network, PID, IPC and UTS namespaces (no
-  network at all), a read-only view of the file system, a private /tmp, the worker's own
-  directory as the only writable place, an empty tmpfs (or /dev/null) over every secret path.
+  network at all), and a file system of its own: the system folders, the worker's Python and
+  packages and the paths the caller names, all read-only, a private /tmp, and the worker's own
+  directory as the only writable place. Nothing else of the machine is there (another copy of
+  the solution, home folders); an empty tmpfs (or /dev/null) covers secret paths inside what is.
 - The sandbox user (when the grader runs as root): the worker drops to an unprivileged uid, so
   RLIMIT_NPROC binds and root-only files are out of reach. Without bubblewrap this needs the
   interpreter to be readable by that user; when it is not (a Python under /root), the worker
@@ -99,52 +101,105 @@ def namespace_args(as_root: bool) -> list[str]:
             "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
 
 
-def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], drop_to_user: bool,
-                  gpu: bool) -> list[str]:
-    """The bwrap command line (up to `--`) that runs the worker in `workdir`."""
+# What every program needs, bound read-only: the rest of the machine (other checkouts of the
+# grader, its solution, home folders, caches) is simply absent from the worker's file system.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+
+
+def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readable_paths: list[str] = (),
+                  gpu: bool = False) -> list[str]:
+    """The bwrap command line (up to `--`) that runs the worker in `workdir`: a file system made
+    of the system folders, what the worker's Python needs, `readable_paths` (all read-only), an
+    empty /tmp and `workdir` (writable)."""
     as_root = os.geteuid() == 0
-    command = [bwrap, *namespace_args(as_root), "--die-with-parent", "--new-session",
-               "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    # The private /tmp hides a grader installed under /tmp (a CI checkout, say): bind back what
-    # the worker's Python needs from there, read-only, and nothing else of that checkout.
-    for path in interpreter_paths():
-        if Path(path).is_relative_to("/tmp") and path != "/tmp":
-            for parent in reversed(Path(path).relative_to("/tmp").parents[:-1]):
-                command += ["--perms", "0755", "--dir", str(Path("/tmp") / parent)]
+    command = [bwrap, *namespace_args(as_root), "--die-with-parent", "--new-session"]
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):  # merged /usr: /bin -> usr/bin
+            command += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
             command += ["--ro-bind", path, path]
+    command += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    exposed = exposed_paths(readable_paths)
+    made = {"/tmp"}
+    for path in exposed:
+        command += [*_folders_on_the_way(path, made), "--ro-bind", path, path]
     if gpu:
         for device in sorted(glob.glob("/dev/nvidia*")):
             command += ["--dev-bind", device, device]
-    if drop_to_user:
-        # A directory on the way to the interpreter that the sandbox user may not enter (a
-        # pyenv under /root) becomes an empty tmpfs with just the needed paths bound back in;
-        # the rest of it (root's dotfiles and tokens) disappears from the sandbox.
-        for hidden, needed in sorted(_paths_to_reexpose().items()):
-            command += ["--tmpfs", hidden]
-            for path in needed:
-                # bwrap would create the directories in between as 0700, closed to that user.
-                for parent in reversed(Path(path).relative_to(hidden).parents[:-1]):
-                    command += ["--perms", "0755", "--dir", str(Path(hidden) / parent)]
-                command += ["--ro-bind", path, path]
-    for secret in secret_paths:
+    visible = [*SYSTEM_PATHS, *exposed]
+    for secret in secret_paths:  # only those inside something bound are there to hide
+        if not _inside(secret, visible):
+            continue
         if os.path.isdir(secret):
             command += ["--tmpfs", secret]
         elif os.path.lexists(secret):
             command += ["--ro-bind", "/dev/null", secret]
-    # Bound last, so that a secret folder holding it (the parent of all workers' folders) is
-    # hidden around it but not over it.
-    command += ["--bind", str(workdir), str(workdir)]
+    command += [*_folders_on_the_way(str(workdir), made), "--bind", str(workdir), str(workdir)]
     return [*command, "--chdir", str(workdir), "--"]
+
+
+def _folders_on_the_way(path: str, made: set[str]) -> list[str]:
+    """Empty folders down to `path`, enterable by the sandbox user (bwrap would make them 0700):
+    a Python under /root shows nothing else of /root."""
+    arguments = []
+    for parent in map(str, reversed(Path(path).parents[:-1])):
+        if parent not in made:
+            made.add(parent)
+            arguments += ["--perms", "0755", "--dir", parent]
+    return arguments
+
+
+def exposed_paths(readable_paths=()) -> list[str]:
+    """The interpreter's paths and `readable_paths` (with the targets of the links inside them),
+    outside the system folders, leaving out those inside another (bound with it); parents first."""
+    wanted = [*interpreter_paths(), *(target for path in readable_paths for target in with_link_targets(path))]
+    result: list[str] = []
+    for path in sorted(set(wanted)):
+        if not _inside(path, [*SYSTEM_PATHS, *result]):
+            result.append(path)
+    return result
+
+
+def with_link_targets(path: str | os.PathLike) -> list[str]:
+    """`path` and the folders that the symbolic links inside it point into (a Hugging Face
+    cache's snapshot links each file to its blob folder)."""
+    root = os.path.realpath(path)
+    if not os.path.exists(root):
+        return []
+    found = {root}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            if os.path.islink(os.path.join(directory, name)):
+                target = os.path.realpath(os.path.join(directory, name))
+                if os.path.exists(target):
+                    found.add(os.path.dirname(target))
+    return sorted(found)
+
+
+def _inside(path: str, folders) -> bool:
+    return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
 
 
 def interpreter_paths() -> list[str]:
     """What the worker's Python must read: its installation, its packages, the grader's code."""
-    # sys.path too: a .pth file may point at packages outside the environment (the secret paths
-    # are hidden over whatever this exposes, since they are mounted after it).
+    site_folders = site.getsitepackages()
     candidates = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                  os.path.dirname(os.path.realpath(graders.__file__)), *site.getsitepackages(),
-                  *(entry for entry in sys.path if entry)}
+                  os.path.dirname(os.path.realpath(graders.__file__)), *site_folders,
+                  *(folder for site_folder in site_folders for folder in _pth_folders(site_folder))}
     return sorted({os.path.realpath(path) for path in candidates if os.path.isdir(path)})
+
+
+def _pth_folders(site_folder: str) -> list[str]:
+    """The folders that the .pth files of `site_folder` add to the worker's sys.path (packages
+    installed outside the environment), read as `site` reads them. Not the grader's own sys.path,
+    which may hold its working directory (under pytest, the whole repository)."""
+    folders = []
+    for pth in sorted(Path(site_folder).glob("*.pth")):
+        for line in pth.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "import ", "import\t")):
+                folders.append(os.path.join(site_folder, line))
+    return folders
 
 
 def blocking_ancestor(path: str) -> str | None:
@@ -157,23 +212,11 @@ def blocking_ancestor(path: str) -> str | None:
     return None
 
 
-def _paths_to_reexpose() -> dict[str, list[str]]:
-    """{a directory the sandbox user may not enter: the needed paths inside it}, leaving out
-    paths inside other needed paths (bound with them)."""
-    plan: dict[str, list[str]] = {}
-    needed = interpreter_paths()
-    for path in needed:
-        hidden = blocking_ancestor(path)
-        if hidden is not None and not any(path.startswith(other + "/") for other in needed):
-            plan.setdefault(hidden, []).append(path)
-    return plan
-
-
-def conflicting_secret(secret_paths: list[str]) -> tuple[str, str] | None:
+def conflicting_secret(secret_paths: list[str], readable_paths=()) -> tuple[str, str] | None:
     """A secret path that would hide something the worker needs, and that thing."""
     for secret in secret_paths:
-        for needed in interpreter_paths():
-            if needed == secret or needed.startswith(secret.rstrip("/") + "/"):
+        for needed in [*interpreter_paths(), *readable_paths]:
+            if _inside(needed, [secret]):
                 return secret, needed
     return None
 
