@@ -55,7 +55,7 @@ def main():
         folder = homework_folder(args.homework, scratch)
         imports.append(timed([sys.executable, "-c", "import torch"], check=True)[0])
         for _ in range(args.repeat):
-            seconds, run = timed([sys.executable, "-P", "-m", "graders.selfcheck", "check"], cwd=folder)
+            seconds, run = timed([sys.executable, "-P", "-m", "graders.cli", "check"], cwd=folder)
             checks.append(seconds)
             statuses.append(run.returncode)
             imports.append(timed([sys.executable, "-c", "import torch"], check=True)[0])

@@ -64,7 +64,7 @@ dependencies = [
 {deps}]
 
 [project.scripts]
-grade = "graders.cli:main"
+grade = "graders.cli:run"
 
 [tool.setuptools.packages.find]
 include = ["graders*"]

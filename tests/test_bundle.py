@@ -281,4 +281,4 @@ def test_the_bundle_installs_with_pip(bundle_zip, tmp_path):
     assert "graders/reports/templates/report.html.j2" in names and "graders/rubric.toml" in names
     assert not [n for n in names if n.startswith(("homework/", "reference/"))]
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "grade = graders.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "grade = graders.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
