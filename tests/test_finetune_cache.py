@@ -13,16 +13,8 @@ from graders.finetune.cache import build_features, hash_texts, open_features, wr
 from graders.finetune.data import load_small_sentiment
 from graders.finetune.encoder import EncoderNotFound, load_encoder, smoke_encoder_path, tokenize
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One CPU thread, as in the sandbox worker: small models gain nothing from more, and on a busy
-    machine OpenMP threads spinning on each other made the GRU 30 times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 @pytest.fixture(scope="module")
 def smoke_folder(tmp_path_factory) -> Path:

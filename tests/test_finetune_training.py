@@ -33,15 +33,8 @@ def student(**replaced):
     return SimpleNamespace(**{**students.GOOD, **replaced})
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One CPU thread, as in the sandbox worker: small models gain nothing from more, and on a busy
-    machine OpenMP threads spinning on each other made the GRU 30 times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory):
