@@ -29,10 +29,10 @@ from typing import Any, Iterable, NoReturn
 
 import graders
 
-from . import isolation
+from . import isolation, uids
 from .errors import (BudgetExhausted, ProtocolError, RequestError, StudentError, WorkerCrashed,
                      WorkerTimeout)
-from .isolation import Layers
+from .isolation import IsolationUnavailable, Layers
 from .limits import Limits
 from .output import OutputTail
 from .protocol import Encoder, Handle, decode, receive_message, send_message
@@ -49,6 +49,10 @@ SHUTDOWN_TIMEOUT_S = 1.0
 class Worker:
     """One sandboxed worker process for one submission.
 
+    `require_isolation` (the default) refuses, with `IsolationUnavailable`, to start anything on
+    a machine without every layer (bubblewrap, root to switch to a uid of the worker's own, the
+    secrets unreadable by that uid): what grading others' code needs. False (a student's own
+    code on their own machine, or an explicit unsafe grade) uses what the machine has.
     `secret_paths`: files and folders the worker must not read (hidden fixtures, the grader's
     output directory, datasets with labels); the reference solution, the repository's
     fixtures and other workers' directories are always added. `use_bwrap`: None uses
@@ -61,7 +65,7 @@ class Worker:
     def __init__(self, submission_dir: str | os.PathLike, *, limits: Limits = Limits(),
                  secret_paths: Iterable[str | os.PathLike] = (), allow_gpu: bool = False,
                  use_bwrap: bool | None = None, task_modules: Iterable[str] = (),
-                 readable_paths: Iterable[str | os.PathLike] = ()) -> None:
+                 readable_paths: Iterable[str | os.PathLike] = (), require_isolation: bool = True) -> None:
         self.submission_dir = Path(submission_dir).resolve()
         if not self.submission_dir.is_dir():
             raise NotADirectoryError(f"no submission folder at {self.submission_dir}")
@@ -73,8 +77,24 @@ class Worker:
             raise ValueError(f"the secret path {conflict[0]} would hide {conflict[1]}, which the worker needs")
         self.allow_gpu = allow_gpu
         self.task_modules = list(task_modules)
-        self.layers: Layers = isolation.choose_layers(use_bwrap=use_bwrap, sandbox_uid=limits.sandbox_uid)
+        if require_isolation:
+            if use_bwrap is False:
+                raise ValueError("full isolation needs bubblewrap: use_bwrap=False goes with require_isolation=False")
+            isolation.require_full_isolation()
+            use_bwrap = True
+        self._uid_lease = (uids.lease(isolation.workdirs_parent(), base_uid=limits.sandbox_uid,
+                                      base_gid=limits.sandbox_gid, slots=limits.sandbox_slots)
+                           if os.geteuid() == 0 else None)
+        self._lease_finalizer = weakref.finalize(self, self._uid_lease.release) if self._uid_lease else None
+        try:
+            self.layers: Layers = isolation.choose_layers(
+                use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid)
+            self._protect_secrets(require_isolation)
+        except BaseException:
+            self._release_uid()
+            raise
         if os.geteuid() == 0 and self.layers.sandbox_uid is None:
+            self._release_uid()
             warnings.warn(f"sandbox: {self.layers.note}", RuntimeWarning, stacklevel=2)
         self.last_output = ""  # what the student's code printed during the last request
         self.time_used_s = 0.0  # counted against limits.submission_budget_s
@@ -114,6 +134,28 @@ class Worker:
                 self._ask_to_exit()
                 self._stop()
             self._closed = True
+            self._release_uid()
+
+    def _release_uid(self) -> None:
+        if self._lease_finalizer is not None:
+            self._lease_finalizer()  # releases the lease once, now
+
+    def _protect_secrets(self, required: bool) -> None:
+        """The OS layer under the namespaces: secrets unreadable by the worker's uid itself, so
+        that they stay out of reach where a bind or a mask of bubblewrap would miss them. The
+        workers' parent folder is left as it is: others may pass through it (the worker without
+        bubblewrap must), and what lies inside is private to the grader (see make_workdir)."""
+        if self.layers.sandbox_uid is None:
+            return
+        workers = str(isolation.workdirs_parent())
+        secrets = [path for path in self.secret_paths if path != workers]
+        readable = isolation.deny_to_sandbox_user(secrets, uid=self.layers.sandbox_uid,
+                                                 gid=self._uid_lease.gid)
+        if readable and required:
+            raise IsolationUnavailable(
+                f"refusing to grade: the sandbox user (uid {self.layers.sandbox_uid}) can still read {readable[0]} "
+                "after its permissions for others were removed (an ACL? `getfacl` shows it); make it readable "
+                "by its owner only")
 
     def __enter__(self) -> Worker:
         self.start()
@@ -312,8 +354,9 @@ class Worker:
         raise WorkerCrashed(reason, exit_status=status, output=output) from None
 
     def _launch(self) -> None:
-        run_as = (self.layers.sandbox_uid, self.limits.sandbox_gid) if self.layers.sandbox_uid is not None else None
-        workdir = isolation.make_workdir(self.submission_dir, owner=run_as)
+        run_as = (self.layers.sandbox_uid, self._uid_lease.gid) if self.layers.sandbox_uid is not None else None
+        private = self.layers.private_mounts
+        workdir = isolation.make_workdir(self.submission_dir, owner=None if private else run_as)
         request_read, request_write = _pipe()
         reply_read, reply_write = _pipe()
         output_read, output_write = os.pipe()
@@ -322,6 +365,7 @@ class Worker:
             "submission_dir": str(workdir / "submission"), "workdir": str(workdir),
             "secret_paths": self.secret_paths, "task_modules": self.task_modules,
             "limits": self.limits.to_json(), "gpu": self.allow_gpu, "run_as": run_as,
+            "private_source": isolation.SUBMISSION_SOURCE if private else None,
             # Without bwrap the worker's parent is this process, and it checks that it still is.
             "parent_pid": None if self.layers.bwrap else os.getpid(),
         }
@@ -329,7 +373,8 @@ class Worker:
         if self.layers.bwrap:
             command = [*isolation.bwrap_command(isolation.find_bwrap(), workdir=workdir,
                                                 secret_paths=self.secret_paths,
-                                                readable_paths=self.readable_paths, gpu=self.allow_gpu),
+                                                readable_paths=self.readable_paths, gpu=self.allow_gpu,
+                                                private_mounts=private),
                        *command]
         try:
             process = subprocess.Popen(
@@ -359,7 +404,8 @@ class Worker:
         threads = str(self.limits.threads)
         environment = {
             "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"),
-            "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+            "LANG": "C.UTF-8", "USER": "grader-sandbox", "LOGNAME": "grader-sandbox",  # no passwd entry
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONFAULTHANDLER": "1",  # a segfault's Python traceback ends up in the output
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
             **{name: threads for name in THREAD_VARIABLES},
@@ -386,6 +432,8 @@ class Worker:
         self._finalizer.detach()
         _kill_group(process.pid, None)
         process.wait()
+        if self._uid_lease is not None and self.layers.sandbox_uid is not None:
+            uids.kill_processes_of(self._uid_lease.uid)  # also those that left the group (setsid)
         for fd in (self._request_fd, self._reply_fd):
             os.close(fd)
         # With bwrap the worker is in its own session inside a PID namespace; it dies with

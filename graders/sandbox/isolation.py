@@ -5,12 +5,18 @@
   packages and the paths the caller names, all read-only, a private /tmp, and the worker's own
   directory as the only writable place. Nothing else of the machine is there (another copy of
   the solution, home folders); an empty tmpfs (or /dev/null) covers secret paths inside what is.
-- The sandbox user (when the grader runs as root): the worker drops to an unprivileged uid, so
-  RLIMIT_NPROC binds and root-only files are out of reach. Without bubblewrap this needs the
-  interpreter to be readable by that user; when it is not (a Python under /root), the worker
-  stays root, which `Layers.note` records.
+- The sandbox user (when the grader runs as root): the worker drops to an unprivileged uid of
+  its own (graders/sandbox/uids.py), so RLIMIT_NPROC binds per student and root-only files are
+  out of reach. Without bubblewrap this needs the interpreter to be readable by that user; when
+  it is not (a Python under /root), the worker stays root, which `Layers.note` records.
+- Private writable space (bubblewrap as root): the worker's folder, /tmp and /dev/shm are tmpfs
+  mounts limited in bytes and files, made by the worker before it drops to its uid; the
+  submission arrives read-only and is copied in. Nothing the student writes reaches the disk.
 - A fresh directory per worker, under a directory that other users cannot list, holding a
   copy of the submission: the worker never sees where the submission came from.
+
+`require_full_isolation` is the fail-closed gate of instructor grading: it refuses, with the
+fix, on a machine where any of the layers above is missing.
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ from pathlib import Path
 import graders
 
 BWRAP_CANDIDATES = ("bwrap", "/usr/bin/bwrap")
+# Names the bubblewrap binary to use instead of searching PATH; empty: behave as if none exists.
+BWRAP_ENVIRONMENT = "TRANSFORMER_GRADER_BWRAP"
+# Inside the sandbox, where the read-only copy of the submission is bound when the worker builds
+# its own writable folder (private mounts).
+SUBMISSION_SOURCE = "/.submission"
 
 
 @dataclass(frozen=True)
@@ -39,25 +50,32 @@ class Layers:
     bwrap: bool
     sandbox_uid: int | None  # the uid the worker switches to; None: it keeps the grader's
     note: str = ""  # why a layer is missing
+    private_mounts: bool = False  # its writable space is size-limited tmpfs (bwrap as root)
+    full: bool = False  # every layer: what instructor grading requires
 
     def to_json(self) -> dict:
         # The rlimits and the audit hook have no condition: every worker has them.
-        return {"bwrap": self.bwrap, "sandbox_uid": self.sandbox_uid, "rlimits": True,
-                "audit_hook": True, "note": self.note}
+        return {"bwrap": self.bwrap, "sandbox_uid": self.sandbox_uid, "private_mounts": self.private_mounts,
+                "full_isolation": self.full, "rlimits": True, "audit_hook": True, "note": self.note}
+
+
+class IsolationUnavailable(RuntimeError):
+    """Instructor grading refused: a layer of the sandbox is missing on this machine."""
 
 
 def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int) -> Layers:
-    """`use_bwrap`: None uses bubblewrap where it works, True requires it, False avoids it."""
+    """`use_bwrap`: None uses bubblewrap where it works, True requires it, False avoids it.
+    `sandbox_uid`: the uid leased for this worker (used only when the grader is root)."""
     as_root = os.geteuid() == 0
     bwrap = find_bwrap() if use_bwrap is not False else None
     with_bwrap = bwrap is not None and bwrap_works(bwrap, as_root)
     if use_bwrap and not with_bwrap:
-        raise RuntimeError("bubblewrap was required but is not installed or cannot create namespaces here")
+        raise IsolationUnavailable(missing_layers_message(isolation_problems()))
     missing = "" if with_bwrap else "no bubblewrap: no namespaces, secret paths guarded by the audit hook only"
     if not as_root:
         return Layers(with_bwrap, None, note=_join(missing, "the grader is not root: the worker runs as the grader's user"))
     if with_bwrap:
-        return Layers(True, sandbox_uid)
+        return Layers(True, sandbox_uid, private_mounts=True, full=True)
     unreachable = [path for path in interpreter_paths() if blocking_ancestor(path)]
     if unreachable:
         return Layers(False, None, note=_join(
@@ -66,11 +84,50 @@ def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int) -> Layers:
     return Layers(False, sandbox_uid, note=missing)
 
 
+def isolation_problems() -> list[tuple[str, str]]:
+    """What keeps this machine from full isolation, each with its fix; empty when nothing does."""
+    problems = []
+    bwrap = find_bwrap()
+    as_root = os.geteuid() == 0
+    if bwrap is None:
+        problems.append(("bubblewrap is not installed",
+                         "install it: `apt-get install bubblewrap` (Debian, Ubuntu), `dnf install bubblewrap` "
+                         "(Fedora, RHEL), or run `bash setup.sh` as root"))
+    elif not bwrap_works(bwrap, as_root):
+        problems.append((f"bubblewrap ({bwrap}) cannot create namespaces here",
+                         "in a container, allow it (Docker: `--security-opt seccomp=unconfined "
+                         "--security-opt apparmor=unconfined --cap-add SYS_ADMIN`), or grade on the host"))
+    if not as_root:
+        problems.append(("the grader is not root, so the worker cannot become an unprivileged user of its own "
+                         "that the operating system denies every secret",
+                         "run the grader as root (`sudo .venv/bin/grade ...`); the worker never keeps root"))
+    return problems
+
+
+def missing_layers_message(problems: list[tuple[str, str]]) -> str:
+    lines = ["refusing to grade: student code would not be isolated on this machine."]
+    for problem, fix in problems:
+        lines += [f"  - {problem}", f"    fix: {fix}"]
+    lines += ["`grade doctor` shows every layer. To run code you trust (your own) without isolation, "
+              "add --unsafe-no-sandbox; every output then says the grade was not isolated."]
+    return "\n".join(lines)
+
+
+def require_full_isolation() -> None:
+    """Raise IsolationUnavailable, with every fix, unless bubblewrap works and the grader is root."""
+    problems = isolation_problems()
+    if problems:
+        raise IsolationUnavailable(missing_layers_message(problems))
+
+
 def _join(*notes: str) -> str:
     return "; ".join(note for note in notes if note)
 
 
 def find_bwrap() -> str | None:
+    if BWRAP_ENVIRONMENT in os.environ:
+        chosen = os.environ[BWRAP_ENVIRONMENT]
+        return shutil.which(chosen) if chosen else None
     for candidate in BWRAP_CANDIDATES:
         found = shutil.which(candidate)
         if found:
@@ -90,15 +147,17 @@ def bwrap_works(bwrap: str, as_root: bool) -> bool:
         return False
 
 
-def namespace_args(as_root: bool) -> list[str]:
+def namespace_args(as_root: bool, *, private_mounts: bool = False) -> list[str]:
     if not as_root:
         return ["--unshare-all"]
     # As root, --unshare-all would add a user namespace in which the worker is root mapped to
     # real root: it could not become the sandbox user (unmapped there) and, as real root,
     # would escape RLIMIT_NPROC. So every namespace but the user one, and only the
-    # capabilities the worker needs to switch user (switching drops them all).
+    # capabilities the worker needs to mount its writable space and switch user (switching
+    # drops them all, before any student code runs).
+    mounting = ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_CHOWN"] if private_mounts else []
     return ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", *mounting]
 
 
 # What every program needs, bound read-only: the rest of the machine (other checkouts of the
@@ -107,12 +166,14 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 
 
 def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readable_paths: list[str] = (),
-                  gpu: bool = False) -> list[str]:
+                  gpu: bool = False, private_mounts: bool = False) -> list[str]:
     """The bwrap command line (up to `--`) that runs the worker in `workdir`: a file system made
     of the system folders, what the worker's Python needs, `readable_paths` (all read-only), an
-    empty /tmp and `workdir` (writable)."""
+    empty /tmp and `workdir` (writable). With `private_mounts` (as root), `workdir` is an empty
+    mount point and the submission is bound read-only at SUBMISSION_SOURCE: the worker mounts
+    its size-limited tmpfs there and copies the submission in."""
     as_root = os.geteuid() == 0
-    command = [bwrap, *namespace_args(as_root), "--die-with-parent", "--new-session"]
+    command = [bwrap, *namespace_args(as_root, private_mounts=private_mounts), "--die-with-parent", "--new-session"]
     for path in SYSTEM_PATHS:
         if os.path.islink(path):  # merged /usr: /bin -> usr/bin
             command += ["--symlink", os.readlink(path), path]
@@ -134,7 +195,11 @@ def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readabl
             command += ["--tmpfs", secret]
         elif os.path.lexists(secret):
             command += ["--ro-bind", "/dev/null", secret]
-    command += [*_folders_on_the_way(str(workdir), made), "--bind", str(workdir), str(workdir)]
+    if private_mounts:
+        command += ["--ro-bind", str(workdir / "submission"), SUBMISSION_SOURCE,
+                    *_folders_on_the_way(str(workdir), made), "--dir", str(workdir)]
+    else:
+        command += [*_folders_on_the_way(str(workdir), made), "--bind", str(workdir), str(workdir)]
     return [*command, "--chdir", str(workdir), "--"]
 
 
@@ -245,10 +310,9 @@ def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None) -> Path
     """
     parent = workdirs_parent()
     remove_orphaned_workdirs(parent)
+    # 0700: the worker reaches it as its owner (`owner`), or through bubblewrap's binds, which are
+    # made with root's capabilities; nobody else can enter it.
     workdir = Path(tempfile.mkdtemp(prefix=f"w-{_process_tag(os.getpid())}-", dir=parent))
-    # Enterable by others: bwrap (root without capabilities) must chdir into it before the
-    # worker becomes its owner. Not listable, and its name is random.
-    workdir.chmod(0o711)
     try:
         copy_submission(submission_dir, workdir / "submission")
         (workdir / "tmp").mkdir()
@@ -294,3 +358,36 @@ def copy_submission(source: Path, destination: Path) -> None:
         return result
 
     shutil.copytree(source, destination, ignore=skipped)
+
+
+# ---------------------------------------------------------------------------- secrets at the OS level
+
+def readable_by(uid: int, gid: int, paths: list[str]) -> list[str]:
+    """Those of `paths` that a process of `uid`/`gid` (no supplementary groups) can read or, for
+    a folder, enter: asked of the kernel itself, by `test` run as that user, so that ACLs and
+    every folder on the way count."""
+    test = next((candidate for candidate in ("/usr/bin/test", "/bin/test") if os.path.exists(candidate)), None)
+    if test is None:
+        raise IsolationUnavailable("no /usr/bin/test to check what the sandbox user can read")
+    found = []
+    for path in paths:
+        if not os.path.lexists(path):
+            continue
+        probe = [test, "-r", path, "-o", "-x", path] if os.path.isdir(path) else [test, "-r", path]
+        if subprocess.run(probe, user=uid, group=gid, extra_groups=[], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/").returncode == 0:
+            found.append(path)
+    return found
+
+
+def deny_to_sandbox_user(paths: list[str], *, uid: int, gid: int) -> list[str]:
+    """Make every secret in `paths` unreadable by the sandbox user at the OS level (as root):
+    take away the permissions of "others" (and of the group, should it be the sandbox user's)
+    from each secret that user can reach. Its owner's access is unchanged. Returns the secrets
+    still readable afterwards (an ACL, a file system without permissions): grading must stop."""
+    for path in readable_by(uid, gid, paths):
+        info = os.lstat(path)
+        taken = 0o007 | (0o070 if info.st_gid == gid else 0)
+        if not stat.S_ISLNK(info.st_mode):
+            os.chmod(path, stat.S_IMODE(info.st_mode) & ~taken)
+    return readable_by(uid, gid, paths)

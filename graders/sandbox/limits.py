@@ -46,9 +46,21 @@ class Limits:
     # torch.set_num_threads and OMP/MKL/OpenBLAS threads: 1 keeps results reproducible and lets
     # a batch run one worker per core.
     threads: int = 1
-    # The unprivileged user the worker becomes when the grader runs as root.
-    sandbox_uid: int = 65534
-    sandbox_gid: int = 65534
+    # The unprivileged users the workers become when the grader runs as root: uid (and gid)
+    # `sandbox_uid + slot`, one slot per worker running at a time on the machine (see
+    # graders/sandbox/uids.py), so process limits, signals and /proc are per student. Far above
+    # the ranges that distributions, systemd and user namespaces hand out: no such user exists.
+    sandbox_uid: int = 1_970_000_000
+    sandbox_gid: int = 1_970_000_000
+    sandbox_slots: int = 256
+    # The worker's writable space under bubblewrap (as root): its folder, /tmp and /dev/shm are
+    # private tmpfs mounts of these sizes and numbers of files (inodes), gone with the worker.
+    workdir_bytes: int = 256 * MiB
+    workdir_files: int = 4096
+    tmp_bytes: int = 64 * MiB
+    tmp_files: int = 1024
+    shm_bytes: int = 128 * MiB
+    shm_files: int = 256
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -3,8 +3,9 @@
 Started by `graders.sandbox.client.Worker` as `python -s -m graders.sandbox.worker CONFIG`
 (CONFIG is JSON; see `Worker._launch`). Before any student code runs, it
   1. imports torch, numpy and safetensors (as a module, below);
-  2. applies its rlimits, forbids gaining privileges, becomes the sandbox user if asked, and
-     arranges to die with the grader;
+  2. mounts its private, size-limited writable space and copies the submission in (when the
+     grader asks for private mounts: bubblewrap as root), applies its rlimits, forbids gaining
+     privileges, becomes the sandbox user if asked, and arranges to die with the grader;
   3. imports the harness task modules;
   4. makes the submission folder importable as the package `submission`;
   5. installs the audit hook (`graders.sandbox.audit`);
@@ -22,6 +23,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import signal
 import threading
 import sys
@@ -42,6 +44,7 @@ from graders.sandbox.protocol import Encoder, Handle, decode, receive_message, s
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+MS_NOSUID, MS_NODEV = 2, 4
 PACKAGE = "submission"
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 20_000
@@ -54,6 +57,8 @@ def main(argv: list[str]) -> None:
     if sys.path and sys.path[0] == os.getcwd():
         sys.path.pop(0)
     limits = Limits.from_json(config["limits"])
+    if config["private_source"]:
+        make_private_space(Path(config["workdir"]), Path(config["private_source"]), limits, config["run_as"])
     apply_rlimits(limits, gpu=config["gpu"])
     harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"])
     torch.set_num_threads(limits.threads)
@@ -86,6 +91,32 @@ def warm_up_in_background() -> None:
             sys.setswitchinterval(interval)
 
     threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
+
+
+def make_private_space(workdir: Path, source: Path, limits: Limits, run_as: list[int] | None) -> None:
+    """Size-limited tmpfs mounts for everything the student may write (this process is still
+    root, inside bubblewrap's mount namespace): /tmp, /dev/shm, and the working folder, which
+    gets a copy of the read-only submission. A student filling them fills memory the limits
+    bound, never the grader's disk, and all of it is gone with the namespace."""
+    uid, gid = run_as if run_as is not None else (0, 0)
+    mount_tmpfs(Path("/tmp"), limits.tmp_bytes, limits.tmp_files, "1777", 0, 0)
+    mount_tmpfs(Path("/dev/shm"), limits.shm_bytes, limits.shm_files, "1777", 0, 0)
+    workdir.mkdir(mode=0o711, parents=True, exist_ok=True)
+    mount_tmpfs(workdir, limits.workdir_bytes, limits.workdir_files, "700", 0, 0)  # chowned once filled
+    shutil.copytree(source, workdir / "submission")
+    (workdir / "tmp").mkdir()
+    # Bottom up: this process (root without CAP_DAC_OVERRIDE) can no longer enter what it gave away.
+    for directory, subdirectories, files in os.walk(workdir, topdown=False):
+        for name in [*subdirectories, *files]:
+            os.lchown(os.path.join(directory, name), uid, gid)
+    os.lchown(workdir, uid, gid)
+
+
+def mount_tmpfs(target: Path, size: int, files: int, mode: str, uid: int, gid: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"size={size},nr_inodes={files},mode={mode},uid={uid},gid={gid}".encode()
+    if libc.mount(b"tmpfs", str(target).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        raise OSError(ctypes.get_errno(), f"mounting the worker's tmpfs on {target} failed")
 
 
 def harden_process(*, run_as: list[int] | None, parent_pid: int | None) -> None:
