@@ -6,9 +6,12 @@
     grade report RESULTS.json         re-render the reports of a results.json
     grade batch SUBMISSIONS --out DIR grade a whole course, resumably
     grade merge MANUAL.csv --out DIR  merge manual scores of written answers into a batch
+    grade doctor                      every layer of the sandbox on this machine, with fixes
 
 Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
-`grade check` while a public check fails, 2 for bad usage.
+`grade check` while a public check fails (and for `grade doctor` on a machine without full
+isolation), 2 for bad usage, 3 when grading was refused because student code would not be
+isolated on this machine (the message says how to fix it).
 """
 
 import argparse
@@ -18,7 +21,8 @@ import os
 import sys
 from pathlib import Path
 
-SUBCOMMANDS = ("check", "build", "report", "batch", "merge")
+SUBCOMMANDS = ("check", "build", "report", "batch", "merge", "doctor")
+EXIT_NOT_ISOLATED = 3
 
 
 def _grade_parser():
@@ -28,8 +32,30 @@ def _grade_parser():
     parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's; same seed, same score)")
     parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per call into student code")
+    add_unsafe_option(parser)
     _add_finetune_options(parser)
     return parser
+
+
+def add_unsafe_option(parser):
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="grade without full isolation, for code you trust (your own); every output says so")
+
+
+def refuse_unless_isolated(args, prog="grade") -> int | None:
+    """The fail-closed gate, before anything is read: EXIT_NOT_ISOLATED with every fix, or None."""
+    if args.unsafe_no_sandbox:
+        print(f"{prog}: WARNING: --unsafe-no-sandbox: student code runs without full isolation; "
+              "this grade is marked as such in every output", file=sys.stderr)
+        return None
+    from graders.sandbox.isolation import IsolationUnavailable, require_full_isolation
+
+    try:
+        require_full_isolation()
+    except IsolationUnavailable as refusal:
+        print(f"{prog}: {refusal}", file=sys.stderr)
+        return EXIT_NOT_ISOLATED
+    return None
 
 
 def _add_finetune_options(parser):
@@ -56,6 +82,9 @@ def cmd_grade(argv):
     if not args.submission.exists():
         print(f"grade: no such file or folder: {args.submission}", file=sys.stderr)
         return 2
+    refused = refuse_unless_isolated(args)
+    if refused is not None:
+        return refused
     from graders.grading import grade, write_results
     from graders.reports import print_summary, write_reports
     from graders.sandbox import Limits
@@ -67,7 +96,8 @@ def cmd_grade(argv):
     if args.finetune_budget is not None:  # the training runs inside the submission's budget
         limits = dataclasses.replace(limits, submission_budget_s=limits.submission_budget_s + args.finetune_budget)
     results = grade(args.submission, seed=args.seed, only_parts=args.parts, limits=limits,
-                    options=finetune_options(args), extra_secrets=[out.resolve()])
+                    options=finetune_options(args), extra_secrets=[out.resolve()],
+                    unsafe=args.unsafe_no_sandbox)
     path = write_results(results, out)
     reports = write_reports(results, out)
     print_summary(results)
@@ -95,6 +125,21 @@ def cmd_report(argv):
     return 0
 
 
+def cmd_doctor(argv):
+    parser = argparse.ArgumentParser(prog="grade doctor", description="Show every layer of the sandbox on this machine.")
+    _add_finetune_options(parser)
+    args = parser.parse_args(argv)
+    from graders.checks.finetune import worker_readable_paths
+    from graders.sandbox.doctor import diagnose, full_isolation, render
+
+    options = finetune_options(args)
+    gpu = options["device"] == "cuda"
+    findings = diagnose(readable_paths=worker_readable_paths(options), gpu=gpu,
+                        secret_paths=[path for path in (options["imdb"],) if path is not None])
+    print(render(findings))
+    return 0 if full_isolation(findings) else 1
+
+
 def run():
     """The `grade` command: main(), then straight out of the process. Everything is written and
     flushed by then; the interpreter's own teardown of torch and the grading machinery would
@@ -119,6 +164,8 @@ def _subcommand(name):
     """Each subcommand's module is imported only when used: `grade check` must start fast."""
     if name == "report":
         return cmd_report
+    if name == "doctor":
+        return cmd_doctor
     if name in ("check", "build"):
         from graders import selfcheck
 

@@ -1,0 +1,139 @@
+"""`grade doctor`: every layer of the sandbox on this machine, each with its state and its fix.
+
+The last findings come from a real worker started with no student code: it reports its own uid,
+capabilities, writable space, network and which secrets exist for it (`sandbox.probe`), so what
+is printed is what a student's code would meet, not what the configuration intends.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import isolation, uids
+from .errors import SandboxError
+from .limits import Limits
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Finding:
+    layer: str
+    ok: bool | None  # None: for information, neither good nor bad
+    detail: str
+    fix: str = ""
+
+
+def diagnose(*, secret_paths=(), readable_paths=(), gpu: bool = False, limits: Limits = Limits()) -> list[Finding]:
+    findings = []
+    bwrap = isolation.find_bwrap()
+    as_root = os.geteuid() == 0
+    findings.append(Finding("bubblewrap installed", bwrap is not None, bwrap or "not found",
+                            "" if bwrap else "apt-get install bubblewrap (Debian, Ubuntu); dnf install bubblewrap"))
+    if bwrap:
+        works = isolation.bwrap_works(bwrap, as_root)
+        findings.append(Finding("namespaces usable (network, PID, IPC, mount)", works,
+                                "a probe started" if works else "bubblewrap failed to create them",
+                                "" if works else "in a container: --security-opt seccomp=unconfined "
+                                "--security-opt apparmor=unconfined --cap-add SYS_ADMIN"))
+    findings.append(Finding("grader runs as root (the worker switches to a uid of its own)", as_root,
+                            f"euid {os.geteuid()}", "" if as_root else "sudo .venv/bin/grade ..."))
+    if as_root:
+        findings.append(_uid_pool(limits))
+    findings += _worker_findings(secret_paths, readable_paths, gpu, limits)
+    nodes = sorted(glob.glob("/dev/nvidia*"))
+    findings.append(Finding("GPU device nodes", None, ", ".join(nodes) if nodes else "none (CPU grading)"))
+    return findings
+
+
+def _uid_pool(limits: Limits) -> Finding:
+    first, last = limits.sandbox_uid, limits.sandbox_uid + limits.sandbox_slots - 1
+    taken = []
+    try:
+        with open("/etc/passwd") as passwd:
+            taken = [line.split(":")[0] for line in passwd
+                     if line.count(":") >= 2 and line.split(":")[2].isdigit()
+                     and first <= int(line.split(":")[2]) <= last]
+    except OSError:
+        pass
+    return Finding(f"sandbox uids {first}-{last} belong to no user", not taken,
+                   f"taken by: {', '.join(taken)}" if taken else f"{limits.sandbox_slots} slots, one per running worker",
+                   "choose another range (Limits.sandbox_uid)" if taken else "")
+
+
+def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]:
+    from .client import Worker  # the client imports torch's helpers; the checks above need none
+
+    findings = []
+    with tempfile.TemporaryDirectory(prefix="grade-doctor-") as empty:
+        try:
+            worker = Worker(empty, limits=limits, secret_paths=secret_paths, readable_paths=readable_paths,
+                            allow_gpu=gpu, task_modules=["graders.sandbox.probe"], require_isolation=False)
+        except (isolation.IsolationUnavailable, uids.NoFreeSlot) as error:
+            return [Finding("secrets unreadable by the sandbox uid", False, str(error))]
+        # The workers' parent folder holds the worker's own folder, so it is there by design.
+        secrets = [path for path in worker.secret_paths if path != str(isolation.workdirs_parent())]
+        try:
+            with worker:
+                report = worker.task("sandbox.probe", secrets)
+        except SandboxError as error:
+            return [Finding("a worker starts", False, str(error)[-600:],
+                            "see the worker's output above; docs/sandbox.md, 'Not done / known limits'")]
+        layers = worker.layers
+        if layers.sandbox_uid is not None:
+            uid, gid = layers.sandbox_uid, layers.sandbox_uid - limits.sandbox_uid + limits.sandbox_gid
+            still = isolation.readable_by(uid, gid, secrets)
+            findings.append(Finding("secrets unreadable by the sandbox uid (OS permissions)", not still,
+                                    f"still readable: {', '.join(still)}" if still else
+                                    f"{len(secrets)} secret paths", "chmod o-rwx on them" if still else ""))
+            unreadable = [p for p in worker.readable_paths if not isolation.readable_by(uid, gid, [p])]
+            if worker.readable_paths:
+                findings.append(Finding("caches and encoder readable by the sandbox uid", not unreadable,
+                                        f"not readable: {', '.join(unreadable)}" if unreadable else
+                                        ", ".join(worker.readable_paths),
+                                        "chmod o+rX on them (they hold no labels)" if unreadable else ""))
+    unprivileged = report["uid"] != 0 and report["euid"] != 0
+    findings.append(Finding("worker runs unprivileged", unprivileged,
+                            f"uid {report['uid']}, gid {report['gid']}, groups {report['groups'] or 'none'}",
+                            "" if unprivileged else "run the grader as root with bubblewrap"))
+    no_capabilities = not any(report["capabilities"].values()) and report["no_new_privs"]
+    findings.append(Finding("worker holds no capability, can gain none", no_capabilities,
+                            f"{report['capabilities']}, no_new_privs={report['no_new_privs']}"))
+    space = report["space"]
+    bounded = all(space[name]["bytes"] <= limit for name, limit in
+                  (("workdir", limits.workdir_bytes), ("tmp", limits.tmp_bytes), ("shm", limits.shm_bytes)))
+    findings.append(Finding("writable space limited (folder, /tmp, /dev/shm)", bounded,
+                            ", ".join(f"{name} {value['bytes'] // MiB} MiB / {value['files']} files"
+                                      for name, value in space.items()),
+                            "" if bounded else "needs bubblewrap as root"))
+    isolated_network = report["interfaces"] in ([], ["lo"])
+    findings.append(Finding("no network", isolated_network, "interfaces: " + ", ".join(report["interfaces"]),
+                            "" if isolated_network else "needs bubblewrap"))
+    findings.append(Finding("other processes invisible", report["processes_visible"] <= 5,
+                            f"{report['processes_visible']} processes in its /proc"))
+    hidden = not report["secrets_present"]
+    findings.append(Finding("secrets absent from the worker's file system", hidden,
+                            "none present" if hidden else "present: " + ", ".join(report["secrets_present"]),
+                            "" if hidden else "needs bubblewrap"))
+    findings.append(Finding("audit hook (a tripwire, not a wall)", None, "installed in every worker"))
+    return findings
+
+
+def full_isolation(findings: list[Finding]) -> bool:
+    return all(finding.ok is not False for finding in findings)
+
+
+def render(findings: list[Finding]) -> str:
+    marks = {True: "ok  ", False: "FAIL", None: "info"}
+    lines = []
+    for finding in findings:
+        lines.append(f"[{marks[finding.ok]}] {finding.layer}: {finding.detail}")
+        if finding.fix:
+            lines.append(f"       fix: {finding.fix}")
+    verdict = ("full isolation: instructor grading may run here" if full_isolation(findings) else
+               "NOT isolated: instructor grading refuses to run here (or add --unsafe-no-sandbox for code you trust)")
+    return "\n".join([*lines, verdict])

@@ -1,0 +1,49 @@
+"""`sandbox.probe`: a harness task that reports what the worker itself finds around it.
+
+Run by `grade doctor` in a worker with no student code loaded (an empty submission), so its
+report is the sandbox's own: which uid it runs as, which capabilities it kept, how much it may
+write, whether it has a network and which of the grader's secrets exist for it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from typing import Any
+
+from graders.sandbox.harness import task
+
+
+@task("sandbox.probe")
+def sandbox_probe(ctx: Any, secret_paths: list) -> dict:
+    with open("/proc/self/status") as status:
+        fields = dict(line.rstrip("\n").split(":\t", 1) for line in status if ":\t" in line)
+    space = {}
+    for name, path in (("workdir", str(ctx.workdir)), ("tmp", "/tmp"), ("shm", "/dev/shm")):
+        info = os.statvfs(path)
+        space[name] = {"bytes": info.f_blocks * info.f_frsize, "files": info.f_files}
+    return {
+        "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups(),
+        "capabilities": {name: int(fields.get(name, "0"), 16) for name in ("CapEff", "CapPrm", "CapAmb")},
+        "no_new_privs": fields.get("NoNewPrivs", "").strip() == "1",
+        "space": space,
+        "interfaces": sorted(name for _, name in socket.if_nameindex()),
+        "processes_visible": sum(entry.isdigit() for entry in os.listdir("/proc")),
+        "secrets_present": [path for path in secret_paths if _visible(path)],
+    }
+
+
+def _visible(path: str) -> bool:
+    """Whether `path` exists here with its content: bubblewrap masks a secret inside a bound
+    folder with an empty tmpfs (a folder) or /dev/null (a file)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    if stat.S_ISCHR(info.st_mode):
+        return False
+    if stat.S_ISDIR(info.st_mode) and os.path.ismount(path):
+        usage = os.statvfs(path)
+        return usage.f_files - usage.f_ffree > 1
+    return True
