@@ -24,6 +24,7 @@ from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Contex
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
 from graders.sandbox import Handle, Limits, StudentError, Worker, WorkerCrashed, WorkerTimeout
+from graders.sandbox.isolation import require_full_isolation
 from graders.scoring import load_rubric, part_score
 
 INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
@@ -137,9 +138,17 @@ def _blocked_result(chk, problem):
 
 
 def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
-          golden_dir=None, oracle=None, extra_secrets=(), progress=None):
+          golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False):
     """Grade the submission at `source` (zip, folder or .ipynb) and return the results dict.
-    `oracle` replaces the mode's own (`grade build` records the golden answers this way)."""
+    `oracle` replaces the mode's own (`grade build` records the golden answers this way).
+
+    Instructor mode fails closed: without every layer of the sandbox it raises
+    `IsolationUnavailable` before anything of the submission is touched, unless `unsafe` (code
+    the caller trusts), which every output of the grade then shows. Self-check mode runs the
+    student's own code on their machine: it takes the isolation the machine has."""
+    isolated = mode == INSTRUCTOR and not unsafe
+    if isolated:
+        require_full_isolation()
     started = time.perf_counter()
     rubric = load_rubric()
     seed = rubric.seed if seed is None else seed
@@ -159,7 +168,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         allow_gpu = options.get("device") == "cuda" or (options.get("device") is None and torch.cuda.is_available())
         fine_tuning = mode == INSTRUCTOR and (not only_parts or "finetune" in only_parts)
         with Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
-                    allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else ()) as worker:
+                    allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else (),
+                    require_isolation=isolated) as worker:
             timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
             gate = _ModuleGate(worker, ingested)
             parts = []
@@ -190,7 +200,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                     timings["checks"][chk.id] = round(result.elapsed_s, 3)
                 timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
                 parts.append(part_json(part, results))
-            sandbox = worker.layers.to_json()
+            sandbox = {**worker.layers.to_json(), "unsafe": mode == INSTRUCTOR and unsafe}
     timings["total_s"] = round(time.perf_counter() - started, 3)
     score = round(sum(p["score"] for p in parts), 4)
     max_score = round(sum(p["max_score"] for p in parts), 4)

@@ -5,7 +5,8 @@
     grade merge MANUAL.csv --out DIR
 
 Exit status of `grade batch`: 0 when every submission has a result (graded, rejected or error:
-all are results), 1 when some were interrupted or are still queued on Slurm, 2 for bad usage.
+all are results), 1 when some were interrupted or are still queued on Slurm, 2 for bad usage,
+3 when grading was refused because this machine cannot isolate student code.
 `grade merge`: 0 when every row was merged, 1 when some rows named unknown students or checks
 (the others are merged), 2 for bad usage.
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from graders.cli import add_unsafe_option, refuse_unless_isolated
 
 
 def _batch_parser() -> argparse.ArgumentParser:
@@ -39,6 +42,7 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--redo-errors", action="store_true", help="grade again the submissions that ended in an error")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     parser.add_argument("--backend", choices=("local", "slurm"), default="local")
+    add_unsafe_option(parser)
     slurm = parser.add_argument_group("Slurm (through submitit; DIR must be on a shared file system)")
     slurm.add_argument("--slurm-partition", default=None)
     slurm.add_argument("--slurm-time", type=int, default=None, metavar="MIN", help="minutes per array task (default from the hard timeout)")
@@ -83,7 +87,8 @@ def config_from_args(args):
     return BatchConfig(jobs=args.jobs, gpus=gpus, parts=args.parts, seed=args.seed, limits=Limits(**limits),
                        hard_timeout_s=args.hard_timeout, retries=args.retries, options=options, names=args.names,
                        manifest=args.manifest, regrade=args.regrade, redo_errors=args.redo_errors,
-                       backend=args.backend, slurm=slurm, progress=False if args.no_progress else None)
+                       backend=args.backend, slurm=slurm, progress=False if args.no_progress else None,
+                       unsafe=args.unsafe_no_sandbox)
 
 
 def cmd_batch(argv: list[str]) -> int:
@@ -105,6 +110,10 @@ def cmd_batch(argv: list[str]) -> int:
         if unknown:
             print(f"grade batch: unknown part(s) {', '.join(unknown)}; parts: {', '.join(sorted(known))}", file=sys.stderr)
             return 2
+    # A Slurm task checks its own node again (graders.batch.run_one): nodes may differ.
+    refused = refuse_unless_isolated(args, prog="grade batch")
+    if refused is not None:
+        return refused
     from graders.batch.discover import DiscoveryError
     from graders.batch.run import run_batch
     from graders.batch.supervise import Interrupted

@@ -30,6 +30,7 @@ from markupsafe import Markup
 
 from graders.atomic import write_atomically
 from graders.batch import store
+from graders.reports.summary import isolation_warning
 from graders.scoring import load_rubric
 
 GRADEBOOK = "gradebook.csv"
@@ -71,7 +72,7 @@ def _fmt(value: float) -> str:
 
 def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     parts = part_ids(rows)
-    header = ["student_id", "name", "total", "max", "status", *parts, "pending_manual", "report", "reason"]
+    header = ["student_id", "name", "total", "max", "status", *parts, "pending_manual", "isolation", "report", "reason"]
     table = []
     for row in rows:
         results = row["results"]
@@ -81,7 +82,8 @@ def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         report = f"{store.SUBMISSIONS}/{row['student_id']}/report.html"
         table.append([row["student_id"], str((results.get("batch") or {}).get("name") or row["marker"].get("name") or ""),
                       _fmt(_number(results.get("score"))), _fmt(_number(results.get("max_score"))),
-                      store.outcome_of(results), *[scores.get(pid, "") for pid in parts], str(pending), report,
+                      store.outcome_of(results), *[scores.get(pid, "") for pid in parts], str(pending),
+                      "NOT ISOLATED" if isolation_warning(results) else "full", report,
                       " ".join(reason.split())[:300]])
     return header, table
 
@@ -168,6 +170,7 @@ def summary_view(rows: list[dict]) -> dict:
         "histogram": Markup(histogram_svg(totals, top)),
         "checks": check_rows, "diagnoses": diagnosis_rows, "slowest": slowest, "not_graded": not_graded,
         "lowest": lowest, "pending_manual": pending,
+        "not_isolated": [r["student_id"] for r in rows if isolation_warning(r["results"])],
     }
 
 
@@ -207,8 +210,12 @@ th{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .bar{fill:#4a78b5}svg{max-width:100%;height:auto}svg text{font-size:12px}svg .axis{fill:#666}
 .kpi{display:flex;flex-wrap:wrap;gap:1em}.kpi div{background:#f4f6f8;padding:.5em 1em;border-radius:6px}
 .kpi b{display:block;font-size:1.4em}code{font-size:.9em}a{color:#2a5db0}
+.unsafe{border:2px solid #c33;background:#ffebe9;border-radius:6px;padding:.5em 1em}
 </style></head><body>
 <h1>Batch summary</h1>
+{% if v.not_isolated %}<p class="unsafe" role="alert"><strong>NOT ISOLATED:</strong> {{ v.not_isolated|length }} submission(s)
+were graded with --unsafe-no-sandbox: their code ran without full isolation and could have changed their results
+({{ v.not_isolated|join(", ") }}).</p>{% endif %}
 <div class="kpi">
 <div><b>{{ v.count }}</b>submissions</div><div><b>{{ v.graded }}</b>graded</div>
 <div><b>{{ v.rejected }}</b>rejected</div><div><b>{{ v.errors }}</b>errors</div>

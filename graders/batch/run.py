@@ -32,6 +32,7 @@ class BatchConfig:
     backend: str = "local"  # local | slurm
     slurm: dict = field(default_factory=dict)  # see graders.batch.slurm.submit
     progress: bool | None = None  # None: a bar when stderr is a terminal
+    unsafe: bool = False  # grade without full isolation (--unsafe-no-sandbox); every output says so
 
     @property
     def hard_timeout(self) -> float:
@@ -43,7 +44,8 @@ class BatchConfig:
         """What of this configuration changes a grade (part of the resume key)."""
         options = {k: (str(v) if v is not None else None) for k, v in (self.options or {}).items()
                    if k != "feature_cache"}
-        return {"parts": sorted(self.parts) if self.parts else None, "seed": self.seed, "options": options}
+        return {"parts": sorted(self.parts) if self.parts else None, "seed": self.seed, "options": options,
+                **({"unsafe": True} if self.unsafe else {})}
 
 
 @dataclass
@@ -84,7 +86,7 @@ def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> 
         "out": str(Path(out).resolve()), "student_id": s.student_id, "source": str(Path(s.path).resolve()),
         "name": s.name, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
         "parts": config.parts, "seed": config.seed, "limits": config.limits.to_json(), "options": options,
-        "extra_secrets": secrets,
+        "extra_secrets": secrets, "unsafe": config.unsafe,
     } for s in submissions]
 
 

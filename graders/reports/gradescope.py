@@ -25,6 +25,7 @@ from .summary import (
     format_points,
     headline,
     is_rejected,
+    isolation_warning,
     ungraded_title,
     one_line,
     rejection_reason,
@@ -94,7 +95,8 @@ def md_code(text) -> str:
 
 
 def _overview(results: dict) -> str:
-    lines = [f"**{md_inline(headline(results))}**", ""]
+    warning = isolation_warning(results)
+    lines = [*([f"**{md_inline(warning)}**", ""] if warning else []), f"**{md_inline(headline(results))}**", ""]
     for part in results.get("parts") or []:
         line = (
             f"- {md_inline(part.get('title') or part.get('id'))}: "

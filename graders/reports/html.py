@@ -28,6 +28,7 @@ from .summary import (
     format_points,
     headline,
     is_rejected,
+    isolation_warning,
     ungraded_title,
     is_self_check,
     points_text,
@@ -157,6 +158,7 @@ def build_report_view(results: dict) -> dict:
     score, max_score = results.get("score", 0), results.get("max_score", 0)
     return {
         "rejected": is_rejected(results),
+        "isolation_warning": isolation_warning(results),
         "ungraded_title": ungraded_title(results),
         "reason": clip(rejection_reason(results), LIMITS["message"]),
         "self_check": is_self_check(results),

@@ -55,6 +55,16 @@ def ungraded_title(results: dict) -> str:
     return "Submission rejected"
 
 
+UNSAFE_WARNING = ("NOT ISOLATED: graded with --unsafe-no-sandbox; the student's code ran without full "
+                  "isolation and could have changed this result")
+
+
+def isolation_warning(results: dict) -> str | None:
+    """The warning every output of an unsafe instructor grade carries, or None."""
+    sandbox = results.get("sandbox")
+    return UNSAFE_WARNING if isinstance(sandbox, dict) and sandbox.get("unsafe") is True else None
+
+
 def is_self_check(results: dict) -> bool:
     return results.get("mode") == "self-check"
 

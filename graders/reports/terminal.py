@@ -18,6 +18,7 @@ from .summary import (
     format_points,
     headline,
     is_rejected,
+    isolation_warning,
     ungraded_title,
     one_line,
     points_text,
@@ -39,6 +40,9 @@ LINE_LIMIT = 160
 
 def print_summary(results: dict, console: Console | None = None) -> None:
     console = console or Console()
+    warning = isolation_warning(results)
+    if warning:
+        console.print(Text(warning, style="bold red"))
     if is_rejected(results):
         console.print(Text(f"{ungraded_title(results)}: {one_line(rejection_reason(results), 500)}", style="bold red"))
         console.print(Text(f"{score_label(results)}: 0 / {format_points(results.get('max_score'))}"))
@@ -52,6 +56,8 @@ def print_summary(results: dict, console: Console | None = None) -> None:
             headline(results),
         )
     )
+    if warning:
+        console.print(Text(warning, style="bold red"))
 
 
 def _part_table(part: dict) -> Table:
