@@ -1,17 +1,21 @@
 """Hostile submissions: the grader survives every attack, no attack scores above the same code
-without it, the solution never leaks into any output, and no process outlives the grade."""
+without it, the solution never leaks into any output, no process outlives the grade, no file is
+left behind or changed (the solution, the grader's oracle, the outputs after the grade)."""
 
+import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from graders.build import REFERENCE_DIR, REPO_ROOT
-from graders.grading import grade
-from graders.reports import render_html, to_gradescope
-from graders.sandbox import Limits
+import graders
+from graders.grading import grade, write_results
+from graders.reports import render_html, to_gradescope, write_reports
+from graders.sandbox import Limits, isolation
 
 HOSTILE = REPO_ROOT / "fixtures" / "submissions" / "hostile"
 HONEST = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
@@ -37,6 +41,18 @@ def _score(results):
 
 
 REFERENCE_BEFORE = {p.name: p.read_bytes() for p in REFERENCE_DIR.glob("*.py")}
+GRADER_DIR = Path(graders.__file__).parent
+
+
+def _grader_digest():
+    """The grader's own code, which the grading process imports (its oracle among it)."""
+    digest = hashlib.sha256()
+    for path in sorted(GRADER_DIR.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+GRADER_BEFORE = _grader_digest()
 
 
 def _processes():
@@ -72,7 +88,11 @@ def honest_score():
 @pytest.mark.parametrize("attack", sorted(p.name for p in HOSTILE.iterdir()))
 def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path):
     folder = _submission(tmp_path, HOSTILE / attack)
-    results = grade(folder, only_parts=PARTS, limits=LIMITS, extra_secrets=[tmp_path / "out"])
+    out = tmp_path / "out"
+    results = grade(folder, only_parts=PARTS, limits=LIMITS, extra_secrets=[out])
+    write_results(results, out)
+    write_reports(results, out)
+    written = {path.name: path.read_bytes() for path in out.iterdir()}
     assert results["status"] == "graded"
     assert _score(results) <= honest_score, f"{attack} raised the score"
     rendered = json.dumps(results) + render_html(results) + json.dumps(to_gradescope(results))
@@ -82,6 +102,11 @@ def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path)
     assert not Path("/tmp/hostile-was-here").exists()
     assert not (REPO_ROOT / "hostile-was-here").exists()
     assert {p.name: p.read_bytes() for p in REFERENCE_DIR.glob("*.py")} == REFERENCE_BEFORE
+    assert _grader_digest() == GRADER_BEFORE, f"{attack} changed the grader's code"
+    assert not list(isolation.workdirs_parent().glob(f"w-{os.getpid()}-*")), f"{attack} left a worker folder"
+    if attack == "rewrite_results_later":
+        time.sleep(4)  # the attack's process would wake after 3 s
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == written, f"{attack} rewrote an output"
 
 
 def test_the_attacks_are_each_seen_failing(tmp_path):
