@@ -19,6 +19,8 @@ import dataclasses
 import json
 import os
 import sys
+import time
+import traceback
 from pathlib import Path
 
 SUBCOMMANDS = ("check", "build", "report", "batch", "merge", "doctor")
@@ -85,7 +87,7 @@ def cmd_grade(argv):
     refused = refuse_unless_isolated(args)
     if refused is not None:
         return refused
-    from graders.grading import grade, write_results
+    from graders.grading import error_result, grade, write_results
     from graders.reports import print_summary, write_reports
     from graders.sandbox import Limits
 
@@ -95,12 +97,28 @@ def cmd_grade(argv):
         limits = dataclasses.replace(limits, call_timeout_s=args.timeout)
     if args.finetune_budget is not None:  # the training runs inside the submission's budget
         limits = dataclasses.replace(limits, submission_budget_s=limits.submission_budget_s + args.finetune_budget)
-    results = grade(args.submission, seed=args.seed, only_parts=args.parts, limits=limits,
-                    options=finetune_options(args), extra_secrets=[out.resolve()],
-                    unsafe=args.unsafe_no_sandbox)
+    from graders.sandbox.isolation import IsolationUnavailable
+
+    started = time.perf_counter()
+    try:
+        results = grade(args.submission, seed=args.seed, only_parts=args.parts, limits=limits,
+                        options=finetune_options(args), extra_secrets=[out.resolve()],
+                        unsafe=args.unsafe_no_sandbox)
+    except IsolationUnavailable as refusal:  # found only once the secrets were known: still a refusal
+        print(f"grade: {refusal}", file=sys.stderr)
+        return EXIT_NOT_ISOLATED
+    except Exception as error:  # noqa: BLE001 - a result is always written; the traceback is for us
+        traceback.print_exc()
+        results = error_result(args.submission, f"the grader failed: {type(error).__name__}: {error}",
+                               only_parts=args.parts, started=started)
     path = write_results(results, out)
-    reports = write_reports(results, out)
-    print_summary(results)
+    try:
+        reports = write_reports(results, out)
+        print_summary(results)
+    except Exception:  # noqa: BLE001 - results.json is written; the reports can be made again
+        traceback.print_exc()
+        print(f"grade: the reports could not be written; `grade report {path}` makes them again", file=sys.stderr)
+        reports = {}
     print(f"results: {path}")
     for kind, report in reports.items():
         print(f"{kind}: {report}")

@@ -10,6 +10,7 @@ import platform
 import tempfile
 import time
 import tomllib
+import warnings
 from pathlib import Path
 
 import hypothesis
@@ -23,7 +24,8 @@ from graders.checks.finetune import worker_readable_paths
 from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, run_check
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
-from graders.sandbox import Handle, Limits, StudentError, Worker, WorkerCrashed, WorkerTimeout
+from graders.sandbox import (BudgetExhausted, Handle, Limits, ProtocolError, SandboxError, StudentError, Worker,
+                             WorkerCrashed, WorkerTimeout)
 from graders.sandbox.isolation import require_full_isolation
 from graders.scoring import load_rubric, part_score
 
@@ -31,6 +33,9 @@ INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
 # After this many checks of one part in a row kill or hang the worker, the rest of the part is
 # not run: each would cost a restart or a full timeout and end the same way.
 MAX_WORKER_FAILURES_PER_PART = 2
+# After this many failed starts of the worker in a row, no further start is tried: the machine,
+# not the submission, is at fault (no student code runs before the worker has started).
+MAX_START_FAILURES = 2
 # Examples per property: a self-check must answer in seconds; an instructor's grade looks harder.
 MAX_EXAMPLES = {INSTRUCTOR: 20, SELF_CHECK: 10}
 SCHEMA_VERSION = 1
@@ -100,7 +105,7 @@ class TrackedStudent:
         handles, self._handles = self._handles, []
         try:
             self._worker.free(*handles)
-        except (StudentError, WorkerCrashed, WorkerTimeout):
+        except SandboxError:
             pass  # a dead worker took its objects with it
 
 
@@ -123,10 +128,54 @@ class _ModuleGate:
                 self.problems[module] = None
             except StudentError as error:
                 self.problems[module] = (f"{module}.py could not be imported: {error.exc_type}: {error.message}", error)
+            except BudgetExhausted as error:
+                self.problems[module] = (f"{module}.py was not imported: {error}", None)
+            except ProtocolError as error:
+                self.problems[module] = (f"importing {module}.py made the worker send a malformed reply ({error}); "
+                                         "does your code write to files or pipes it did not open itself?", None)
             except (WorkerCrashed, WorkerTimeout) as error:
-                self.worker.restart()
                 self.problems[module] = (f"importing {module}.py killed the worker: {error}", None)
+            except SandboxError as error:
+                self.problems[module] = (f"{module}.py could not be imported: {error}", None)
+            except Exception as error:  # noqa: BLE001 - whatever happens here fails this part only
+                self.problems[module] = (f"{module}.py could not be imported: the grader failed "
+                                         f"({type(error).__name__}: {error})", None)
         return self.problems[module]
+
+
+class _Starter:
+    """Starts the worker before a check when it is not running, so that a worker that cannot
+    start fails the checks with that reason, not as a crash of the grade; after
+    MAX_START_FAILURES failures in a row it stops trying."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.started_once = False
+        self.failures = 0
+        self.error = None  # the last start failure
+
+    def ensure_running(self):
+        """None when the worker runs (or a check will say why not), else why it cannot start."""
+        if self.failures >= MAX_START_FAILURES:
+            return self.error
+        if self.worker.running:
+            return None
+        try:
+            self.worker.start()
+        except BudgetExhausted:
+            return None  # the checks report it, each without starting anything
+        except Exception as error:  # noqa: BLE001 - WorkerCrashed, WorkerTimeout, OSError from the launch...
+            self.failures += 1
+            self.error = error
+            return error
+        self.started_once = True
+        self.failures = 0
+        return None
+
+
+def _not_started_result(chk, error):
+    return CheckResult(chk, ERROR, 0.0, f"your code was not run: the worker that runs it could not start ({error}); "
+                       "this is a problem of the grading machine, not of your code")
 
 
 def _blocked_result(chk, problem):
@@ -167,9 +216,12 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         held_out = [options["imdb"]] if options.get("imdb") else []  # its labels never reach the worker
         allow_gpu = options.get("device") == "cuda" or (options.get("device") is None and torch.cuda.is_available())
         fine_tuning = mode == INSTRUCTOR and (not only_parts or "finetune" in only_parts)
-        with Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
-                    allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else (),
-                    require_isolation=isolated) as worker:
+        worker = Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
+                        allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else (),
+                        require_isolation=isolated)
+        try:
+            starter = _Starter(worker)
+            starter.ensure_running()
             timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
             gate = _ModuleGate(worker, ingested)
             parts = []
@@ -177,23 +229,28 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                 if only_parts and part.id not in only_parts:
                     continue
                 checks = [c for c in REGISTRY.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
+                runs_code = not part.module.endswith(".toml")  # answers.toml is read here, never run
                 part_started = time.perf_counter()
                 results = []
                 failures_in_a_row = 0
                 for chk in checks:
                     if progress:
                         progress(chk)
-                    problem = gate.problem(part.module)
                     if failures_in_a_row >= MAX_WORKER_FAILURES_PER_PART:
                         problem = (f"not run: your code killed or hung the worker in the {failures_in_a_row} "
                                    "previous checks of this part; fix that first", None)
+                    elif (not_started := starter.ensure_running() if runs_code else None) is not None:
+                        results.append(_not_started_result(chk, not_started))
+                        continue
+                    else:
+                        problem = gate.problem(part.module)
                     if problem:
                         results.append(_blocked_result(chk, problem))
                         continue
                     student = TrackedStudent(worker)
                     ctx = Context(student, oracle, check_seed(seed, chk.id), max_examples=MAX_EXAMPLES[mode], answers=answers,
                                   reference_answers=reference_answers, options=options)
-                    result = run_check(chk, ctx, before=lambda: worker.seed(ctx.seed))
+                    result = run_check(chk, ctx, before=(lambda: worker.seed(ctx.seed)) if runs_code else None)
                     student.release()
                     failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0
                     results.append(result)
@@ -201,13 +258,22 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                 timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
                 parts.append(part_json(part, results))
             sandbox = {**worker.layers.to_json(), "unsafe": mode == INSTRUCTOR and unsafe}
+        finally:
+            try:
+                worker.close()
+            except Exception as error:  # noqa: BLE001 - the results are made; say so and go on
+                warnings.warn(f"grading: the worker could not be closed cleanly: {error}", RuntimeWarning, stacklevel=2)
+    status, reason = "graded", None
+    if not starter.started_once and starter.error is not None:
+        # No student code ran at all: an infrastructure failure, graded again by the next batch run.
+        status, reason = "error", f"the sandbox worker could not start: {starter.error}"
     timings["total_s"] = round(time.perf_counter() - started, 3)
     score = round(sum(p["score"] for p in parts), 4)
     max_score = round(sum(p["max_score"] for p in parts), 4)
     return {
         "schema_version": SCHEMA_VERSION,
-        "status": "graded",
-        "reason": None,
+        "status": status,
+        "reason": reason,
         "mode": mode,
         "seed": seed,
         "score": score,
@@ -265,6 +331,34 @@ def rejected_result(source, reason, rubric, mode, started, only_parts=None):
         "submission": {"sha256": input_sha256(source), "name": Path(source).name, "kind": "unknown", "notes": []},
         "versions": versions(rubric),
         "timings": {"total_s": round(time.perf_counter() - started, 3)},
+        "parts": [],
+    }
+
+
+def error_result(source, reason, *, mode=INSTRUCTOR, only_parts=None, started=None):
+    """The results of a grade that failed unexpectedly (a bug of the grader, a broken machine):
+    status "error", no points, and the reason. Built defensively: whatever broke the grade may
+    also break the rubric or the hashing of the input."""
+    try:
+        rubric = load_rubric()
+        max_score = sum(p.points for p in rubric.parts if not only_parts or p.id in only_parts)
+        version_info = versions(rubric)
+    except Exception:  # noqa: BLE001
+        max_score, version_info = 0, {"grader": graders.__version__, "python": platform.python_version()}
+    try:
+        sha256 = input_sha256(source)
+    except Exception:  # noqa: BLE001
+        sha256 = hashlib.sha256(str(source).encode("utf-8", "surrogateescape")).hexdigest()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": "error",
+        "reason": reason,
+        "mode": mode,
+        "score": 0,
+        "max_score": max_score,
+        "submission": {"sha256": sha256, "name": Path(source).name, "kind": "unknown", "notes": []},
+        "versions": version_info,
+        "timings": {"total_s": round(time.perf_counter() - started, 3)} if started is not None else {},
         "parts": [],
     }
 

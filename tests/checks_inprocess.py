@@ -116,11 +116,11 @@ class InProcessStudent:
         return target.obj if isinstance(target, Handle) else self.module(target)
 
     def construct(self, module, class_name, *args, **kwargs):
-        cls = getattr(self.module(module), class_name)
+        cls = _student(getattr, self.module(module), class_name)
         return Handle(_student(cls, *_in(args), **_in(kwargs)))
 
     def call(self, target, name, *args, **kwargs):
-        fn = getattr(self._target(target), name)
+        fn = _student(getattr, self._target(target), name)  # in the worker, a missing name is the student's
         return _out(_student(fn, *_in(args), **_in(kwargs)))
 
     def getattr(self, target, name):

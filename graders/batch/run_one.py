@@ -63,7 +63,11 @@ def grade_spec(spec: dict) -> dict:
     results["batch"] = {"student_id": spec["student_id"], "name": spec.get("name", ""), "outcome": None, "attempt": spec.get("attempt", 1),
                         "input_sha256": spec["input_sha256"], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
                         "wall_s": round(time.time() - started, 3), "host": os.uname().nodename}
-    results["batch"]["outcome"] = "rejected" if results.get("status") == "rejected" else "graded"
+    # "error": grade() could not run the student's code at all (no worker started); the next
+    # `grade batch --redo-errors` grades it again.
+    results["batch"]["outcome"] = {"rejected": "rejected", "error": "error"}.get(results.get("status"), "graded")
+    if results.get("status") == "error":
+        results["batch"]["reason"] = results.get("reason")
     return results
 
 

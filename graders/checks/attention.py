@@ -5,13 +5,14 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from graders.checks.compare import expect_close, expect_tensor, is_close
+from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.strategies import attention_inputs, mha_inputs, tensors_from
 from graders.sandbox import StudentError
 
 MODULE = "attention"
 SDP = "attention.scaled_dot_product"
+SDP_RETURNS = "a tuple (values, attention) of tensors"
 
 
 # ---------------------------------------------------------------- known mistakes, as behaviour
@@ -74,11 +75,10 @@ def _student_attention(ctx, ex, *, drop=0.0, mask="padding"):
             "the same mask viewed as (B, 1, 1, T) works",
             diagnosis="mask_as_square",
         ) from None
-    if not isinstance(result, tuple) or len(result) != 2:
-        raise CheckFailed("scaled_dot_product must return a tuple (values, attention)", diagnosis="returns_wrong_type")
+    values, weights = expect_tuple(result, "scaled_dot_product", 2, SDP_RETURNS)
     B, H, T, d = ex.q.shape
-    values = expect_tensor(result[0], "values", shape=(B, H, T, d))
-    weights = expect_tensor(result[1], "attention weights", shape=(B, H, T, T))
+    values = expect_tensor(values, "values", shape=(B, H, T, d))
+    weights = expect_tensor(weights, "attention weights", shape=(B, H, T, T))
     return values, weights
 
 
@@ -199,8 +199,10 @@ def dropout(ctx):
     ctx.student.seed(ctx.seed)
     result = ctx.student.call(MODULE, "scaled_dot_product", q, k, v, p, None)
     plain = ctx.student.call(MODULE, "scaled_dot_product", q, k, v, 0.0, None)
-    dropped = expect_tensor(result[1], "attention weights", shape=(8, 4, 16, 16))
-    undropped = expect_tensor(plain[1], "attention weights without dropout", shape=(8, 4, 16, 16))
+    dropped = expect_tensor(expect_tuple(result, "scaled_dot_product", 2, SDP_RETURNS)[1], "attention weights",
+                            shape=(8, 4, 16, 16))
+    undropped = expect_tensor(expect_tuple(plain, "scaled_dot_product", 2, SDP_RETURNS)[1],
+                              "attention weights without dropout", shape=(8, 4, 16, 16))
     n = dropped.numel()
     zero_share = (dropped == 0).float().mean().item()
     low, high = p - 5 * math.sqrt(p * (1 - p) / n), p + 5 * math.sqrt(p * (1 - p) / n)

@@ -4,23 +4,50 @@ import math
 
 import torch
 
-from graders.checks.framework import CheckFailed
+from graders.checks.framework import CheckFailed, UnusableReturn, describe_returned
+
+DTYPE_KINDS = {
+    "float": lambda t: t.is_floating_point(),
+    "integer": lambda t: not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool,
+    "bool": lambda t: t.dtype == torch.bool,
+}
 
 
-def expect_tensor(value, what, *, shape=None, diagnosis=None):
-    """The student returned a plain tensor of the given shape, or the check fails saying so."""
+def expect_tensor(value, what, *, shape=None, dtype=None, finite=False, diagnosis=None):
+    """The student returned a plain tensor of the given shape, or the check fails saying so.
+
+    Not a tensor at all (None, a list, an object kept in the worker): `UnusableReturn`, an error
+    that says what came back. A tensor of the wrong shape, of the wrong `dtype` (a torch.dtype,
+    or "float" / "integer" / "bool" for any of that kind) or, with `finite=True`, holding NaN or
+    inf: `CheckFailed`, a wrong answer."""
     if type(value) is not torch.Tensor:
-        raise CheckFailed(
-            f"{what}: expected a tensor, got {type(value).__name__}",
-            diagnosis=diagnosis or "returns_wrong_type",
-        )
+        raise UnusableReturn(f"{what}: expected a tensor, got {describe_returned(value)}",
+                             diagnosis=diagnosis or "returns_wrong_type")
     if shape is not None and tuple(value.shape) != tuple(shape):
         raise CheckFailed(
             f"{what}: expected shape {tuple(shape)}, got {tuple(value.shape)}",
             diagnosis=diagnosis or "wrong_shape",
             details={"numbers": {"expected_shape": list(shape), "got_shape": list(value.shape)}},
         )
+    if dtype is not None:
+        right = DTYPE_KINDS[dtype](value) if isinstance(dtype, str) else value.dtype == dtype
+        if not right:
+            wanted = f"a {dtype} dtype" if isinstance(dtype, str) else str(dtype).replace("torch.", "")
+            raise CheckFailed(f"{what}: expected {wanted}, got dtype {str(value.dtype).replace('torch.', '')}",
+                              diagnosis=diagnosis)
+    if finite and value.is_floating_point() and not torch.isfinite(value).all():
+        kind = "NaN" if torch.isnan(value).any() else "inf"
+        raise CheckFailed(f"{what} contain {kind}", diagnosis=diagnosis)
     return value
+
+
+def expect_tuple(value, what, length, expected):
+    """The student's `what` returned a tuple (or list) of `length` values, or the check reports
+    an error saying what came back, e.g. "scaled_dot_product returned None, but a tuple (values,
+    attention) of tensors was expected"."""
+    if not isinstance(value, (tuple, list)) or len(value) != length:
+        raise UnusableReturn(f"{what} returned {describe_returned(value)}, but {expected} was expected")
+    return tuple(value)
 
 
 def tensor_numbers(got, expected):

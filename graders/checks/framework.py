@@ -4,21 +4,33 @@ A check raises `CheckFailed` (wrong behaviour, with numbers and maybe a diagnosi
 `StudentError` escape (the student's code raised), or returns normally (passed). Properties over
 many inputs use `ctx.given(strategy)`: hypothesis draws the inputs from the grading seed, so a
 regrade draws the same ones, and shrinks a failure to the smallest input that shows it.
+
+Whatever a check raises becomes its result: `run_check` never lets an exception out. A value the
+student's code returned that cannot be used at all (None from a stub ending in `pass`, a list
+where a tensor belongs, an object kept in the worker) is an `error`, not a crash of the grade:
+checks validate such values with `expect_tensor` / `expect_tuple` (graders/checks/compare.py),
+which raise `UnusableReturn`, and any other exception of the check's own code is caught here and
+reported from what the student's code last returned (`describe_returned`), with the grader's
+traceback kept in `details["grader_traceback"]` for whoever maintains the check.
 """
 
+import collections
 import hashlib
+import math
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import hypothesis
 import torch
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.errors import Flaky
+from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
 
 from graders.diagnoses import DIAGNOSES
 from graders.oracles import OracleUnavailable
-from graders.sandbox import StudentError, WorkerCrashed, WorkerTimeout
+from graders.sandbox import (BudgetExhausted, Handle, ProtocolError, RequestError, SandboxError, StudentError,
+                             WorkerCrashed, WorkerTimeout)
 
 def draw_without_local_constants():
     """Make hypothesis's draws depend on the seed alone, not on what this process imported.
@@ -59,6 +71,20 @@ class CheckFailed(Exception):
         self.fraction = fraction  # partial credit in [0, 1), for graded-by-degree checks
         self.provisional_note = provisional_note  # the score stands in for a check that could not run fully
         self.counterexample = None
+
+
+class UnusableReturn(CheckFailed):
+    """The student's code returned something the check cannot use at all (None, a wrong type, an
+    object that stayed in the worker): the check reports an `error`, with no partial credit."""
+
+    def __init__(self, message, *, diagnosis="returns_wrong_type", details=None):
+        super().__init__(message, diagnosis=diagnosis, details=details)
+
+
+def is_unusable(failure):
+    """A failure that means "could not use the returned value" (also the checks' own
+    `CheckFailed(..., diagnosis="returns_wrong_type")`) is an error, not a wrong answer."""
+    return isinstance(failure, UnusableReturn) or failure.diagnosis == "returns_wrong_type"
 
 
 class CheckSkipped(Exception):
@@ -150,8 +176,16 @@ class Context:
                     error.counterexample = _describe(examples)
                     failures.append(error)
                     raise
-                except (WorkerCrashed, WorkerTimeout) as error:
+                except SandboxError as error:  # the worker died, hung, or sent garbage
                     error.counterexample = _describe(examples)
+                    stop.append(_StopShrinking(error))
+                    raise stop[0] from None
+                except (HypothesisException, CheckSkipped):
+                    raise
+                except Exception as error:  # noqa: BLE001 - the check could not use a returned value
+                    # Not worth shrinking (each step would call the student's code again, to the
+                    # same end): run_check reports it from what the student's code returned.
+                    _attach_counterexample(error, examples)
                     stop.append(_StopShrinking(error))
                     raise stop[0] from None
 
@@ -175,6 +209,8 @@ class Context:
             except Flaky:
                 # The student's code gave different answers for the same input: report the failure
                 # hypothesis saw first, and say why it could not be replayed.
+                if not failures:
+                    raise
                 first = failures[0]
                 if isinstance(first, CheckFailed):
                     first.message += " (not reproducible on a second run with the same input: the code is nondeterministic)"
@@ -183,6 +219,13 @@ class Context:
                 raise first from None
 
         return run
+
+
+def _attach_counterexample(error, examples):
+    try:
+        error.counterexample = _describe(examples)
+    except Exception:  # noqa: BLE001 - an exception type that takes no attributes
+        pass
 
 
 def _describe(examples):
@@ -203,6 +246,145 @@ def describe_value(value, limit=600):
         return "(" + ", ".join(describe_value(v) for v in value) + ")"
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def describe_returned(value, depth=0):
+    """What the student's code returned, in words a student reads: "None", "a list of 3 values",
+    "a tensor of shape (2, 4) and dtype float32 holding NaN", "an object of type MyModel that
+    stays in the worker (not a tensor or a plain value)". Bounded in size and depth."""
+    if value is None:
+        return "None"
+    if isinstance(value, Handle) or type(value).__name__ == "Handle":
+        type_name = getattr(value, "type_name", "?")
+        return f"an object of type {type_name} that stays in the worker (not a tensor or a plain value)"
+    if isinstance(value, torch.Tensor):
+        text = f"a tensor of shape {tuple(value.shape)} and dtype {str(value.dtype).replace('torch.', '')}"
+        if value.device.type != "cpu":
+            text += f" on {value.device}"
+        try:
+            if value.is_floating_point() and value.numel():
+                if torch.isnan(value).any():
+                    text += " holding NaN"
+                elif torch.isinf(value).any():
+                    text += " holding inf"
+        except Exception:  # noqa: BLE001 - a tensor that cannot be inspected (meta device)
+            pass
+        return text
+    if isinstance(value, bool):
+        return f"the bool {value}"
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return f"the {type(value).__name__} {text if len(text) <= 40 else text[:40] + '...'}"
+    if isinstance(value, str):
+        return f"the string {value[:60]!r}" + ("..." if len(value) > 60 else "")
+    if isinstance(value, (tuple, list)):
+        kind = "tuple" if isinstance(value, tuple) else "list"
+        if not value:
+            return f"an empty {kind}"
+        if depth >= 1:
+            return f"a {kind} of {len(value)} values"
+        items = ", ".join(describe_returned(item, depth + 1) for item in value[:3])
+        more = f", ... ({len(value)} in all)" if len(value) > 3 else ""
+        return f"a {kind} of {len(value)} value{'s' if len(value) != 1 else ''} ({items}{more})"
+    if isinstance(value, dict):
+        keys = ", ".join(repr(k)[:30] for k in list(value)[:5])
+        return f"a dict with {len(value)} key{'s' if len(value) != 1 else ''}" + (f" ({keys}{', ...' if len(value) > 5 else ''})" if value else "")
+    return f"a value of type {type(value).__name__}"
+
+
+class _Recorder:
+    """`ctx.student` as run_check hands it to a check: the same requests, and a note of the last
+    values the student's code returned, to explain a check that could not use one of them."""
+
+    RECORDED = ("construct", "call", "getattr", "task", "state_dict", "load_state_dict", "parameters")
+
+    def __init__(self, student):
+        self._student = student
+        self.returned = collections.deque(maxlen=8)  # (what was called, the value), latest last
+
+    def __getattr__(self, name):
+        method = getattr(self._student, name)
+        if name not in self.RECORDED:
+            return method
+
+        def recorded(*args, **kwargs):
+            value = method(*args, **kwargs)
+            label = _call_label(name, args)
+            self.returned.append((label, value))
+            if name == "parameters":
+                _expect_buildable(value, label)
+            return value
+
+        return recorded
+
+    def culprit(self):
+        """The returned value most likely to have stopped the check: the latest None (a stub
+        ending in `pass`, a missing `return`), else the latest value."""
+        for label, value in reversed(self.returned):
+            if value is None:
+                return label, value
+        return self.returned[-1] if self.returned else None
+
+
+# Checks build tensors in the grader from the shapes a model reports (grader-chosen weights):
+# a model in the worker may report any shape (a parameter on the meta device costs it nothing).
+MAX_REPORTED_ELEMENTS = 2**28
+
+
+def _expect_buildable(listing, label):
+    """The shapes a `parameters` answer lists are sizes, and not more values than the grader builds."""
+    if not isinstance(listing, dict):
+        return  # the client checked the listing's structure; a stand-in may not have
+    total = 0
+    for entry in [*listing.get("parameters", ()), *listing.get("buffers", ())]:
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, (list, tuple)) or not all(type(size) is int and size >= 0 for size in shape):
+            raise UnusableReturn(f"{label} lists {entry.get('name')!r} with the shape {shape!r}:"[:300]
+                                 + " not a list of sizes")
+        total += math.prod(shape)
+    if total > MAX_REPORTED_ELEMENTS:
+        raise UnusableReturn(f"{label} lists {total:,} parameter and buffer values, more than the grader builds "
+                             f"({MAX_REPORTED_ELEMENTS:,}); is a size wrong?")
+
+
+def _call_label(op, args):
+    def owner(target):
+        if isinstance(target, str):
+            return target
+        return getattr(target, "type_name", type(target).__name__)
+
+    try:
+        if op == "construct":
+            return f"{args[0]}.{args[1]}(...)"
+        if op in ("call", "getattr"):
+            name = "forward" if args[1] == "__call__" else args[1]
+            return f"{owner(args[0])}.{name}" + ("" if op == "getattr" else "(...)")
+        if op == "task":
+            return f"your code, run by the grader's {args[0]!r} step,"
+        return f"{owner(args[0])}.{op}()"
+    except (IndexError, TypeError):
+        return f"a {op} request"
+
+
+def unusable_return_result(chk, error, recorder):
+    """ERROR for an exception of the check's own code: the student's code most likely returned
+    something the check could not use. The grader's traceback goes to details, for developers."""
+    details = {
+        "grader_error": f"{type(error).__name__}: {error}"[:2000],
+        "grader_traceback": "".join(traceback.format_exception(error))[-8000:],
+    }
+    culprit = recorder.culprit() if recorder is not None else None
+    if culprit is None:
+        message = ("the grader could not complete this check (an internal error of the check, not of your code: "
+                   f"{type(error).__name__}); please tell the course staff")
+        return CheckResult(chk, ERROR, 0.0, message, None, getattr(error, "counterexample", None), details)
+    label, value = culprit
+    described = describe_returned(value)
+    details["got"] = described
+    message = f"the grader could not use what your code returned: {label} returned {described}"
+    if value is None and not label.startswith("your code, run by"):
+        message += " (is its body still a stub such as `pass`, or is a `return` missing?)"
+    return CheckResult(chk, ERROR, 0.0, message, "returns_wrong_type", getattr(error, "counterexample", None), details)
 
 
 @dataclass
@@ -237,42 +419,80 @@ class CheckResult:
 
 
 def run_check(chk, ctx, before=None):
-    """Run one check and turn whatever happens into a CheckResult; never raises for student faults.
-    `before` runs first inside the same protection (seeding the worker may meet a dead worker)."""
+    """Run one check and turn whatever happens into a CheckResult; never raises (but for
+    KeyboardInterrupt and the like). `before` runs first inside the same protection (seeding the
+    worker may meet a dead worker)."""
     started = time.perf_counter()
+    student = ctx.student
+    recorder = ctx.student = _Recorder(student) if student is not None else None
+    try:
+        result = _run(chk, ctx, before, recorder)
+    finally:
+        ctx.student = student
+    result.elapsed_s = time.perf_counter() - started
+    return result
+
+
+def _run(chk, ctx, before, recorder):
     try:
         if before:
             before()
         outcome = chk.func(ctx)
         if chk.manual and isinstance(outcome, CheckOutcome) and outcome.fraction is None:
-            result = CheckResult(chk, PENDING_MANUAL, 0.0, outcome.message, details=outcome.details)
-        elif isinstance(outcome, CheckOutcome):
+            return CheckResult(chk, PENDING_MANUAL, 0.0, outcome.message, details=outcome.details)
+        if isinstance(outcome, CheckOutcome):
             status = PASSED if outcome.fraction >= 1.0 else FAILED
-            result = CheckResult(
+            return CheckResult(
                 chk, status, outcome.fraction, outcome.message, details=outcome.details,
                 provisional_note=outcome.provisional_note,
             )
-        else:
-            result = CheckResult(chk, PASSED, 1.0)
+        return CheckResult(chk, PASSED, 1.0)
     except CheckFailed as failure:
-        result = CheckResult(
-            chk, FAILED, failure.fraction, failure.message, failure.diagnosis, failure.counterexample, failure.details,
-            provisional_note=failure.provisional_note,
+        unusable = is_unusable(failure)
+        message = failure.message
+        if unusable and not isinstance(failure, UnusableReturn) and recorder is not None and recorder.culprit():
+            label, value = recorder.culprit()  # a check's own "must return ...": say what came back
+            if describe_returned(value) not in message:
+                message = f"{message}; {label} returned {describe_returned(value)}"
+        return CheckResult(
+            chk, ERROR if unusable else FAILED, 0.0 if unusable else failure.fraction, message,
+            failure.diagnosis, failure.counterexample, failure.details, provisional_note=failure.provisional_note,
         )
     except CheckSkipped as skipped:
-        result = CheckResult(chk, SKIPPED, 0.0, str(skipped))
+        return CheckResult(chk, SKIPPED, 0.0, str(skipped))
     except OracleUnavailable as missing:
-        result = CheckResult(chk, SKIPPED, 0.0, f"no golden answer recorded for {missing}: run `grade build`")
+        return CheckResult(chk, SKIPPED, 0.0, f"no golden answer recorded for {missing}: run `grade build`")
+    except Unsatisfiable:
+        return CheckResult(chk, SKIPPED, 0.0, "no golden answer recorded for the inputs of this check: run `grade build`")
     except StudentError as error:
-        result = student_error_result(chk, error)
+        return student_error_result(chk, error)
+    except BudgetExhausted as error:
+        return CheckResult(chk, ERROR, 0.0, f"not run to the end: {error} (the total time all calls into your code may take)",
+                           "hangs", getattr(error, "counterexample", None), _output_details(error), worker_failed=True)
     except WorkerTimeout as error:
-        result = CheckResult(chk, ERROR, 0.0, f"timed out: {error}", "hangs", getattr(error, "counterexample", None),
-                             worker_failed=True)
+        return CheckResult(chk, ERROR, 0.0, f"timed out: {error}", "hangs", getattr(error, "counterexample", None),
+                           worker_failed=True)
     except WorkerCrashed as error:
-        result = CheckResult(chk, ERROR, 0.0, f"the worker running your code died: {error}", None,
-                             getattr(error, "counterexample", None), worker_failed=True)
-    result.elapsed_s = time.perf_counter() - started
-    return result
+        return CheckResult(chk, ERROR, 0.0, f"the worker running your code died: {error}", None,
+                           getattr(error, "counterexample", None), worker_failed=True)
+    except ProtocolError as error:
+        message = (f"the worker running your code stopped answering in the expected format ({error}); "
+                   "does your code write to files or pipes it did not open itself?")
+        return CheckResult(chk, ERROR, 0.0, message, None, getattr(error, "counterexample", None),
+                           _output_details(error), worker_failed=True)
+    except RequestError as error:
+        message = f"the grader could not complete this check: {error}"
+        details = {**_output_details(error), "grader_error": f"RequestError: {error}"}
+        return CheckResult(chk, ERROR, 0.0, message, None, getattr(error, "counterexample", None), details)
+    except SandboxError as error:
+        return CheckResult(chk, ERROR, 0.0, f"running your code failed: {error}", None,
+                           getattr(error, "counterexample", None), _output_details(error), worker_failed=True)
+    except Exception as error:  # noqa: BLE001 - the check's own code failed on what the student returned
+        return unusable_return_result(chk, error, recorder)
+
+
+def _output_details(error):
+    return {"output": error.output} if getattr(error, "output", "") else {}
 
 
 def student_error_result(chk, error):
