@@ -21,6 +21,7 @@ from graders.build import REFERENCE_DIR, REPO_ROOT
 from graders.checks import REGISTRY
 from graders.checks.finetune import worker_readable_paths
 from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, run_check
+from graders.integrity import results_section, scan_folder
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
 from graders.sandbox import Handle, Limits, StudentError, Worker, WorkerCrashed, WorkerTimeout
@@ -128,6 +129,22 @@ class _ModuleGate:
         return self.problems[module]
 
 
+class _DenialPlaces:
+    """Where each audit-hook denial the worker reported happened: the worker's start, a module's
+    import or a check (`mark` labels those recorded since the previous mark)."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.places = []
+
+    def mark(self, where):
+        new = len(self.worker.audit_denials) - len(self.places)
+        self.places.extend([where] * new)
+
+    def pairs(self):
+        return list(zip(self.worker.audit_denials, self.places))
+
+
 def _blocked_result(chk, problem):
     if isinstance(problem, str):
         return CheckResult(chk, SKIPPED, 0.0, problem)
@@ -152,6 +169,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             oracle = ReferenceOracle() if mode == INSTRUCTOR else GoldenOracle(golden_dir)
         reference_answers = tomllib.loads((REFERENCE_DIR / "answers.toml").read_text()) if mode == INSTRUCTOR else {}
         answers = read_answers(ingested.root)
+        code_flags, flags_dropped = scan_folder(ingested.root)  # text only: nothing is imported
         timings = {"parts": {}, "checks": {}}
         worker_started = time.perf_counter()
         options = options or {}
@@ -161,6 +179,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         with Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
                     allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else ()) as worker:
             timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
+            denials = _DenialPlaces(worker)
+            denials.mark("the worker's start")
             gate = _ModuleGate(worker, ingested)
             parts = []
             for part in rubric.parts:
@@ -174,6 +194,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                     if progress:
                         progress(chk)
                     problem = gate.problem(part.module)
+                    denials.mark(f"importing {part.module}")
                     if failures_in_a_row >= MAX_WORKER_FAILURES_PER_PART:
                         problem = (f"not run: your code killed or hung the worker in the {failures_in_a_row} "
                                    "previous checks of this part; fix that first", None)
@@ -185,12 +206,14 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                                   reference_answers=reference_answers, options=options)
                     result = run_check(chk, ctx, before=lambda: worker.seed(ctx.seed))
                     student.release()
+                    denials.mark(f"check {chk.id}")
                     failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0
                     results.append(result)
                     timings["checks"][chk.id] = round(result.elapsed_s, 3)
                 timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
                 parts.append(part_json(part, results))
             sandbox = worker.layers.to_json()
+            integrity = results_section(code_flags, denials.pairs(), flags_dropped + worker.audit_denials_dropped)
     timings["total_s"] = round(time.perf_counter() - started, 3)
     score = round(sum(p["score"] for p in parts), 4)
     max_score = round(sum(p["max_score"] for p in parts), 4)
@@ -206,6 +229,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                        "notes": list(ingested.notes)},
         "versions": versions(rubric),
         "sandbox": sandbox,
+        "integrity": integrity,  # for a person to review; no points depend on it
         "timings": timings,
         "parts": parts,
     }

@@ -773,3 +773,35 @@ def _is_main_test(test: ast.expr) -> bool:
     return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
             and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
             and test.comparators[0].value == "__main__")
+
+
+# ---------------------------------------------------------------------------- results.json
+
+SANDBOX_DENIAL = "sandbox-denial"
+
+
+def denial_flag(denial: dict, where: str) -> dict:
+    """A refusal of the worker's audit hook as a flag (`denial` as `Worker.audit_denials` holds it)."""
+    event, detail = str(denial.get("event", "")), str(denial.get("detail", ""))
+    reason = f"the sandbox refused {event}" + (f" ({_clip(detail, 200)})" if detail else "")
+    return {"source": "sandbox", "kind": SANDBOX_DENIAL, "reason": reason, "where": where,
+            "event": event, "detail": detail}
+
+
+def results_section(code_flags: list[Flag], denials: list[tuple[dict, str]], dropped: int = 0) -> dict:
+    """results.json's `integrity`: the scan's flags, then the sandbox's denials with where
+    they happened, and how many of either were left out by the caps."""
+    return {"flags": [flag.to_json() for flag in code_flags] + [denial_flag(d, where) for d, where in denials],
+            "dropped": dropped}
+
+
+def flag_summary(results: dict) -> tuple[int, list[str]]:
+    """How many flags a results.json holds (those left out by the caps too) and their kinds,
+    sorted: for the gradebook, the batch summary and the terminal."""
+    integrity = results.get("integrity") if isinstance(results, dict) else None
+    if not isinstance(integrity, dict):
+        return 0, []
+    flags = [f for f in integrity.get("flags") or [] if isinstance(f, dict)]
+    dropped = integrity.get("dropped")
+    count = len(flags) + (dropped if type(dropped) is int and dropped > 0 else 0)
+    return count, sorted({str(f.get("kind"))[:60] for f in flags})
