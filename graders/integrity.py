@@ -52,10 +52,14 @@ KINDS: dict[str, str] = {
 MAX_FLAGS_PER_FILE = 50
 MAX_FLAGS = 200
 MAX_FILES = 200
-MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_FILE_BYTES = 1024 * 1024  # honest modules are a few KiB; a MiB takes about a second
+MAX_TOTAL_BYTES = 4 * 1024 * 1024
 MAX_CODE_CHARS = 200
 MAX_REASON_CHARS = 300
 HUGE_ELEMENTS = 1 << 30
+# Steps spent following names to the paths they hold, per file: hostile text with many names
+# bound to each other must not make the scan slow.
+MAX_PATH_STEPS = 50_000
 _UNKNOWN = "\x00"  # a part of a path that only run time knows
 
 _GRADER_PACKAGES = ("graders",)
@@ -143,7 +147,7 @@ def scan_folder(root: Path) -> tuple[list[Flag], int]:
     because of the caps."""
     root = Path(root)
     flags: list[Flag] = []
-    dropped = 0
+    dropped = scanned = 0
     paths = sorted(p for p in root.rglob("*.py") if p.is_file() and not p.is_symlink()
                    and "__pycache__" not in p.parts)
     for index, path in enumerate(paths):
@@ -151,9 +155,14 @@ def scan_folder(root: Path) -> tuple[list[Flag], int]:
         if index >= MAX_FILES:
             dropped += 1
             continue
-        if path.stat().st_size > MAX_FILE_BYTES:
-            found = [Flag("unscannable", f"{path.stat().st_size} bytes: too large to scan", name, 1, "")]
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            found = [Flag("unscannable", f"{size:,} bytes: too large to scan", name, 1, "")]
+        elif scanned + size > MAX_TOTAL_BYTES:
+            found = [Flag("unscannable", f"not scanned: the submission's code is over {MAX_TOTAL_BYTES:,} bytes",
+                          name, 1, "")]
         else:
+            scanned += size
             found = scan_source(path.read_bytes(), name)
         room = MAX_FLAGS - len(flags)
         flags.extend(found[:room])
@@ -187,6 +196,8 @@ class _Scanner:
         self.parents: dict[ast.AST, ast.AST] = {}
         self.values: dict[str, list[ast.expr]] = {}  # name -> expressions assigned to it (any scope)
         self.docstrings: set[int] = set()
+        self.path_steps = 0
+        self.name_texts: dict[tuple[str, int], str | None] = {}
 
     # ------------------------------------------------------------------ driver
 
@@ -536,7 +547,7 @@ class _Scanner:
         return mode is not None and bool(set(mode) & set("wax+"))
 
     def is_path_object(self, node: ast.AST, depth: int = 0) -> bool:
-        if depth > 4:
+        if depth > 4 or not self.take_path_step(node):
             return False
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             return True
@@ -569,10 +580,16 @@ class _Scanner:
                 return f"{shown} (above the working folder)"
         return None
 
+    def take_path_step(self, node: ast.AST) -> bool:
+        self.path_steps += 1
+        if self.path_steps == MAX_PATH_STEPS:
+            self.flag("unscannable", "too many names to follow: the rest of its paths were not judged", node)
+        return self.path_steps < MAX_PATH_STEPS
+
     def leading_text(self, path: ast.AST, depth: int) -> str | None:
         """A path expression as text, as far as constants say: unknown parts are `_UNKNOWN`
         (one folder or file name), the submission's own folder is `.`."""
-        if depth > 12:
+        if depth > 12 or not self.take_path_step(path):
             return None
         if isinstance(path, ast.Constant):
             if isinstance(path.value, bytes):
@@ -581,11 +598,15 @@ class _Scanner:
         if isinstance(path, ast.Name):
             if path.id == "__file__":
                 return f"./{_UNKNOWN}"
-            for value in self.values.get(path.id, [])[:20]:
-                text = self.leading_text(value, depth + 4)
-                if text is not None:
-                    return text
-            return None
+            key = (path.id, depth)
+            if key not in self.name_texts:
+                self.name_texts[key] = None
+                for value in self.values.get(path.id, [])[:20]:
+                    text = self.leading_text(value, depth + 4)
+                    if text is not None:
+                        self.name_texts[key] = text
+                        break
+            return self.name_texts[key]
         if isinstance(path, ast.JoinedStr):
             texts = [v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else _UNKNOWN
                      for v in path.values]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,12 @@ def test_hostile_text_is_bounded_and_nothing_runs(tmp_path):
     assert len(scan_source(many)) == MAX_FLAGS_PER_FILE
     long = "import ctypes  # " + "x" * 10_000
     assert len(scan_source(long)[0].code) <= 200
+    # Names bound to each other thousands of times: following them is bounded, not exponential.
+    tangle = "\n".join(f"n{a} = n{b}" for a in range(4) for b in range(4) for _ in range(5))
+    tangle += "\n" + "\n".join(["open(n0, 'w')", "n1.write_text('y')", "n2.mkdir()"] * 2000)
+    started = time.perf_counter()
+    assert [f.kind for f in scan_source(tangle)] == ["unscannable"]
+    assert time.perf_counter() - started < 10
     (tmp_path / "attention.py").write_text("import os\n__import__('os').system('touch /tmp/pwned')\n")
     flags, dropped = scan_folder(tmp_path)
     assert [f.kind for f in flags] == ["process"] and dropped == 0
@@ -214,12 +221,13 @@ def test_hostile_text_is_bounded_and_nothing_runs(tmp_path):
 
 
 def test_files_of_the_whole_folder_are_scanned(tmp_path):
+    (tmp_path / "big.py").write_text("x = 1\n" * 200_000)  # 1.2 MB
     (tmp_path / "helpers").mkdir()
     (tmp_path / "helpers" / "util.py").write_text("import ctypes\n")
     (tmp_path / "attention.py").write_text("import torch\n")
     (tmp_path / "notes.txt").write_text("import ctypes\n")
     flags, _ = scan_folder(tmp_path)
-    assert [(f.file, f.kind) for f in flags] == [("helpers/util.py", "ctypes")]
+    assert [(f.file, f.kind) for f in flags] == [("big.py", "unscannable"), ("helpers/util.py", "ctypes")]
 
 
 # ----------------------------------------------------------------------------- fixture sweeps
@@ -289,3 +297,22 @@ def test_every_hostile_fixture_is_flagged_with_its_kinds():
         # The flags point at the attack, not at the honest code it was appended to.
         assert all(f.line >= 45 for f in flags), (attack, flags)
     assert found == HOSTILE_KINDS
+
+
+def test_a_notebooks_extracted_code_is_scanned(tmp_path):
+    """For a notebook, the modules extracted from it are what runs, and what is scanned; cells
+    that are never run (a training loop, a shell command) are not."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("import torch\nimport sys"),
+        nbformat.v4.new_code_cell("def scaled_dot_product(q, k, v, attn_drop_rate=0.1, mask=None):\n"
+                                  "    caller = sys._getframe(1).f_globals\n    return q, k"),
+        nbformat.v4.new_code_cell("import subprocess\nsubprocess.run(['nvidia-smi'])"),  # never run: dropped
+    ]
+    path = tmp_path / "hw.ipynb"
+    nbformat.write(notebook, path)
+    extract_notebook(path, tmp_path / "modules")
+    flags, _ = scan_folder(tmp_path / "modules")
+    assert [(f.file, f.kind) for f in flags] == [("attention.py", "frame-introspection")]
