@@ -83,7 +83,9 @@ def install(*, workdir: str, secret_paths: Iterable[str], denials: DenialLog | N
     disable_fork_exec()
     sys.addaudithook(make_hook(workdir=os.path.realpath(workdir),
                                secret_paths=tuple(os.path.realpath(p) for p in secret_paths),
-                               loaded_libraries=already_loaded_libraries(), denials=denials))
+                               loaded_libraries=already_loaded_libraries(), denials=denials,
+                               # code objects name their files as imported, not resolved
+                               code_dirs=(workdir, os.path.realpath(workdir))))
 
 
 def already_loaded_libraries() -> frozenset[str]:
@@ -116,7 +118,7 @@ def disable_fork_exec() -> None:
 
 
 def make_hook(*, workdir: str, secret_paths: tuple[str, ...], loaded_libraries: frozenset[str],
-              denials: DenialLog | None = None) -> Callable[[str, tuple], None]:
+              denials: DenialLog | None = None, code_dirs: tuple[str, ...] = ()) -> Callable[[str, tuple], None]:
     """The hook function. Everything it calls is bound here, in its closure: student code can
     rebind `os.lstat` or `builtins.len`, but not what the hook already holds."""
     lstat, readlink, getcwd = os.lstat, os.readlink, os.getcwd
@@ -133,7 +135,8 @@ def make_hook(*, workdir: str, secret_paths: tuple[str, ...], loaded_libraries: 
     entries = denials.entries if denials is not None else None
     dropped = denials.dropped if denials is not None else None
     len_, max_denials, type_name = len, MAX_DENIALS, type.__dict__["__name__"].__get__
-    get_frame, starts_with, student_files = sys._getframe, str.startswith, workdir + "/"
+    get_frame, starts_with = sys._getframe, str.startswith
+    student_files = tuple(folder.rstrip("/") + "/" for folder in (workdir, *code_dirs))
 
     def caused_by_student() -> bool:
         """Whether code from the worker's directory (the submission's copy) is on the stack.
