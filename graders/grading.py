@@ -22,6 +22,7 @@ from graders.build import REFERENCE_DIR, REPO_ROOT
 from graders.checks import REGISTRY
 from graders.checks.finetune import worker_readable_paths
 from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, run_check
+from graders.integrity import results_section, scan_folder
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
 from graders.sandbox import (BudgetExhausted, Handle, Limits, ProtocolError, SandboxError, StudentError, Worker,
@@ -178,6 +179,22 @@ def _not_started_result(chk, error):
                        "this is a problem of the grading machine, not of your code")
 
 
+class _DenialPlaces:
+    """Where each audit-hook denial the worker reported happened: the worker's start, a module's
+    import or a check (`mark` labels those recorded since the previous mark)."""
+
+    def __init__(self, worker):
+        self.worker = worker
+        self.places = []
+
+    def mark(self, where):
+        new = len(self.worker.audit_denials) - len(self.places)
+        self.places.extend([where] * new)
+
+    def pairs(self):
+        return list(zip(self.worker.audit_denials, self.places))
+
+
 def _blocked_result(chk, problem):
     if isinstance(problem, str):
         return CheckResult(chk, SKIPPED, 0.0, problem)
@@ -210,6 +227,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             oracle = ReferenceOracle() if mode == INSTRUCTOR else GoldenOracle(golden_dir)
         reference_answers = tomllib.loads((REFERENCE_DIR / "answers.toml").read_text()) if mode == INSTRUCTOR else {}
         answers = read_answers(ingested.root)
+        code_flags, flags_dropped = scan_folder(ingested.root)  # text only: nothing is imported
         timings = {"parts": {}, "checks": {}}
         worker_started = time.perf_counter()
         options = options or {}
@@ -223,6 +241,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             starter = _Starter(worker)
             starter.ensure_running()
             timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
+            denials = _DenialPlaces(worker)
+            denials.mark("the worker's start")
             gate = _ModuleGate(worker, ingested)
             parts = []
             for part in rubric.parts:
@@ -244,6 +264,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                         continue
                     else:
                         problem = gate.problem(part.module)
+                        denials.mark(f"importing {part.module}")
                     if problem:
                         results.append(_blocked_result(chk, problem))
                         continue
@@ -252,12 +273,14 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                                   reference_answers=reference_answers, options=options)
                     result = run_check(chk, ctx, before=(lambda: worker.seed(ctx.seed)) if runs_code else None)
                     student.release()
+                    denials.mark(f"check {chk.id}")
                     failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0
                     results.append(result)
                     timings["checks"][chk.id] = round(result.elapsed_s, 3)
                 timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
                 parts.append(part_json(part, results))
             sandbox = {**worker.layers.to_json(), "unsafe": mode == INSTRUCTOR and unsafe}
+            integrity = results_section(code_flags, denials.pairs(), flags_dropped + worker.audit_denials_dropped)
         finally:
             try:
                 worker.close()
@@ -282,6 +305,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                        "notes": list(ingested.notes)},
         "versions": versions(rubric),
         "sandbox": sandbox,
+        "integrity": integrity,  # for a person to review; no points depend on it
         "timings": timings,
         "parts": parts,
     }

@@ -7,10 +7,12 @@ run, merge or resume wrote them last.
 gradebook.csv, one row per result folder, sorted by student id:
 
     student_id, name, total, max, status, <one column per part: its score>, pending_manual,
-    report, reason
+    flags, report, reason
 
 `status` is graded, rejected (the input could not be graded: not a zip, zip-slip, ...) or
 error (grading did not finish: hard time limit, grader failure, infrastructure lost too often).
+`flags` is the number of integrity flags and their kinds ("2: exit, sandbox-denial"; "0"; empty
+when nothing was graded): for a person to review, no points depend on them.
 `report` is the report's path relative to DIR. A part that was not graded is an empty cell.
 docs/batch.md maps the columns onto a Canvas and a Moodle import.
 """
@@ -30,6 +32,7 @@ from markupsafe import Markup
 
 from graders.atomic import write_atomically
 from graders.batch import store
+from graders.integrity import flag_summary
 from graders.reports.summary import isolation_warning
 from graders.scoring import load_rubric
 
@@ -72,7 +75,8 @@ def _fmt(value: float) -> str:
 
 def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     parts = part_ids(rows)
-    header = ["student_id", "name", "total", "max", "status", *parts, "pending_manual", "isolation", "report", "reason"]
+    header = ["student_id", "name", "total", "max", "status", *parts, "pending_manual", "flags", "isolation",
+              "report", "reason"]
     table = []
     for row in rows:
         results = row["results"]
@@ -83,9 +87,16 @@ def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         table.append([row["student_id"], str((results.get("batch") or {}).get("name") or row["marker"].get("name") or ""),
                       _fmt(_number(results.get("score"))), _fmt(_number(results.get("max_score"))),
                       store.outcome_of(results), *[scores.get(pid, "") for pid in parts], str(pending),
-                      "NOT ISOLATED" if isolation_warning(results) else "full", report,
+                      _flags_cell(results), "NOT ISOLATED" if isolation_warning(results) else "full", report,
                       " ".join(reason.split())[:300]])
     return header, table
+
+
+def _flags_cell(results: dict) -> str:
+    if not isinstance(results.get("integrity"), dict):
+        return ""
+    count, kinds = flag_summary(results)
+    return f"{count}: {', '.join(kinds)}" if count else "0"
 
 
 def write_gradebook(out: Path, rows: list[dict]) -> Path:
@@ -162,6 +173,8 @@ def summary_view(rows: list[dict]) -> dict:
     lowest = sorted(((r["student_id"], _number(r["results"].get("score"))) for r in graded), key=lambda t: t[1])[:10]
     pending = sum(1 for r in graded for p in r["results"].get("parts") or [] for c in p.get("checks") or []
                   if c.get("status") == MANUAL)
+    flagged = [{"id": r["student_id"], "count": count, "kinds": ", ".join(kinds)}
+               for r in rows for count, kinds in [flag_summary(r["results"])] if count]
     return {
         "count": len(rows), "graded": len(graded), "rejected": sum(1 for r in rows if store.outcome_of(r["results"]) == store.REJECTED),
         "errors": sum(1 for r in rows if store.outcome_of(r["results"]) == store.ERROR),
@@ -169,7 +182,7 @@ def summary_view(rows: list[dict]) -> dict:
         "median": statistics.median(totals) if totals else None,
         "histogram": Markup(histogram_svg(totals, top)),
         "checks": check_rows, "diagnoses": diagnosis_rows, "slowest": slowest, "not_graded": not_graded,
-        "lowest": lowest, "pending_manual": pending,
+        "lowest": lowest, "pending_manual": pending, "flagged": flagged,
         "not_isolated": [r["student_id"] for r in rows if isolation_warning(r["results"])],
     }
 
@@ -238,6 +251,12 @@ were graded with --unsafe-no-sandbox: their code ran without full isolation and 
 <h2>Not graded (rejected or error)</h2>
 <table><tr><th>student</th><th>status</th><th>reason</th></tr>
 {% for r in v.not_graded %}<tr><td><a href="submissions/{{ r.id|urlencode }}/report.html">{{ r.id }}</a></td><td>{{ r.status }}</td><td>{{ r.reason }}</td></tr>
+{% else %}<tr><td colspan="3">none</td></tr>{% endfor %}</table>
+<h2>Flagged for review</h2>
+<p>Code that reaches into the grader or the sandbox, or that the sandbox refused while it ran: for a person to
+review, not a penalty (no points depend on it). Each report lists its flags at the top.</p>
+<table><tr><th>student</th><th>flags</th><th>kinds</th></tr>
+{% for f in v.flagged %}<tr><td><a href="submissions/{{ f.id|urlencode }}/report.html">{{ f.id }}</a></td><td class="n">{{ f.count }}</td><td>{{ f.kinds }}</td></tr>
 {% else %}<tr><td colspan="3">none</td></tr>{% endfor %}</table>
 <h2>Lowest totals</h2>
 <table><tr><th>student</th><th>total</th></tr>

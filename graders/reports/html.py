@@ -31,6 +31,7 @@ from .summary import (
     isolation_warning,
     ungraded_title,
     is_self_check,
+    one_line,
     points_text,
     rejection_reason,
     score_label,
@@ -51,7 +52,10 @@ LIMITS = {
     "answer": 20_000,
     "rubric": 8_000,
     "note": 2_000,
+    "flag": 400,
 }
+# Integrity flags listed in the report; results.json holds them all.
+MAX_FLAGS_SHOWN = 50
 # A bigger attention map is shown by its top-left corner: counterexamples are shrunk, so the
 # interesting part of a map is small.
 HEATMAP_SIDE = 48
@@ -135,6 +139,14 @@ class CheckView:
 
 
 @dataclass
+class FlagView:
+    kind: str
+    reason: str
+    where: str
+    code: str
+
+
+@dataclass
 class PartView:
     anchor: str
     title: str
@@ -174,10 +186,26 @@ def build_report_view(results: dict) -> dict:
         "headline": headline(results),
         "hidden_count": counts.hidden,
         "provisional_parts": [p.title for p in parts if p.provisional],
+        **_flags_view(results),
         "parts": parts,
         "versions": _flat_items(results.get("versions")),
         "timings": _timing_items(results.get("timings")),
         "schema_version": as_text(results.get("schema_version")),
+    }
+
+
+def _flags_view(results: dict) -> dict:
+    """results.json's `integrity` flags, for the "Flags for review" box (none: no box)."""
+    integrity = _mapping(results.get("integrity"))
+    flags = [f for f in integrity.get("flags") or [] if isinstance(f, dict)]
+    dropped = integrity.get("dropped")
+    dropped = dropped if type(dropped) is int and dropped > 0 else 0
+    return {
+        "flags": [FlagView(kind=one_line(f.get("kind"), 60), reason=one_line(f.get("reason"), LIMITS["flag"]),
+                           where=one_line(f.get("where"), LIMITS["title"]), code=one_line(f.get("code"), LIMITS["flag"]))
+                  for f in flags[:MAX_FLAGS_SHOWN]],
+        "flag_count": len(flags) + dropped,
+        "flags_more": len(flags[MAX_FLAGS_SHOWN:]) + dropped,
     }
 
 

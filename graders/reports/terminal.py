@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from graders.integrity import flag_summary
+
 from .summary import (
     STATUS_LABELS,
     check_summary_line,
@@ -58,6 +60,10 @@ def print_summary(results: dict, console: Console | None = None) -> None:
     )
     if warning:
         console.print(Text(warning, style="bold red"))
+    count, kinds = flag_summary(results)
+    if count:
+        console.print(Text(f"{count} integrity flag{'s' if count != 1 else ''} for review ({one_line(', '.join(kinds), 200)}): "
+                           "listed in the HTML report; no points depend on them", style="yellow"))
 
 
 def _part_table(part: dict) -> Table:

@@ -9,6 +9,11 @@ native code through ctypes and reading or writing raw memory through it, creatin
 anywhere but the worker's own directory, reading or listing the secret paths, and the standard
 ways of reaching the hook itself (gc's object graph, swapping a function's code).
 
+Every denial with the submission's code on the call stack is also recorded (`DenialLog`: the
+event and a short summary of its argument, a bounded number per reply); the worker sends them with its next reply, and the grader lists
+them in results.json for a person to review. Student code shares the worker's process and can
+empty or fill that log, so it is a tripwire for review, never evidence a score rests on.
+
 An audit hook is a tripwire, not a wall: code that corrupts the interpreter's memory (numpy's
 `as_strided` can reach it) or opens files from C without an audit event (`torch.from_file`,
 `safetensors.safe_open`) gets past it. The OS layers do not depend on it, and nothing depends on
@@ -25,7 +30,7 @@ from typing import Callable, Iterable
 DENIED_EVENTS = frozenset({
     # processes
     "os.system", "os.exec", "os.posix_spawn", "os.fork", "os.forkpty", "subprocess.Popen",
-    "os.kill", "os.killpg", "signal.pthread_kill",
+    "os.kill", "os.killpg", "signal.pthread_kill", "_posixsubprocess.fork_exec",
     # network (lookups too: without a network namespace, DNS is a way out)
     "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
     "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr", "socket.getnameinfo",
@@ -49,13 +54,38 @@ WRITE_EVENTS = frozenset({
 # Events whose first argument is a path that is read or entered.
 READ_EVENTS = frozenset({"os.listdir", "os.scandir", "os.chdir"})
 WRITABLE_DEVICES = ("/dev/null",)
+# Denials recorded between two replies (more are only counted), and the length of each field.
+MAX_DENIALS = 100
+MAX_EVENT_CHARS = 80
+MAX_DETAIL_CHARS = 200
 
 
-def install(*, workdir: str, secret_paths: Iterable[str]) -> None:
+class DenialLog:
+    """The denials of the hook since the worker last took them. The hook appends to `entries`
+    and counts what does not fit in `dropped` (a one-element list: nothing the hook does to
+    it raises an audit event of its own)."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, str]] = []
+        self.dropped = [0]
+
+    def take(self) -> dict | None:
+        """`{"denials": [{"event", "detail"}, ...], "dropped": n}`, or None when there were none."""
+        taken = self.entries[:]
+        del self.entries[:len(taken)]
+        dropped, self.dropped[0] = self.dropped[0], 0
+        if not taken and not dropped:
+            return None
+        return {"denials": taken, "dropped": dropped}
+
+
+def install(*, workdir: str, secret_paths: Iterable[str], denials: DenialLog | None = None) -> None:
     disable_fork_exec()
     sys.addaudithook(make_hook(workdir=os.path.realpath(workdir),
                                secret_paths=tuple(os.path.realpath(p) for p in secret_paths),
-                               loaded_libraries=already_loaded_libraries()))
+                               loaded_libraries=already_loaded_libraries(), denials=denials,
+                               # code objects name their files as imported, not resolved
+                               code_dirs=(workdir, os.path.realpath(workdir))))
 
 
 def already_loaded_libraries() -> frozenset[str]:
@@ -72,19 +102,23 @@ def already_loaded_libraries() -> frozenset[str]:
 
 def disable_fork_exec() -> None:
     """subprocess starts processes through `_posixsubprocess.fork_exec`, which raises no audit
-    event in the Python versions we support; replace it with one that refuses."""
+    event in the Python versions we support; replace it with one that refuses (and raises an
+    event of its own first, which the hook denies and records)."""
     import _posixsubprocess
     import subprocess
 
+    raise_event = sys.audit
+
     def fork_exec(*args, **kwargs):
+        raise_event("_posixsubprocess.fork_exec")
         raise PermissionError("sandbox: starting processes is not allowed")
 
     _posixsubprocess.fork_exec = fork_exec
     subprocess._fork_exec = fork_exec
 
 
-def make_hook(*, workdir: str, secret_paths: tuple[str, ...],
-              loaded_libraries: frozenset[str]) -> Callable[[str, tuple], None]:
+def make_hook(*, workdir: str, secret_paths: tuple[str, ...], loaded_libraries: frozenset[str],
+              denials: DenialLog | None = None, code_dirs: tuple[str, ...] = ()) -> Callable[[str, tuple], None]:
     """The hook function. Everything it calls is bound here, in its closure: student code can
     rebind `os.lstat` or `builtins.len`, but not what the hook already holds."""
     lstat, readlink, getcwd = os.lstat, os.readlink, os.getcwd
@@ -98,8 +132,48 @@ def make_hook(*, workdir: str, secret_paths: tuple[str, ...],
     not_a_path = object()
     loaded_names = frozenset(path.rpartition("/")[2] for path in loaded_libraries)
 
+    entries = denials.entries if denials is not None else None
+    dropped = denials.dropped if denials is not None else None
+    len_, max_denials, type_name = len, MAX_DENIALS, type.__dict__["__name__"].__get__
+    get_frame, starts_with = sys._getframe, str.startswith
+    student_files = tuple(folder.rstrip("/") + "/" for folder in (workdir, *code_dirs))
+
+    def caused_by_student() -> bool:
+        """Whether code from the worker's directory (the submission's copy) is on the stack.
+        The grader's own harness triggers denials too (importing transformers probes the
+        system with subprocess and ctypes): those are not the student's doing."""
+        frame = get_frame(1)
+        for _ in range(1000):
+            if frame is None:
+                return False
+            filename = frame.f_code.co_filename
+            if type_(filename) is not str_ or starts_with(filename, student_files):
+                return True
+            frame = frame.f_back
+        return True  # too deep to tell
+
+    def summary(value: object, limit: int) -> str:
+        """Text of an event's argument without running any of the student's code (no repr of
+        an object of theirs: a str subclass's __repr__ would run inside the hook)."""
+        kind = type_(value)
+        if kind is str_:
+            text = value
+        elif kind is bytes_:
+            text = bytes_.decode(value, fs_encoding, "backslashreplace")
+        elif kind is int_:
+            text = int_.__repr__(value)
+        else:
+            text = "<" + str_.__str__(type_name(kind)) + ">"  # a metaclass's __name__ is not called
+        return text if len_(text) <= limit else text[:limit - 3] + "..."
+
     def deny(event: str, detail: object = None) -> None:
-        suffix = "" if detail is None else f" ({detail!r})"
+        shown = None if detail is None else summary(detail, MAX_DETAIL_CHARS)
+        suffix = "" if shown is None else f" ({shown!r})"
+        if entries is not None and caused_by_student():
+            if len_(entries) < max_denials:
+                entries.append({"event": summary(event, MAX_EVENT_CHARS), "detail": shown or ""})
+            else:
+                dropped[0] += 1
         raise permission_error(f"sandbox: {event} is not allowed{suffix}")
 
     def inside(path: str, root: str) -> bool:
@@ -245,6 +319,6 @@ def make_hook(*, workdir: str, secret_paths: tuple[str, ...],
                     if args[0] is function:
                         deny("replacing the sandbox's code")
 
-    own_functions = (hook, deny, inside, is_secret, resolve, escapes_upwards, as_path,
+    own_functions = (hook, deny, summary, caused_by_student, inside, is_secret, resolve, escapes_upwards, as_path,
                      check_read, check_write, check_open, check_dlopen)
     return hook

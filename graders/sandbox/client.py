@@ -29,7 +29,7 @@ from typing import Any, Iterable, NoReturn
 
 import graders
 
-from . import isolation, uids
+from . import audit, isolation, uids
 from .errors import (BudgetExhausted, ProtocolError, RequestError, StudentError, WorkerCrashed,
                      WorkerTimeout)
 from .isolation import IsolationUnavailable, Layers
@@ -44,6 +44,8 @@ PIPE_BYTES = 1 << 20  # the request and reply pipes (default 64 KiB); see `_pipe
 # How long a dead worker's processes get to release their pipes after the kill.
 REAP_TIMEOUT_S = 5.0
 SHUTDOWN_TIMEOUT_S = 1.0
+# Audit-hook denials kept per Worker (over all its restarts); more are only counted.
+MAX_AUDIT_DENIALS = 100
 
 
 class Worker:
@@ -99,6 +101,10 @@ class Worker:
         self.last_output = ""  # what the student's code printed during the last request
         self.time_used_s = 0.0  # counted against limits.submission_budget_s
         self.starts = 0  # worker processes started so far; handles carry it as their generation
+        # What the audit hook refused ({"event", "detail"}), as the worker reported it: a
+        # tripwire for a person to review, not evidence (student code can tamper with it).
+        self.audit_denials: list[dict[str, str]] = []
+        self.audit_denials_dropped = 0
         self._lock = threading.RLock()
         self._closed = False
         self._process: subprocess.Popen | None = None
@@ -302,6 +308,11 @@ class Worker:
     def _interpret(self, header: dict, tensors: dict, request_id: int) -> Any:
         if header.get("id") != request_id or type(header.get("ok")) is not bool:
             raise ProtocolError("the reply does not answer the request")
+        if "audit" in header:
+            denials, dropped = _audit_report(header.pop("audit"))
+            room = max(0, MAX_AUDIT_DENIALS - len(self.audit_denials))
+            self.audit_denials.extend(denials[:room])
+            self.audit_denials_dropped += dropped + max(0, len(denials) - room)
         if header["ok"]:
             if set(header) != {"id", "ok", "value"}:
                 raise ProtocolError("unexpected fields in a reply")
@@ -494,6 +505,22 @@ def _target(target: str | Handle) -> tuple[dict[str, str], dict[str, Handle]]:
 def _refuse_to_send(value: Any) -> Handle:
     raise RequestError(f"a {type(value).__name__} cannot be sent to the worker "
                        "(only values, tensors, arrays and handles can)")
+
+
+def _audit_report(report: Any) -> tuple[list[dict[str, str]], int]:
+    """The denials a reply reports, checked as strictly as the rest of it."""
+    if type(report) is not dict or set(report) != {"denials", "dropped"}:
+        raise ProtocolError("malformed audit report")
+    denials, dropped = report["denials"], report["dropped"]
+    if type(denials) is not list or len(denials) > audit.MAX_DENIALS or type(dropped) is not int \
+            or not 0 <= dropped <= 1 << 53:
+        raise ProtocolError("malformed audit report")
+    for entry in denials:
+        if (type(entry) is not dict or set(entry) != {"event", "detail"}
+                or type(entry["event"]) is not str or not 0 < len(entry["event"]) <= audit.MAX_EVENT_CHARS
+                or type(entry["detail"]) is not str or len(entry["detail"]) > audit.MAX_DETAIL_CHARS):
+            raise ProtocolError("malformed audit report")
+    return [{"event": entry["event"], "detail": entry["detail"]} for entry in denials], dropped
 
 
 def _text(error: dict, field: str) -> str:

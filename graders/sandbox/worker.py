@@ -48,6 +48,9 @@ MS_NOSUID, MS_NODEV = 2, 4
 PACKAGE = "submission"
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 20_000
+# What the audit hook refused since the last reply; each reply carries it to the grader (a
+# tripwire for review: the student's code shares this process and could empty it).
+DENIALS = audit.DenialLog()
 
 
 def main(argv: list[str]) -> None:
@@ -68,7 +71,7 @@ def main(argv: list[str]) -> None:
 
     session = Session(Path(config["submission_dir"]), Path(config["workdir"]))
     session.make_submission_importable()
-    audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"])
+    audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"], denials=DENIALS)
     os.chdir(session.submission_dir)
     warm_up_in_background()
     serve(session, config["request_fd"], config["reply_fd"])
@@ -366,6 +369,9 @@ def serve(session: Session, request_fd: int, reply_fd: int) -> None:
         if exit_code is None and header.get("op") == "shutdown":
             exit_code = 0
         flush_student_output()
+        denials = DENIALS.take()
+        if denials is not None:
+            reply["audit"] = denials
         send_message(reply_fd, reply, reply_tensors)
         if exit_code is not None:
             # Straight out: no atexit handler or finalizer of the student's runs any more.
