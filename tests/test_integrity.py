@@ -268,10 +268,13 @@ def test_no_honest_fixture_is_flagged(tmp_path):
 # Each attack of fixtures/submissions/make_hostile.py and the kinds it must raise. flood_stdout
 # is not flagged: printing is honest, and the worker keeps only the tail of the output anyway.
 HOSTILE_KINDS = {
+    "c_level_read": {"dynamic-code", "file-mapping", "read-outside"},
+    "c_level_write": {"file-mapping", "grader-import", "read-outside"},
     "custom_object": {"comparison-override"},
     "exit_at_import": {"exit"},
     "exit_in_call": {"exit"},
     "fake_results": {"forged-results"},
+    "fill_disk": {"system-path"},
     "flood_stdout": set(),
     "infinite_loop": {"endless-loop"},
     "kill_parent": {"signal"},
@@ -280,8 +283,10 @@ HOSTILE_KINDS = {
     "os_exit_in_call": {"exit"},
     "patch_grader": {"grader-import"},
     "read_reference": {"read-outside", "dynamic-code"},
+    "rewrite_results_later": {"extension-loading"},
     "socket_localhost": {"network"},
     "spawn_processes": {"process"},
+    "spawn_setsid": {"extension-loading"},
     "tensor_subclass": {"comparison-override"},
     "write_outside": {"write-outside"},
 }
