@@ -25,6 +25,7 @@ from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Contex
 from graders.integrity import results_section, scan_folder
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
+from graders.redact import redact_results, solution_lines
 from graders.sandbox import (BudgetExhausted, Handle, Limits, ProtocolError, SandboxError, StudentError, Worker,
                              WorkerCrashed, WorkerTimeout)
 from graders.sandbox.isolation import require_full_isolation
@@ -290,6 +291,13 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
     if not starter.started_once and starter.error is not None:
         # No student code ran at all: an infrastructure failure, graded again by the next batch run.
         status, reason = "error", f"the sandbox worker could not start: {starter.error}"
+    if mode == INSTRUCTOR:
+        parts, removed = redact_results(parts, solution_lines(REFERENCE_DIR))
+        if removed:
+            integrity["flags"].append({
+                "source": "grader", "kind": "solution-text", "where": "results",
+                "reason": f"{removed} lines of the reference solution in what the student's code returned, "
+                          "raised or printed were removed from every output"})
     timings["total_s"] = round(time.perf_counter() - started, 3)
     score = round(sum(p["score"] for p in parts), 4)
     max_score = round(sum(p["max_score"] for p in parts), 4)
