@@ -110,10 +110,13 @@ def cmd_batch(argv: list[str]) -> int:
         if unknown:
             print(f"grade batch: unknown part(s) {', '.join(unknown)}; parts: {', '.join(sorted(known))}", file=sys.stderr)
             return 2
-    # A Slurm task checks its own node again (graders.batch.run_one): nodes may differ.
-    refused = refuse_unless_isolated(args, prog="grade batch")
-    if refused is not None:
-        return refused
+    # Local jobs run on this machine: refuse here, before anything is read. Slurm tasks run on
+    # compute nodes, which may differ from this one: each refuses there (graders.batch.run_one),
+    # and its submission's row says why.
+    if args.backend == "local":
+        refused = refuse_unless_isolated(args, prog="grade batch")
+        if refused is not None:
+            return refused
     from graders.batch.discover import DiscoveryError
     from graders.batch.run import run_batch
     from graders.batch.supervise import Interrupted
