@@ -263,3 +263,11 @@ def test_one_student_holding_every_process_slot_leaves_the_next_unharmed(tmp_pat
         greedy.close()
     assert uids.processes_of(greedy_uid) == []
 
+
+
+def test_a_batch_refuses_before_reading_anything(monkeypatch, tmp_path):
+    from graders.batch.cli import cmd_batch
+    monkeypatch.setenv(isolation.BWRAP_ENVIRONMENT, "")
+    (tmp_path / "course" / "alice").mkdir(parents=True)
+    assert cmd_batch([str(tmp_path / "course"), "--out", str(tmp_path / "out"), "--no-progress"]) == 3
+    assert not (tmp_path / "out").exists()
