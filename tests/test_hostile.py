@@ -52,8 +52,6 @@ def _grader_digest():
     return digest.hexdigest()
 
 
-GRADER_BEFORE = _grader_digest()
-
 
 def _processes():
     """{pid: (parent pid, command line)} of every process on the machine."""
@@ -88,6 +86,7 @@ def honest_score():
 @pytest.mark.parametrize("attack", sorted(p.name for p in HOSTILE.iterdir()))
 def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path):
     folder = _submission(tmp_path, HOSTILE / attack)
+    grader_before = _grader_digest()
     out = tmp_path / "out"
     results = grade(folder, only_parts=PARTS, limits=LIMITS, extra_secrets=[out])
     write_results(results, out)
@@ -102,7 +101,7 @@ def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path)
     assert not Path("/tmp/hostile-was-here").exists()
     assert not (REPO_ROOT / "hostile-was-here").exists()
     assert {p.name: p.read_bytes() for p in REFERENCE_DIR.glob("*.py")} == REFERENCE_BEFORE
-    assert _grader_digest() == GRADER_BEFORE, f"{attack} changed the grader's code"
+    assert _grader_digest() == grader_before, f"{attack} changed the grader's code"
     assert not list(isolation.workdirs_parent().glob(f"w-{os.getpid()}-*")), f"{attack} left a worker folder"
     if attack == "rewrite_results_later":
         time.sleep(4)  # the attack's process would wake after 3 s
