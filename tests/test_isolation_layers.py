@@ -96,7 +96,8 @@ def test_doctor_reports_every_layer_from_a_real_worker():
     assert full_isolation(findings), [f for f in findings if f.ok is False]
     assert "uid 1970" in layers["worker runs unprivileged"].detail
     assert layers["no network"].detail == "interfaces: lo"
-    assert "workdir 256 MiB / 4096 files" in layers["writable space limited (folder, /tmp, /dev/shm)"].detail
+    space = layers["writable space limited (folder, /dev/shm; /tmp not writable)"]
+    assert "workdir 256 MiB / 4096 files" in space.detail and "tmp 64 MiB, not writable" in space.detail
 
 
 def test_doctor_fails_and_names_the_fix_without_bubblewrap(tmp_path):
@@ -148,8 +149,9 @@ def test_os_permissions_alone_deny_secrets_to_the_sandbox_user(open_folder):
 def test_each_worker_gets_its_own_uid_and_its_leftovers_are_killed(tmp_path):
     """No namespace: a process that left the worker's session (setsid) dies by its uid."""
     limits = Limits()
-    first = uids.lease(tmp_path, base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid, slots=4)
-    second = uids.lease(tmp_path, base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid, slots=4)
+    base = limits.sandbox_uid + 240  # a corner of the pool that no test's worker reaches
+    first = uids.lease(pool=tmp_path, base_uid=base, base_gid=base, slots=4)
+    second = uids.lease(pool=tmp_path, base_uid=base, base_gid=base, slots=4)
     try:
         assert first.uid != second.uid and first.gid != second.gid
         stray = subprocess.Popen(["/bin/sleep", "1000"], user=second.uid, group=second.gid, extra_groups=[],
@@ -161,7 +163,7 @@ def test_each_worker_gets_its_own_uid_and_its_leftovers_are_killed(tmp_path):
     finally:
         first.release()
         second.release()
-    again = uids.lease(tmp_path, base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid, slots=4)
+    again = uids.lease(pool=tmp_path, base_uid=base, base_gid=base, slots=4)
     assert again.uid == first.uid  # a released slot is free again
     again.release()
 
@@ -188,6 +190,9 @@ FILL = """
             return written, error.errno
         return written, 0
 
+    def writable(folder):
+        return os.access(folder, os.W_OK)
+
     def capacity(folder):
         usage = os.statvfs(folder)
         return usage.f_blocks * usage.f_frsize, usage.f_files
@@ -208,7 +213,7 @@ FILL = """
 @needs_full
 def test_the_writable_space_is_limited_in_bytes_and_files(tmp_path):
     limits = Limits(call_timeout_s=30, workdir_bytes=8 << 20, workdir_files=64, tmp_bytes=4 << 20,
-                    tmp_files=32, shm_bytes=4 << 20, shm_files=32)
+                    shm_bytes=4 << 20, shm_files=32)
     before = sum(1 for _ in isolation.workdirs_parent().rglob("*"))
     with Worker(_submission(tmp_path, FILL), limits=limits) as worker:
         written, error = worker.call("probe", "fill", ".")
@@ -216,7 +221,8 @@ def test_the_writable_space_is_limited_in_bytes_and_files(tmp_path):
         made, error = worker.call("probe", "many", ".")
         assert made <= 64 and error == 28, (made, error)
         # The audit hook refuses writes there from Python; C-level writes meet these mounts.
-        assert worker.call("probe", "capacity", "/tmp") == (4 << 20, 32)
+        assert worker.call("probe", "capacity", "/tmp")[0] == 4 << 20
+        assert worker.call("probe", "writable", "/tmp") is False  # root's
         assert worker.call("probe", "capacity", "/dev/shm") == (4 << 20, 32)
         after = sum(1 for _ in isolation.workdirs_parent().rglob("*"))
         assert after - before < 20  # the host holds the submission's copy, nothing the student wrote

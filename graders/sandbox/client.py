@@ -84,8 +84,8 @@ class Worker:
                 raise ValueError("full isolation needs bubblewrap: use_bwrap=False goes with require_isolation=False")
             isolation.require_full_isolation()
             use_bwrap = True
-        self._uid_lease = (uids.lease(isolation.workdirs_parent(), base_uid=limits.sandbox_uid,
-                                      base_gid=limits.sandbox_gid, slots=limits.sandbox_slots)
+        self._uid_lease = (uids.lease(base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid,
+                                      slots=limits.sandbox_slots)
                            if os.geteuid() == 0 else None)
         self._lease_finalizer = weakref.finalize(self, self._uid_lease.release) if self._uid_lease else None
         try:
@@ -385,7 +385,7 @@ class Worker:
             command = [*isolation.bwrap_command(isolation.find_bwrap(), workdir=workdir,
                                                 secret_paths=self.secret_paths,
                                                 readable_paths=self.readable_paths, gpu=self.allow_gpu,
-                                                private_mounts=private),
+                                                private_mounts=private, tmp_bytes=self.limits.tmp_bytes),
                        *command]
         try:
             process = subprocess.Popen(

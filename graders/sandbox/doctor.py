@@ -106,9 +106,12 @@ def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]
     space = report["space"]
     bounded = all(space[name]["bytes"] <= limit for name, limit in
                   (("workdir", limits.workdir_bytes), ("tmp", limits.tmp_bytes), ("shm", limits.shm_bytes)))
-    findings.append(Finding("writable space limited (folder, /tmp, /dev/shm)", bounded,
-                            ", ".join(f"{name} {value['bytes'] // MiB} MiB / {value['files']} files"
-                                      for name, value in space.items()),
+    bounded = bounded and not report["tmp_writable"]
+    findings.append(Finding("writable space limited (folder, /dev/shm; /tmp not writable)", bounded,
+                            f"workdir {space['workdir']['bytes'] // MiB} MiB / {space['workdir']['files']} files, "
+                            f"shm {space['shm']['bytes'] // MiB} MiB / {space['shm']['files']} files, "
+                            f"tmp {space['tmp']['bytes'] // MiB} MiB, "
+                            + ("writable" if report["tmp_writable"] else "not writable"),
                             "" if bounded else "needs bubblewrap as root"))
     isolated_network = report["interfaces"] in ([], ["lo"])
     findings.append(Finding("no network", isolated_network, "interfaces: " + ", ".join(report["interfaces"]),

@@ -9,8 +9,9 @@
   its own (graders/sandbox/uids.py), so RLIMIT_NPROC binds per student and root-only files are
   out of reach. Without bubblewrap this needs the interpreter to be readable by that user; when
   it is not (a Python under /root), the worker stays root, which `Layers.note` records.
-- Private writable space (bubblewrap as root): the worker's folder, /tmp and /dev/shm are tmpfs
-  mounts limited in bytes and files, made by the worker before it drops to its uid; the
+- Private writable space (bubblewrap as root): the worker's folder and /dev/shm are tmpfs mounts
+  limited in bytes and files, made by the worker before it drops to its uid (/tmp is a small
+  tmpfs of root's that the worker cannot write to); the
   submission arrives read-only and is copied in. Nothing the student writes reaches the disk.
 - A fresh directory per worker, under a directory that other users cannot list, holding a
   copy of the submission: the worker never sees where the submission came from.
@@ -166,7 +167,7 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 
 
 def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readable_paths: list[str] = (),
-                  gpu: bool = False, private_mounts: bool = False) -> list[str]:
+                  gpu: bool = False, private_mounts: bool = False, tmp_bytes: int = 64 << 20) -> list[str]:
     """The bwrap command line (up to `--`) that runs the worker in `workdir`: a file system made
     of the system folders, what the worker's Python needs, `readable_paths` (all read-only), an
     empty /tmp and `workdir` (writable). With `private_mounts` (as root), `workdir` is an empty
@@ -179,7 +180,8 @@ def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readabl
             command += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             command += ["--ro-bind", path, path]
-    command += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # /tmp: root's and size-limited; what is bound below it (a Python installed under /tmp) stays.
+    command += ["--dev", "/dev", "--proc", "/proc", "--perms", "0755", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     exposed = exposed_paths(readable_paths)
     made = {"/tmp"}
     for path in exposed:

@@ -53,12 +53,12 @@ class Limits:
     sandbox_uid: int = 1_970_000_000
     sandbox_gid: int = 1_970_000_000
     sandbox_slots: int = 256
-    # The worker's writable space under bubblewrap (as root): its folder, /tmp and /dev/shm are
-    # private tmpfs mounts of these sizes and numbers of files (inodes), gone with the worker.
+    # The worker's writable space under bubblewrap (as root): its folder and /dev/shm are private
+    # tmpfs mounts of these sizes and numbers of files (inodes), gone with the worker. /tmp is
+    # bubblewrap's tmpfs of tmp_bytes, root's (the sandbox user cannot write there at all).
     workdir_bytes: int = 256 * MiB
     workdir_files: int = 4096
     tmp_bytes: int = 64 * MiB
-    tmp_files: int = 1024
     shm_bytes: int = 128 * MiB
     shm_files: int = 256
 

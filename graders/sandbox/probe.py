@@ -28,6 +28,7 @@ def sandbox_probe(ctx: Any, secret_paths: list) -> dict:
         "capabilities": {name: int(fields.get(name, "0"), 16) for name in ("CapEff", "CapPrm", "CapAmb")},
         "no_new_privs": fields.get("NoNewPrivs", "").strip() == "1",
         "space": space,
+        "tmp_writable": os.access("/tmp", os.W_OK),
         "interfaces": sorted(name for _, name in socket.if_nameindex()),
         "processes_visible": sum(entry.isdigit() for entry in os.listdir("/proc")),
         "secrets_present": [path for path in secret_paths if _visible(path)],

@@ -5,11 +5,12 @@ signal whom, whose /proc entries are readable) is then per student: in a batch, 
 holding every process slot of its uid leaves the other students' workers untouched, and a
 student's leftover process can be found and killed by its uid alone.
 
-The pool is a folder of lock files, `slot-N.lock`, in the grader's private sandbox folder. A
-lease is an exclusive `flock` on one of them, held open by the grading process: the kernel
-releases it when that process ends, however it ends, so no slot is lost to a crash. The pool
-spans every grading process on the machine (`grade`, the jobs of `grade batch`, Slurm tasks on
-one node), not only the threads of one.
+The pool is a folder of lock files, `slot-N.lock`, at one fixed place on the machine
+(`/run/transformer-grader/uid-slots`, root's own): every grading process on the machine (`grade`,
+the jobs of `grade batch`, Slurm tasks on one node, whatever their TMPDIR) draws from the same
+pool, so no two running workers ever share a uid. A lease is an exclusive `flock` on one lock
+file, held open by the grading process: the kernel releases it when that process ends, however
+it ends, so no slot is lost to a crash.
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+# /run is root's, in memory, and the same for every process of the machine; /var/run where a
+# system has no /run.
+POOL_PARENTS = ("/run", "/var/run")
 
 # Kill rounds after a worker ends: a process of the uid that forks while it is being killed
 # is met again in the next round.
@@ -43,10 +49,26 @@ class UidLease:
             self._fd = -1
 
 
-def lease(folder: Path, *, base_uid: int, base_gid: int, slots: int) -> UidLease:
-    """The first free slot of the pool in `folder` (a private folder of the grader)."""
-    pool = folder / "uid-slots"
-    pool.mkdir(mode=0o700, exist_ok=True)
+def pool_folder() -> Path:
+    """The machine's one pool folder, made on first use; refused unless it is root's own."""
+    parent = next((Path(candidate) for candidate in POOL_PARENTS if os.path.isdir(candidate)), None)
+    if parent is None:
+        raise NoFreeSlot(f"no {' or '.join(POOL_PARENTS)} for the sandbox uid pool")
+    pool = parent / "transformer-grader" / "uid-slots"
+    for folder in (pool.parent, pool):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
+            raise NoFreeSlot(f"{folder} is not a folder private to root: remove it")
+    return pool
+
+
+def lease(*, base_uid: int, base_gid: int, slots: int, pool: Path | None = None) -> UidLease:
+    """The first free slot of the machine's pool (or of `pool`, a folder private to root)."""
+    pool = pool_folder() if pool is None else pool
     for slot in range(slots):
         fd = os.open(pool / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:

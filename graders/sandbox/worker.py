@@ -98,11 +98,11 @@ def warm_up_in_background() -> None:
 
 def make_private_space(workdir: Path, source: Path, limits: Limits, run_as: list[int] | None) -> None:
     """Size-limited tmpfs mounts for everything the student may write (this process is still
-    root, inside bubblewrap's mount namespace): /tmp, /dev/shm, and the working folder, which
-    gets a copy of the read-only submission. A student filling them fills memory the limits
-    bound, never the grader's disk, and all of it is gone with the namespace."""
+    root, inside bubblewrap's mount namespace): /dev/shm, and the working folder, which gets a
+    copy of the read-only submission (/tmp is bubblewrap's, root's and small). A student filling
+    them fills memory the limits bound, never the grader's disk, and all of it is gone with the
+    namespace."""
     uid, gid = run_as if run_as is not None else (0, 0)
-    mount_tmpfs(Path("/tmp"), limits.tmp_bytes, limits.tmp_files, "1777", 0, 0)
     mount_tmpfs(Path("/dev/shm"), limits.shm_bytes, limits.shm_files, "1777", 0, 0)
     workdir.mkdir(mode=0o711, parents=True, exist_ok=True)
     mount_tmpfs(workdir, limits.workdir_bytes, limits.workdir_files, "700", 0, 0)  # chowned once filled
