@@ -120,7 +120,8 @@ def template_files(reference_dir=REFERENCE_DIR):
     """{relative file name: template text} for every file of the reference package."""
     files = {"__init__.py": TEMPLATE_INIT}
     for path in sorted(reference_dir.iterdir()):
-        if path.name == "__init__.py" or path.name.startswith((".", "__")):
+        # Only modules and answers: reference/ also holds the small sentiment set (held-out labels).
+        if path.name == "__init__.py" or path.name.startswith((".", "__")) or path.suffix not in (".py", ".toml"):
             continue
         source = path.read_text()
         if path.suffix == ".py":

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import stat
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -76,6 +77,10 @@ class IngestLimits:
     max_files: int = 200
     max_file_bytes: int = 10 * MiB
     max_compression_ratio: float = 200.0
+    # Every entry counts here: files, folders and ignored system files (a .git/ folder, the
+    # __MACOSX/ copies). Files to grade are held to `max_files` besides. Without this, a zip of
+    # ~950,000 folder entries (under 50 MiB) costs 12 s and 700 MB before any other limit is hit.
+    max_entries: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,9 @@ def _extract_zip(archive: Path, out: Path, limits: IngestLimits, notes: list[str
         raise Rejected(
             f"the file is {_size(archive_size)}; submissions are limited to {_size(limits.max_total_bytes)}"
         )
+    # Counted before zipfile reads the central directory: zipfile builds an object per entry,
+    # which is where a zip of a million folder entries spends its time and memory.
+    _check_entry_count(archive, limits)
     try:
         zf = zipfile.ZipFile(archive)
     # zipfile raises a zoo of exception types on crafted input; each means "unreadable".
@@ -171,6 +179,8 @@ def _extract_zip(archive: Path, out: Path, limits: IngestLimits, notes: list[str
         infos = zf.infolist()
         if not infos:
             raise Rejected("the zip file is empty")
+        if len(infos) > limits.max_entries:  # a layout the early count did not parse
+            raise Rejected(_too_many_entries(f"the zip holds {len(infos):,} entries", limits))
         wanted = _select_entries(infos, limits, notes)
         budget = _Budget(limits)
         for path, info in wanted:
@@ -183,6 +193,70 @@ def _extract_zip(archive: Path, out: Path, limits: IngestLimits, notes: list[str
             # Damaged data (bad CRC, truncated deflate stream, a size that lies) surfaces here.
             except Exception as error:
                 raise Rejected(f"the zip file is damaged: {_show(path.as_posix())}: {str(error)[:200]}") from None
+
+
+# The zip records read before zipfile is trusted with the archive (APPNOTE.TXT 4.3.12-4.3.16).
+_EOCD = struct.Struct("<4s4H2LH")  # signature, disk numbers, entry counts, directory size, offset, comment length
+_EOCD64_LOCATOR = struct.Struct("<4sLQL")
+_EOCD64 = struct.Struct("<4sQ2H2L4Q")
+_CENTRAL_ENTRY = struct.Struct("<4s24x3H12x")  # signature, then the name, extra and comment lengths
+
+
+def _too_many_entries(found: str, limits: IngestLimits) -> str:
+    return (f"{found} (files and folders together); the limit is {limits.max_entries:,}. "
+            "Hand in only the module files, not a whole project or data folder")
+
+
+def _check_entry_count(archive: Path, limits: IngestLimits) -> None:
+    """Reject a zip with more than `max_entries` entries, reading only its directory records.
+
+    The end-of-central-directory record (or its zip64 form) declares the number of entries;
+    a declared count over the limit is refused at once. The count can lie, so the central
+    directory is then walked header by header, stopping after `max_entries`, which costs
+    microseconds per entry instead of zipfile's object per entry. The records are found the way
+    zipfile finds them; whatever cannot be parsed here is left to zipfile to judge.
+    """
+    with archive.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        tail_start = max(size - (_EOCD.size + 0xFFFF), 0)
+        f.seek(tail_start)
+        tail = f.read()
+        if tail[-_EOCD.size:][:4] == b"PK\x05\x06" and tail[-2:] == b"\0\0":
+            at = len(tail) - _EOCD.size  # no archive comment: the common case
+        else:
+            at = tail.rfind(b"PK\x05\x06")
+            if at < 0 or at + _EOCD.size > len(tail):
+                return
+        _, _, _, on_disk, total, dir_size, _, _ = _EOCD.unpack_from(tail, at)
+        eocd_at = tail_start + at
+        dir_start = eocd_at - dir_size
+        locator_at = eocd_at - _EOCD64_LOCATOR.size
+        if locator_at - _EOCD64.size >= 0:
+            f.seek(locator_at - _EOCD64.size)
+            records = f.read(_EOCD64.size + _EOCD64_LOCATOR.size)
+            if (records[_EOCD64.size:][:4] == b"PK\x06\x07" and records[:4] == b"PK\x06\x06"):
+                fields = _EOCD64.unpack_from(records)
+                on_disk, total, dir_size = fields[6], fields[7], fields[8]
+                dir_start = locator_at - _EOCD64.size - dir_size
+        declared = max(on_disk, total)
+        if declared > limits.max_entries:
+            raise Rejected(_too_many_entries(f"the zip declares {declared:,} entries", limits))
+        if dir_start < 0 or dir_size > size:
+            return
+        f.seek(dir_start)
+        walked = count = 0
+        while walked < dir_size:
+            header = f.read(_CENTRAL_ENTRY.size)
+            if len(header) < _CENTRAL_ENTRY.size:
+                return
+            signature, name, extra, comment = _CENTRAL_ENTRY.unpack(header)
+            if signature != b"PK\x01\x02":
+                return
+            count += 1
+            if count > limits.max_entries:
+                raise Rejected(_too_many_entries(f"the zip holds more than {limits.max_entries:,} entries", limits))
+            f.seek(name + extra + comment, os.SEEK_CUR)
+            walked += _CENTRAL_ENTRY.size + name + extra + comment
 
 
 def _select_entries(infos: list[zipfile.ZipInfo], limits: IngestLimits, notes: list[str]
@@ -278,15 +352,25 @@ def _copy_folder(source: Path, out: Path, limits: IngestLimits, notes: list[str]
     budget = _Budget(limits)
     ignored: dict[str, int] = {}
     # An explicit stack rather than os.walk: it never follows links, and it stops as soon as
-    # a limit is crossed instead of listing a huge tree first.
+    # a limit is crossed instead of listing a huge tree first. Every entry listed counts
+    # against `max_entries`, folders and ignored names included, as it is read from the
+    # directory, so a folder of a million subfolders stops after the limit.
     pending = [PurePosixPath()]
+    listed = 0
     while pending:
         relative_dir = pending.pop()
+        entries = []
         try:
             with os.scandir(source.joinpath(*relative_dir.parts)) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
+                for entry in listing:
+                    listed += 1
+                    if listed > limits.max_entries:
+                        raise Rejected(_too_many_entries(
+                            f"the folder holds more than {limits.max_entries:,} entries", limits))
+                    entries.append(entry)
         except OSError as error:
             raise Rejected(f"cannot list {_show(relative_dir.as_posix())}: {error.strerror}") from None
+        entries.sort(key=lambda entry: entry.name)
         for entry in entries:
             relative = relative_dir / entry.name
             shown = relative.as_posix()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from graders.build import REPO_ROOT
 from graders.finetune.data import (
     SMALL_SENTIMENT_PATH, DataError, Review, load_imdb, load_reviews, load_small_sentiment, parse_label,
     split_train_valid,
@@ -164,8 +165,8 @@ def test_split_pinned():
 
 
 def test_small_sentiment_set_is_balanced_and_matches_its_generator():
-    spec = importlib.util.spec_from_file_location("make_small_sentiment", SMALL_SENTIMENT_PATH.with_name(
-        "make_small_sentiment.py"))
+    spec = importlib.util.spec_from_file_location(
+        "make_small_sentiment", REPO_ROOT / "fixtures" / "sentiment" / "make_small_sentiment.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     assert SMALL_SENTIMENT_PATH.read_text(encoding="utf-8") == generator.render(generator.generate())

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from graders.finetune.cache import build_features
-from graders.finetune.data import SMALL_SENTIMENT_PATH, load_small_sentiment
+from graders.build import REPO_ROOT
+from graders.finetune.data import load_small_sentiment
 from graders.finetune.encoder import load_encoder, smoke_encoder_path, tokenize
 from graders.finetune.standin import CachedEncoder, StandInMismatch
 from graders.finetune.training import (
@@ -20,7 +21,7 @@ from graders.finetune.training import (
 
 
 def load_sample_students():
-    spec = importlib.util.spec_from_file_location("sample_students", SMALL_SENTIMENT_PATH.with_name("sample_students.py"))
+    spec = importlib.util.spec_from_file_location("sample_students", REPO_ROOT / "fixtures" / "sentiment" / "sample_students.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

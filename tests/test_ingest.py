@@ -235,6 +235,76 @@ def test_too_many_files_are_rejected(tmp_path):
     assert reason == "the zip holds 207 files; the limit is 200"
 
 
+def with_end_record(data: bytes, *, entries: int | None = None, zip64: bool = False,
+                    comment: bytes = b"") -> bytes:
+    """Rewrite a zip's end-of-central-directory record, declaring `entries` (default: the true
+    count), as a plain record or as zip64 records followed by a plain one of 0xFFFF fields."""
+    eocd = data.rfind(b"PK\x05\x06")
+    _, _, _, _, count, dir_size, dir_offset, _ = struct.unpack_from("<4s4H2LH", data, eocd)
+    entries = count if entries is None else entries
+    body = data[:eocd]
+    if not zip64:
+        return body + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, entries, entries, dir_size, dir_offset,
+                                  len(comment)) + comment
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, entries, entries, dir_size, dir_offset)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, len(body), 1)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, len(comment))
+    return body + record + locator + end + comment
+
+
+def refuse_zipfile(monkeypatch):
+    """Make any parse of the central directory by zipfile fail the test."""
+    def parse(*args, **kwargs):
+        raise AssertionError("zipfile was asked to parse the archive")
+    monkeypatch.setattr("graders.ingest.zipfile.ZipFile", parse)
+
+
+def test_folder_entries_count_against_the_entry_limit(tmp_path):
+    # Folder entries are never extracted, so only the entry limit can stop a zip made of them.
+    path = tmp_path / "sub.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in module_files("hw4/").items():
+            zf.writestr(name, data)
+        for index in range(2_000):
+            zf.writestr(f"hw4/empty/{index}/", b"")
+    reason = rejection(path, tmp_path / "out", limits=IngestLimits(max_entries=1_000))
+    assert reason.startswith("the zip declares 2,007 entries (files and folders together); the limit is 1,000.")
+    assert ingest(path, tmp_path / "ok", limits=IngestLimits(max_entries=2_007)).missing == []
+
+
+@pytest.mark.parametrize("zip64", [False, True], ids=["plain", "zip64"])
+def test_a_declared_entry_count_over_the_limit_is_refused_unparsed(tmp_path, monkeypatch, zip64):
+    # 950,000 folder entries fit in 50 MiB; zipfile spent 12 s and 700 MB on them. The
+    # declared count alone refuses them: the directory it describes is not even there.
+    whole = make_zip(tmp_path / "whole.zip", module_files()).read_bytes()
+    declared = 950_000 if zip64 else 0xFFFF
+    source = tmp_path / "sub.zip"
+    source.write_bytes(with_end_record(whole, entries=declared, zip64=zip64))
+    refuse_zipfile(monkeypatch)
+    reason = rejection(source, tmp_path / "out")
+    assert reason.startswith(f"the zip declares {declared:,} entries (files and folders together); the limit is 10,000.")
+
+
+def test_an_understated_entry_count_is_caught_walking_the_directory(tmp_path, monkeypatch):
+    path = make_zip(tmp_path / "whole.zip", module_files() | {f"d{index}/": b"" for index in range(40)})
+    source = tmp_path / "sub.zip"
+    source.write_bytes(with_end_record(path.read_bytes(), entries=1))
+    refuse_zipfile(monkeypatch)
+    reason = rejection(source, tmp_path / "out", limits=IngestLimits(max_entries=30))
+    assert reason.startswith("the zip holds more than 30 entries (files and folders together)")
+
+
+@pytest.mark.parametrize("zip64", [False, True], ids=["plain", "zip64"])
+def test_true_end_records_and_a_comment_are_read_as_zipfile_reads_them(tmp_path, zip64):
+    path = make_zip(tmp_path / "whole.zip", module_files("hw4/") | {"hw4/": b""})
+    source = tmp_path / "sub.zip"
+    source.write_bytes(with_end_record(path.read_bytes(), zip64=zip64, comment=b"made by hand"))
+    with zipfile.ZipFile(source) as zf:
+        assert zf.comment == b"made by hand" and len(zf.infolist()) == 8
+    limits = IngestLimits(max_entries=8)
+    assert ingest(source, tmp_path / "out", limits=limits).missing == []
+
+
 def test_total_size_is_capped(tmp_path):
     source = make_zip(tmp_path / "sub.zip", {"attention.py": b"# a\n" * 15_000, "bert.py": b"# b\n" * 15_000})
     limits = IngestLimits(max_total_bytes=100_000)
@@ -350,6 +420,15 @@ def test_folder_with_too_many_files_is_rejected(tmp_path):
     folder = write_folder(tmp_path / "hw4", module_files())
     reason = rejection(folder, tmp_path / "out", limits=IngestLimits(max_files=3))
     assert reason.startswith("the submission holds more than 3 files")
+
+
+def test_a_folder_of_many_folders_is_refused_while_listing(tmp_path):
+    folder = write_folder(tmp_path / "hw4", module_files())
+    for index in range(60):
+        (folder / "data" / str(index)).mkdir(parents=True)
+    reason = rejection(folder, tmp_path / "out", limits=IngestLimits(max_entries=50))
+    assert reason.startswith("the folder holds more than 50 entries (files and folders together); the limit is 50.")
+    assert ingest(folder, tmp_path / "ok", limits=IngestLimits(max_entries=68)).missing == []
 
 
 def test_empty_folder_is_rejected(tmp_path):

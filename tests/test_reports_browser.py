@@ -183,3 +183,46 @@ def test_printed_report_cuts_nothing_off(browser, tmp_path):
     finally:
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
     assert clipped == 0, "some text blocks would be cut off when printed"
+
+
+def test_batch_summary_loads_nothing_and_runs_nothing(browser, tmp_path):
+    from test_html_pages import SCRIPT, hostile_batch
+
+    page = hostile_batch(tmp_path / "batch")
+    requests = open_page(browser, page)
+    assert [url for url in requests if url != page.as_uri()] == [], "the summary made network requests"
+    assert "Batch summary" in browser.find_element(By.TAG_NAME, "h1").text
+    assert SCRIPT in browser.find_element(By.TAG_NAME, "body").text  # shown as text
+    assert browser.find_elements(By.TAG_NAME, "script") == []
+    assert browser.find_elements(By.TAG_NAME, "svg")  # the histogram still draws
+
+
+@pytest.mark.parametrize("page_kind", ["report", "summary"])
+def test_the_policy_stops_markup_that_slipped_past_escaping(browser, tmp_path, page_kind):
+    """Were escaping ever to fail, the page's policy alone would keep a script from running and
+    an image from loading (a control page without the policy shows the injection would work)."""
+    from test_html_pages import hostile_batch
+
+    if page_kind == "report":
+        html = render_html(report_samples.buggy())
+    else:
+        html = hostile_batch(tmp_path / "batch").read_text(encoding="utf-8")
+    injected = ('<script>document.title = "script ran"</script>'
+                '<img src="http://127.0.0.1:9/leak.png" onerror="document.title = \'handler ran\'">')
+    attacked = html.replace("<body>", "<body>" + injected, 1)
+    assert attacked != html
+    without_policy = attacked.replace('http-equiv="Content-Security-Policy"', 'name="no-policy"', 1)
+    for name, text, blocked in (("with", attacked, True), ("without", without_policy, False)):
+        page = tmp_path / f"{page_kind}-{name}-policy.html"
+        page.write_text(text, encoding="utf-8")
+        browser.get_log("performance")
+        browser.get(page.as_uri())
+        events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
+        # DevTools lists a request the policy blocks, then reports it failed as "csp".
+        sent = {e["params"]["requestId"] for e in events if e["method"] == "Network.requestWillBeSent"
+                and e["params"]["request"]["url"] == "http://127.0.0.1:9/leak.png"}
+        blocked_by_policy = {e["params"]["requestId"] for e in events if e["method"] == "Network.loadingFailed"
+                             and e["params"].get("blockedReason") == "csp"}
+        leaked = bool(sent - blocked_by_policy)
+        ran = browser.title in ("script ran", "handler ran")
+        assert (leaked, ran) == ((False, False) if blocked else (True, True)), name

@@ -33,6 +33,7 @@ from markupsafe import Markup
 from graders.atomic import write_atomically
 from graders.batch import store
 from graders.integrity import flag_summary
+from graders.reports.html import CSP_META
 from graders.reports.summary import isolation_warning
 from graders.scoring import load_rubric
 
@@ -212,7 +213,7 @@ def histogram_svg(values: list[float], top: float, bins: int = BINS) -> str:
 
 
 _TEMPLATE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<html lang="en"><head>{{ csp_meta }}<meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Batch summary: {{ v.count }} submissions</title>
 <style>
 body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1000px;padding:1em;color:#222}
@@ -272,7 +273,7 @@ _environment = Environment(autoescape=True, undefined=StrictUndefined, keep_trai
 
 
 def render_summary(rows: list[dict]) -> str:
-    return _environment.from_string(_TEMPLATE).render(v=summary_view(rows))
+    return _environment.from_string(_TEMPLATE).render(v=summary_view(rows), csp_meta=CSP_META)
 
 
 def rebuild(out: Path) -> tuple[Path, Path]:

@@ -21,6 +21,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from graders.build import REFERENCE_DIR
+
 
 class Review(NamedTuple):
     text: str
@@ -31,7 +33,11 @@ class DataError(ValueError):
     """The data at a path is missing, empty or not in a format we can read; the message says which."""
 
 
-SMALL_SENTIMENT_PATH = Path(__file__).resolve().parents[2] / "fixtures" / "sentiment" / "small_sentiment.jsonl"
+# Beside the reference solution, not in fixtures/ or graders/: its valid and test labels are held
+# out from the student's code, and reference/ is what every layer of the sandbox hides from the
+# worker, what a wheel installs beside the grader, and what never goes into the student bundle.
+# Written by fixtures/sentiment/make_small_sentiment.py.
+SMALL_SENTIMENT_PATH = REFERENCE_DIR / "small_sentiment.jsonl"
 
 _TEXT_COLUMNS = ("text", "review")
 _LABEL_COLUMNS = ("label", "sentiment")
@@ -52,7 +58,7 @@ def load_imdb(path: str | Path) -> dict[str, list[Review]]:
 
 
 def load_small_sentiment(path: str | Path = SMALL_SENTIMENT_PATH) -> dict[str, list[Review]]:
-    """The project's own small set (fixtures/sentiment): train, valid and test splits."""
+    """The project's own small set (reference/small_sentiment.jsonl): train, valid and test splits."""
     splits = load_reviews(path)
     if set(splits) != {"train", "valid", "test"}:
         raise DataError(f"{path}: expected splits train, valid and test, found {sorted(splits)}")

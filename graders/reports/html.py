@@ -39,6 +39,14 @@ from .summary import (
 
 TEMPLATES = Path(__file__).parent / "templates"
 
+# Every HTML page the product writes (this report, the batch summary) starts its <head> with
+# this policy, so that even text that slipped past escaping could neither run a script nor load
+# anything. No page has a script or loads a resource: the CSS is inline (<style> and a few
+# style attributes, hence 'unsafe-inline' for styles only, harmless when nothing can be
+# fetched) and the plots are inline SVG, which is markup, not a load, so no img-src is needed.
+CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+CSP_META = Markup(f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">')
+
 # Longest text shown per field: enough to act on, small enough that a student who prints
 # megabytes cannot make the report unreadable or slow.
 LIMITS = {
@@ -160,7 +168,7 @@ class PartView:
 
 def render_html(results: dict) -> str:
     template = _environment.get_template("report.html.j2")
-    return template.render(report=build_report_view(results))
+    return template.render(report=build_report_view(results), csp_meta=CSP_META)
 
 
 def build_report_view(results: dict) -> dict:
