@@ -21,7 +21,6 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -103,9 +102,7 @@ def main() -> None:
         for use_bwrap in (True, False):  # full isolation, then the unsafe layers alone
             # The start counts the checks made before the worker starts (uid lease, secrets).
             started = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # "runs as root" without bwrap
-                worker = Worker(folder, limits=Limits(), use_bwrap=use_bwrap, require_isolation=use_bwrap)
+            worker = Worker(folder, limits=Limits(), use_bwrap=use_bwrap, require_isolation=use_bwrap)
             with worker:
                 start_s = time.perf_counter() - started
                 # The worker warms torch.optim up in a background thread for about 2 s of CPU

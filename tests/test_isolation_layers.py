@@ -13,14 +13,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from graders.build import REPO_ROOT
 from graders.grading import grade
-from graders.sandbox import Limits, StudentError, Worker, isolation, uids
+from graders.sandbox import Limits, Worker, isolation, uids
 from graders.sandbox.isolation import IsolationUnavailable
 
 AS_ROOT = os.geteuid() == 0

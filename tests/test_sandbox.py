@@ -16,7 +16,6 @@ import subprocess
 import tempfile
 import textwrap
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -234,11 +233,9 @@ def worker(submission, secret):
 @pytest.fixture(scope="module")
 def plain_worker(submission, secret):
     """No bubblewrap: rlimits, the sandbox user where possible, and the audit hook."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # "the worker runs as ROOT" on some machines
-        with Worker(submission, limits=TEST_LIMITS, secret_paths=[secret], use_bwrap=False,
-                    require_isolation=False) as started:
-            yield started
+    with Worker(submission, limits=TEST_LIMITS, secret_paths=[secret], use_bwrap=False,
+                require_isolation=False) as started:
+        yield started
 
 
 @pytest.fixture

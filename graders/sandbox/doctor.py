@@ -11,7 +11,6 @@ import glob
 import os
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import isolation, uids
 from .errors import SandboxError
