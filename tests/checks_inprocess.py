@@ -120,7 +120,7 @@ class InProcessStudent:
         return Handle(_student(cls, *_in(args), **_in(kwargs)))
 
     def call(self, target, name, *args, **kwargs):
-        fn = getattr(self._target(target), name)
+        fn = _student(getattr, self._target(target), name)  # a missing method is the student's fault, as in the worker
         return _out(_student(fn, *_in(args), **_in(kwargs)))
 
     def getattr(self, target, name):
