@@ -108,7 +108,6 @@ def _positional_tables(ctx, d_model):
 
     tables = [pe_table(5000, d_model).float()]
     try:
-        ctx.student.seed(ctx.seed)
         handle = ctx.student.construct("encoder", "PositionalEncoding", d_model, 0.1)
         state = state_tensors(ctx, handle, "PositionalEncoding")
     except (StudentError, CheckFailed):
