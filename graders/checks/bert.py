@@ -6,11 +6,12 @@ that a right solution lies well inside the bounds, and bounds every proportion b
 standard deviations (a right solution fails one such bound with probability below 1e-6).
 Failures carry details["proportions"] for the report.
 
-The pre-training step runs inside the worker (harness tasks `bert.pretrain_probe` and
-`bert.pretrain_fresh` in graders/sandbox/tasks.py) because it needs an optimizer over the model's
-parameters. The loss check feeds the student's step a stand-in model whose predictions are
-perfect on every token it sees unchanged, so the loss summed over tokens is known from the inputs
-alone and the returned mean tells how many tokens it was averaged over.
+The pre-training step is called like any student function, on a stand-in model whose predictions
+are perfect on every token it sees unchanged and a plain SGD optimizer (harness builders
+`bert.probe_model` and `optimizer`). The grader re-seeds the worker and calls mask_inputs itself to
+get the masked batch the step will draw, so it computes the right loss and the right SGD update
+of the stand-in's one weight here, and compares them with the loss the step returns and the
+weight read back: nothing the worker measures about the step is scored.
 """
 
 import math
@@ -21,8 +22,8 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_tensor
-from graders.checks.encoder import split_parameters
 from graders.checks.framework import CheckFailed, check
+from graders.checks.weights import state_shapes, state_tensors
 from graders.sandbox import StudentError
 
 MODULE = "bert"
@@ -106,7 +107,7 @@ def bert_mask_embedding(ctx):
     def prop(ex):
         V, E = ex.vocab_size, ex.embed_dim
         handle = build_bert(ctx, ex)
-        shapes = [tuple(p["shape"]) for p in split_parameters(ctx.student.parameters(handle))[0]]
+        shapes = list(state_shapes(ctx, handle, "BertModel").values())
         if (V + 1, E) not in shapes:
             rows = sorted({s[0] for s in shapes if len(s) == 2 and s[1] == E and s[0] >= V - 1})
             raise CheckFailed(f"vocab_size={V}, embed_dim={E}: no ({V + 1}, {E}) embedding among the parameters "
@@ -415,23 +416,7 @@ def _loss_value(value):
                       diagnosis="returns_wrong_type")
 
 
-def _step_diagnosis(report):
-    if report["grad_none"]:
-        return "pretrain_no_backward"
-    return "pretrain_no_step"
-
-
-@check("pretraining.step_updates_parameters", "One pretrain_step call changes the model's parameters (backward and step)")
-def step_updates(ctx):
-    text = big_batch(ctx.seed, B=8, T=16, vocab_size=20)
-    report = ctx.student.task("bert.pretrain_fresh", text=text, vocab_size=20, n_layers=1, embed_dim=16,
-                              n_heads=2, seed=ctx.seed, lr=1e-2)
-    _loss_value(report["loss"])
-    if report["n_changed"] == 0:
-        raise CheckFailed(
-            f"after one pretrain_step none of the {report['n_params']} parameter tensors changed"
-            + (" and no parameter has a gradient" if report["grad_none"] else " although gradients were computed"),
-            diagnosis=_step_diagnosis(report), details={"numbers": {k: report[k] for k in ("n_params", "n_changed")}})
+PROBE_SCALE, PROBE_LR = 20.0, 0.1
 
 
 def _stand_in_logits(inputs, vocab_size, scale):
@@ -440,43 +425,135 @@ def _stand_in_logits(inputs, vocab_size, scale):
     return scale * onehot
 
 
+@dataclass
+class ProbeStep:
+    """One pretrain_step on the stand-in: the batch, the masking the grader reproduced, what came back."""
+
+    text: torch.Tensor
+    masked: torch.Tensor  # mask_inputs' answer under the same seed: what the step should feed the model
+    labels: torch.Tensor
+    loss: float
+    scale_after: float
+    scale_grad: float | None  # the stand-in's own report, only to name the mistake
+    seen: torch.Tensor | None  # what the stand-in saw, only to explain a masking that cannot be reproduced
+    vocab_size: int
+
+    def token_losses(self, scale=PROBE_SCALE, requires_grad=False):
+        """Per-token cross-entropy of the stand-in against the original tokens, (B*T,), and the scale."""
+        scale = torch.tensor(float(scale), dtype=torch.float64, requires_grad=requires_grad)
+        logits = _stand_in_logits(self.masked, self.vocab_size, scale)
+        per_token = F.cross_entropy(logits.reshape(-1, self.vocab_size), self.text.reshape(-1), reduction="none")
+        return per_token, scale
+
+    def loss_forms(self, requires_grad=False):
+        """{name: (loss, scale)}: the right loss and the known wrong ones, as functions of the scale."""
+        per_token, scale = self.token_losses(requires_grad=requires_grad)
+        selected = (self.labels != IGNORE).reshape(-1)
+        real = (self.text != 0).reshape(-1)
+        forms = {"selected": per_token[selected].mean(), "all": per_token.mean(), "real": per_token[real].mean()}
+        return {name: (loss, scale) for name, loss in forms.items()}
+
+
+def probe_step(ctx, text, vocab_size, seed):
+    """pretrain_step on the stand-in, with SGD: reproduces its masking and reads its weight back."""
+    V = vocab_size
+    model = ctx.student.task("bert.probe_model", V, PROBE_SCALE)
+    optimizer = ctx.student.task("optimizer", model, "SGD", PROBE_LR, ["scale"])
+    ctx.student.seed(seed)
+    masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15)
+    ctx.student.seed(seed)
+    loss = _loss_value(ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15))
+    after = state_tensors(ctx, model, "the stand-in model").get("scale")
+    if after is None or after.numel() != 1:
+        raise CheckFailed("the stand-in model lost its weight during pretrain_step")
+    seen = ctx.student.getattr(model, "seen")
+    seen = seen[0] if isinstance(seen, list) and seen and type(seen[0]) is torch.Tensor else None
+    grad = ctx.student.call(model, "scale_grad")
+    return ProbeStep(text, masked, labels, loss, float(after.reshape(())), grad if isinstance(grad, float) else None,
+                     seen, V)
+
+
+def _not_reproduced(probe):
+    """A failure message when the model saw another masking than mask_inputs gives under the same seed."""
+    if probe.seen is None or (tuple(probe.seen.shape) == tuple(probe.masked.shape) and torch.equal(probe.seen.long(), probe.masked)):
+        return None
+    return ("pretrain_step fed the model a different masked batch than mask_inputs gives under the same seed: the "
+            "step must mask with mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate) before any "
+            "other random draw, so that the grader can recompute its loss")
+
+
+def _step_diagnosis(probe):
+    return "pretrain_no_backward" if probe.scale_grad is None else "pretrain_no_step"
+
+
+def _unchanged(probe):
+    return probe.scale_after == PROBE_SCALE
+
+
+@check("pretraining.step_updates_parameters", "One pretrain_step call changes the model's parameters (backward and step)")
+def step_updates(ctx):
+    V = 20
+    probe = probe_step(ctx, big_batch(ctx.seed, B=8, T=16, vocab_size=V), V, ctx.seed)
+    if _unchanged(probe):
+        raise CheckFailed("after one pretrain_step with SGD the model's parameter did not change"
+                          + (" and it has no gradient" if probe.scale_grad is None else " although it has a gradient"),
+                          diagnosis=_step_diagnosis(probe))
+    moved = probe.scale_after - PROBE_SCALE
+    steps = {}
+    for name, (loss, scale) in probe.loss_forms(requires_grad=True).items():
+        (grad,) = torch.autograd.grad(loss, scale, retain_graph=True)
+        steps[name] = -PROBE_LR * float(grad)
+    if not any(math.isclose(moved, step, rel_tol=1e-3, abs_tol=2e-5) for step in steps.values()):
+        raise CheckFailed(f"one pretrain_step with SGD (lr={PROBE_LR}) moved the parameter by {moved:.6g}; one step "
+                          f"along the gradient of the cross-entropy moves it by {steps['selected']:.6g}",
+                          details={"numbers": {"moved": moved, "expected": steps["selected"]}})
+
+
 @check("pretraining.loss_on_selected_tokens", "The loss is the mean cross-entropy over the selected tokens only")
 def loss_on_selected(ctx):
     V, B, T = 50, 32, 64
     text = big_batch(ctx.seed, B=B, T=T, vocab_size=V)
-    report = ctx.student.task("bert.pretrain_probe", text=text, vocab_size=V, seed=ctx.seed)
-    loss = _loss_value(report["loss"])
-    inputs = report["inputs"]
-    if not isinstance(inputs, torch.Tensor) or tuple(inputs.shape) != (B, T):
-        raise CheckFailed("pretrain_step did not call the model on the (B, T) batch", details={"got": repr(inputs)})
-    if not report["param_changed"]:
-        raise CheckFailed("pretrain_step did not update the model", diagnosis=_step_diagnosis(report))
-    per_token = F.cross_entropy(_stand_in_logits(inputs.long(), V, report["scale"]).reshape(-1, V),
-                                text.reshape(-1), reduction="none")
+    probe = probe_step(ctx, text, V, ctx.seed)
+    loss = probe.loss
+    if _unchanged(probe):
+        raise CheckFailed("pretrain_step did not update the model", diagnosis=_step_diagnosis(probe))
+    forms = {name: float(value) for name, (value, _) in probe.loss_forms().items()}
+    if math.isclose(loss, forms["selected"], rel_tol=1e-4, abs_tol=1e-6):
+        return
+    problem = _not_reproduced(probe)
+    if problem:
+        raise CheckFailed(problem)
+    per_token, _ = probe.token_losses()
     total = per_token.sum().item()
-    n_changed = int(((inputs != text) & (text != 0)).sum())
+    n_selected = int((probe.labels != IGNORE).sum())
+    n_changed = int(((probe.masked != text) & (text != 0)).sum())
     n_real, n_all = int((text != 0).sum()), text.numel()
-    if n_changed == 0 or loss <= 0 or not math.isfinite(loss):
-        raise CheckFailed(f"pretrain_step returned loss {loss} with {n_changed} tokens changed by masking")
-    implied = total / loss  # how many tokens the loss was averaged over
-    numbers = {"returned_loss": loss, "summed_token_loss": total, "tokens_averaged_over": implied,
+    numbers = {"returned_loss": loss, "expected_loss": forms["selected"], "tokens_selected": n_selected,
                "tokens_changed": n_changed, "tokens_not_padding": n_real, "tokens": n_all}
-    if not n_changed * 0.999 - 0.5 <= implied <= 2 * n_changed:
-        near = lambda count: abs(implied - count) <= 0.02 * count  # noqa: E731
-        diagnosis = "pretrain_loss_on_all_tokens" if near(n_all) or near(n_real) else None
-        raise CheckFailed(
-            f"the returned loss {loss:.4f} is the summed loss {total:.1f} divided by {implied:.1f} tokens; "
-            f"{n_changed} tokens were changed by masking (about 90% of the selected ones), {n_real} are not padding",
-            diagnosis=diagnosis, details={"numbers": numbers})
+    if loss <= 0 or not math.isfinite(loss):
+        raise CheckFailed(f"pretrain_step returned loss {loss}; the mean cross-entropy over the {n_selected} selected "
+                          f"tokens is {forms['selected']:.4f}", details={"numbers": numbers})
+    implied = total / loss  # how many tokens the loss was averaged over
+    numbers["tokens_averaged_over"] = implied
+    near = lambda count: abs(implied - count) <= 0.02 * count  # noqa: E731
+    on_all = math.isclose(loss, forms["all"], rel_tol=1e-3) or math.isclose(loss, forms["real"], rel_tol=1e-3)
+    diagnosis = "pretrain_loss_on_all_tokens" if on_all or near(n_all) or near(n_real) else None
+    raise CheckFailed(
+        f"the returned loss {loss:.4f} is the summed loss {total:.1f} divided by {implied:.1f} tokens; the mean over "
+        f"the {n_selected} selected tokens is {forms['selected']:.4f} ({n_changed} tokens were changed by masking, "
+        f"{n_real} are not padding)",
+        diagnosis=diagnosis, details={"numbers": numbers})
 
 
 @check("pretraining.first_loss", "The first loss of a fresh BertModel is about ln(vocab_size)")
 def first_loss(ctx):
     V = 100
     text = big_batch(ctx.seed, B=16, T=32, vocab_size=V, padded=False)
-    report = ctx.student.task("bert.pretrain_fresh", text=text, vocab_size=V, n_layers=2, embed_dim=64,
-                              n_heads=4, seed=ctx.seed, lr=1e-4)
-    loss = _loss_value(report["loss"])
+    ctx.student.seed(ctx.seed)
+    model = ctx.student.construct(MODULE, "BertModel", 2, V, 64, 4, 0.1, 0.1)
+    ctx.student.call(model, "train")
+    optimizer = ctx.student.task("optimizer", model, "AdamW", 1e-4, None, weight_decay=0.01)
+    loss = _loss_value(ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15))
     low, high = math.log(V) - 1.0, math.log(V) + 1.5
     if not low <= loss <= high:
         raise CheckFailed(f"first loss {loss:.3f} with vocab_size={V}; expected about ln({V}) = {math.log(V):.3f} "

@@ -1,12 +1,11 @@
 """Checks for the causal Transformer LM on nn.TransformerEncoder (seeds 000 and 001)."""
 
-import math
-
 import torch
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_tensor
 from graders.checks.framework import CheckFailed, check
+from graders.checks.weights import learnable, numel, shared_entries, state_shapes, state_tensors
 from graders.sandbox import StudentError
 
 MODULE = "causal_lm"
@@ -87,7 +86,8 @@ def _rows_interact(ctx, T=3):
 
 
 def parameter_entries(ctx, handle):
-    """The module's parameters (not buffers) as [{name, shape, dtype, requires_grad}]."""
+    """The module's parameters (not buffers) as [{name, shape, dtype, requires_grad}]: the worker's own
+    description, used to know where to load weights, never to score (see graders/checks/weights.py)."""
     return list(ctx.student.parameters(handle)["parameters"])
 
 
@@ -95,8 +95,34 @@ def is_float_entry(entry):
     return "float" in str(entry["dtype"])
 
 
-def _true_count(ctx, handle):
-    return sum(math.prod(p["shape"]) for p in parameter_entries(ctx, handle) if p["requires_grad"])
+def _state_count(ctx, handle, what):
+    """Elements in the module's learnable state_dict entries (read back, not described by the worker)."""
+    return numel(learnable(state_tensors(ctx, handle, what)))
+
+
+def _positional_tables(ctx, d_model):
+    """(rows, d_model) tables a TransformerModel may hold as its positional-encoding buffer: the
+    sinusoid, and whatever the student's own PositionalEncoding holds (its values are graded in
+    part positional_encoding, not here)."""
+    from graders.checks.encoder import pe_table
+
+    tables = [pe_table(5000, d_model).float()]
+    try:
+        handle = ctx.student.construct("encoder", "PositionalEncoding", d_model, 0.1)
+        state = state_tensors(ctx, handle, "PositionalEncoding")
+    except (StudentError, CheckFailed):
+        return tables
+    tables += [t.reshape(-1, d_model).float() for t in state.values()
+               if t.is_floating_point() and t.numel() and t.numel() % d_model == 0]
+    return tables
+
+
+def _is_table(tensor, tables, d_model):
+    if not tensor.is_floating_point() or not tensor.numel() or tensor.numel() % d_model:
+        return False
+    rows = tensor.reshape(-1, d_model).float()
+    return any(rows.shape[0] <= table.shape[0] and torch.allclose(rows, table[: rows.shape[0]], atol=1e-5)
+               for table in tables)
 
 
 def _layer_count(d_model, d_hid):
@@ -251,9 +277,9 @@ def lm_head(ctx):
         if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
             raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
                               "the head must map every position on its own")
-        count = _true_count(ctx, handle)
+        count = _state_count(ctx, handle, "LMHead")
         if count != d_model * ntoken + ntoken:
-            raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {count} trainable parameters, expected "
+            raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {count} parameters, expected "
                               f"{d_model * ntoken + ntoken} (Linear(d_model, ntoken) with bias)", diagnosis="parameter_count_off")
 
 
@@ -288,16 +314,24 @@ def count_parameters(ctx):
     @ctx.given(lm_configs(), st.integers(0, 2))
     def prop(config, frozen):
         ntoken, d_model, nhead, d_hid, nlayers = config
+        # the student's own model, every parameter frozen by the grader: nothing left to count
         handle = _model(ctx, config)
+        ctx.student.call(handle, "requires_grad_", False)
         got = _as_int(ctx.student.call(MODULE, "count_parameters", handle), "count_parameters(model)")
-        expected = _true_count(ctx, handle)
-        if got != expected:
-            raise CheckFailed(f"count_parameters(TransformerModel{config}) = {got}, but the model has {expected} trainable "
-                              f"parameters", diagnosis="parameter_count_off",
-                              details={"numbers": {"expected": expected, "got": got}})
-        # a module with frozen parameters and a buffer, built in the worker from torch.nn only
+        if got != 0:
+            raise CheckFailed(f"count_parameters(TransformerModel{config}) = {got} after model.requires_grad_(False); "
+                              "expected 0: only parameters that require gradients count, and buffers never",
+                              diagnosis="parameter_count_off", details={"numbers": {"expected": 0, "got": got}})
+        # a module built in the worker from torch.nn only, with frozen layers and a buffer; its state,
+        # read back, must be what the grader asked for
         sizes = (d_model, d_hid, ntoken)
-        got = _as_int(ctx.student.task("causal_lm.count_partly_frozen", list(sizes), frozen), "count_parameters")
+        module = ctx.student.task("causal_lm.probe_module", list(sizes), frozen)
+        a, b, c = sizes
+        built = {"0.weight": (b, a), "0.bias": (b,), "1.weight": (c, b), "1.bias": (c,), "table": (100,)}
+        if state_shapes(ctx, module, "the probe module") != built:
+            raise CheckFailed("the probe module Sequential(Linear, Linear) with a buffer was not built as the grader "
+                              "asked: something in the worker interfered")
+        got = _as_int(ctx.student.call(MODULE, "count_parameters", module), "count_parameters")
         expected = _partly_frozen_count(sizes, frozen)
         if got != expected:
             raise CheckFailed(f"count_parameters of Sequential(Linear{sizes[:2]}, Linear{sizes[1:]}) with the first {frozen} "
@@ -317,14 +351,24 @@ def model_parameters(ctx):
     def prop(config):
         ntoken, d_model, nhead, d_hid, nlayers = config
         handle = _model(ctx, config)
-        got = _true_count(ctx, handle)
+        # counted from the tensors its state_dict returns, less the positional-encoding table
+        tables = _positional_tables(ctx, d_model)
+        state = {name: t for name, t in learnable(state_tensors(ctx, handle, "TransformerModel")).items()
+                 if not _is_table(t, tables, d_model)}
+        got = numel(state)
         expected = ctx.oracle.call("causal_lm.closed_form_parameter_count", *config)["base"]
         if got != expected:
             layer = _layer_count(d_model, d_hid)
             diagnosis = "extra_layer_copy" if got == expected + layer else "parameter_count_off"
-            raise CheckFailed(f"TransformerModel{config} has {got} trainable parameters, expected {expected}"
+            raise CheckFailed(f"TransformerModel{config} has {got} parameters in its state_dict (besides the positional "
+                              f"encoding), expected {expected}"
                               + (" (one encoder layer too many)" if diagnosis == "extra_layer_copy" else ""),
                               diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}})
+        shared = shared_entries(ctx, handle, state, ctx.seed)
+        if shared:
+            raise CheckFailed(f"TransformerModel{config}: {shared[:4]} share their tensor with another entry (a layer used "
+                              "twice), so the model has fewer parameters than its closed form",
+                              diagnosis="parameter_count_off")
 
 
 @check("causal_lm.closed_form", "closed_form_parameter_count matches the modules and the formula for every configuration")

@@ -103,8 +103,10 @@ def _views(data):
 
 
 @check("finetune.accuracy", "Fine-tuned over the frozen encoder: validation accuracy, 0 at 50%, full at 90%",
-       visibility=HIDDEN)
+       visibility=HIDDEN, worker_measured=True)
 def finetune_accuracy(ctx):
+    # The accuracy is computed here from logits and labels the worker never sees; the frozen-encoder
+    # gate before it (`finetune.check_frozen`) is the worker's measurement of where gradients go.
     from graders.finetune.training import accuracy, diagnose, score_accuracy
 
     options = ctx.options or {}

@@ -109,17 +109,23 @@ class Check:
     func: object
     visibility: str = PUBLIC
     manual: bool = False
+    # The score rests (in part) on something the worker measured about the student's own code
+    # (a requires_grad flag, a gradient reaching a module, the grad mode during a call): values the
+    # student's code can forge, since it shares the worker's process. Reports say so.
+    worker_measured: bool = False
 
 
 REGISTRY: dict[str, list[Check]] = {}
 
 
-def check(id, title, *, visibility=PUBLIC, manual=False):
-    """Register a check. Its part is the first component of its id ("attention.rows_sum_to_one")."""
+def check(id, title, *, visibility=PUBLIC, manual=False, worker_measured=False):
+    """Register a check. Its part is the first component of its id ("attention.rows_sum_to_one").
+    `worker_measured`: its score rests on a measurement the worker makes about the student's code
+    rather than on outputs the grader checks against its own answer (see docs/checks.md)."""
 
     def register(func):
         part = id.split(".", 1)[0]
-        REGISTRY.setdefault(part, []).append(Check(id, part, title, func, visibility, manual))
+        REGISTRY.setdefault(part, []).append(Check(id, part, title, func, visibility, manual, worker_measured))
         return func
 
     return register
@@ -415,6 +421,7 @@ class CheckResult:
             "diagnosis": diagnosis,
             "counterexample": self.counterexample,
             "details": self.details,
+            "worker_measured": self.check.worker_measured,
         }
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from graders.checks.causal_lm import is_float_entry, parameter_entries
 from graders.checks.compare import expect_tensor
 from graders.checks.framework import CheckFailed, check
+from graders.checks.weights import state_shapes
 from graders.sandbox import StudentError
 
 MODULE = "gpt"
@@ -121,10 +122,23 @@ def generate(ctx, handle, idx, n, **kwargs):
 
 @check("gpt.dataset_is_dataset", "LanguageModelingDataset subclasses torch.utils.data.Dataset")
 def dataset_is_dataset(ctx):
-    dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", [[1, 2, 3]])
-    names = ctx.student.task("gpt.dataset_mro", dataset)
-    if "torch.utils.data.dataset.Dataset" not in names:
-        raise CheckFailed(f"LanguageModelingDataset's bases are {names}: it must subclass torch.utils.data.Dataset",
+    # What a Dataset subclass inherits and a plain class lacks: `dataset + dataset` is a
+    # ConcatDataset of both. Its length and items are checked here against the dataset's own.
+    corpus = [[1, 2, 3], [4, 5, 6, 7]]
+    dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", corpus)
+    try:
+        both = ctx.student.call(dataset, "__add__", dataset)
+        n = ctx.student.call(both, "__len__")
+        first, again = ctx.student.call(dataset, "__getitem__", 0), ctx.student.call(both, "__getitem__", len(corpus))
+    except StudentError as error:
+        raise CheckFailed(f"dataset + dataset raised {error.exc_type}: {error.message}; a subclass of "
+                          "torch.utils.data.Dataset concatenates (ConcatDataset): it must subclass it",
+                          diagnosis="dataset_wrong_class") from None
+    same = (isinstance(first, (tuple, list)) and isinstance(again, (tuple, list)) and len(first) == len(again)
+            and all(type(a) is torch.Tensor and type(b) is torch.Tensor and torch.equal(a, b) for a, b in zip(first, again)))
+    if n != 2 * len(corpus) or not same:
+        raise CheckFailed(f"dataset + dataset has length {n!r} (expected {2 * len(corpus)}) or another item at index "
+                          f"{len(corpus)} than dataset[0]: LanguageModelingDataset must subclass torch.utils.data.Dataset",
                           diagnosis="dataset_wrong_class")
 
 
@@ -229,7 +243,7 @@ def padding_not_in_loss(ctx):
 def heads(ctx):
     config = {"vocab_size": 11, "block_size": 6, "n_layer": 1, "n_head": 2, "n_embd": 8, "n_classification_class": 3, "weights_seed": 0}
     handle = build_gpt(ctx, config, grader_weights=False)
-    shapes = {p["name"]: tuple(p["shape"]) for p in parameter_entries(ctx, handle)}
+    shapes = state_shapes(ctx, handle, "GPT")
     expected = {"lm_head.weight": (11, 8), "classifier_head.weight": (3, 8), "classifier_head.bias": (3,)}
     for name, shape in expected.items():
         if shapes.get(name) != shape:

@@ -1,8 +1,15 @@
 """Checks for the frozen-BERT + GRU sentiment model and its training loop (seed 004, part 7).
 
-Everything runs on a tiny BertModel built in the worker from a fixed seed (nothing downloaded).
-Expected outputs are computed here, in the grader, from BERT's features and a GRU and Linear
-whose weights the grader chooses and loads into the student's model: no reference model needed.
+Everything runs on a tiny transformers.BertModel built in the worker (nothing downloaded) into
+which the grader loads its own weights. Expected outputs are computed here, in the grader: BERT's
+features by a few lines of torch over those weights (`bert_features`), then a GRU and Linear whose
+weights the grader also chooses and loads into the student's model. No reference model needed.
+
+train() and evaluate() are called like any student function, on batches, a criterion and an
+optimizer the harness builds (`sentiment.epoch_inputs`, `optimizer`); the grader reads back what
+they return and the model's weights, and compares them with its own replay of the epoch. Two
+things no output shows rest on the worker's own measurement, and their checks say so
+(worker_measured): whether a gradient reaches BERT, and whether evaluate() runs without gradients.
 """
 
 import math
@@ -10,11 +17,12 @@ import re
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from graders.checks.causal_lm import parameter_entries
 from graders.checks.compare import expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
+from graders.checks.weights import state_tensors
 
 MODULE = "sentiment"
 BERT = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -43,11 +51,85 @@ def sentiment_inputs(draw, *, padded=False):
     return arch, text, mask, seed + 1
 
 
+# ---------------------------------------------------------------- BERT, computed here
+
+
+def bert_weight_shapes(config=BERT):
+    """{name: shape} of a transformers BertModel without its pooler (the names its state_dict uses)."""
+    H, I = config["hidden_size"], config["intermediate_size"]
+    shapes = {"embeddings.word_embeddings.weight": (config["vocab_size"], H),
+              "embeddings.position_embeddings.weight": (config["max_position_embeddings"], H),
+              "embeddings.token_type_embeddings.weight": (2, H),
+              "embeddings.LayerNorm.weight": (H,), "embeddings.LayerNorm.bias": (H,)}
+    for i in range(config["num_hidden_layers"]):
+        prefix = f"encoder.layer.{i}."
+        for name, shape in (("attention.self.query", (H, H)), ("attention.self.key", (H, H)),
+                            ("attention.self.value", (H, H)), ("attention.output.dense", (H, H)),
+                            ("intermediate.dense", (I, H)), ("output.dense", (H, I))):
+            shapes[prefix + name + ".weight"], shapes[prefix + name + ".bias"] = shape, shape[:1]
+        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes[prefix + name + ".weight"], shapes[prefix + name + ".bias"] = (H,), (H,)
+    return shapes
+
+
+def bert_weights(seed=BERT_SEED, config=BERT):
+    """The grader's weights for the tiny BERT, from a seed."""
+    g = torch.Generator().manual_seed(seed)
+    weights = {}
+    for name, shape in bert_weight_shapes(config).items():
+        noise = torch.randn(shape, generator=g)
+        if name.endswith("LayerNorm.weight"):
+            weights[name] = 1.0 + 0.1 * noise
+        elif name.endswith("LayerNorm.bias") or len(shape) == 1:
+            weights[name] = 0.1 * noise
+        elif name.startswith("embeddings."):
+            weights[name] = noise
+        else:
+            weights[name] = noise / math.sqrt(shape[-1])
+    return weights
+
+
+@torch.no_grad()
+def bert_features(text, mask=None, weights=None, config=BERT):
+    """BERT's last hidden states (B, T, H) in eval mode under the grader's weights, computed here as
+    transformers' BertModel computes them (eager attention, GELU, post-LN, additive key mask)."""
+    w = weights or bert_weights(config=config)
+    H, n_heads = config["hidden_size"], config["num_attention_heads"]
+    d = H // n_heads
+    B, T = text.shape
+
+    def norm(x, name):
+        return F.layer_norm(x, (H,), w[name + ".weight"], w[name + ".bias"], eps=1e-12)
+
+    x = (w["embeddings.word_embeddings.weight"][text] + w["embeddings.position_embeddings.weight"][:T]
+         + w["embeddings.token_type_embeddings.weight"][0])
+    x = norm(x, "embeddings.LayerNorm")
+    additive = None if mask is None else (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+    for i in range(config["num_hidden_layers"]):
+        prefix = f"encoder.layer.{i}."
+
+        def linear(x, name):
+            return F.linear(x, w[prefix + name + ".weight"], w[prefix + name + ".bias"])
+
+        q, k, v = (linear(x, "attention.self." + n).view(B, T, n_heads, d).transpose(1, 2) for n in ("query", "key", "value"))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d)
+        if additive is not None:
+            scores = scores + additive
+        context = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H)
+        x = norm(linear(context, "attention.output.dense") + x, prefix + "attention.output.LayerNorm")
+        x = norm(linear(F.gelu(linear(x, "intermediate.dense")), "output.dense") + x, prefix + "output.LayerNorm")
+    return x
+
+
 # ---------------------------------------------------------------- helpers
 
 
 def tiny_bert(ctx):
-    return ctx.student.task("sentiment.tiny_bert", BERT_SEED, BERT)
+    """The tiny BertModel in the worker, holding the grader's weights (loaded before any student
+    model sees it)."""
+    bert = ctx.student.task("sentiment.tiny_bert", BERT_SEED, BERT)
+    ctx.student.load_state_dict(bert, bert_weights(), strict=True)
+    return bert
 
 
 def build_model(ctx, bert, arch, dropout=0.5):
@@ -68,31 +150,46 @@ def grader_head(arch, seed):
     return rnn.eval(), out.eval()
 
 
-def load_head(ctx, handle, arch, rnn, out):
-    """Load the grader's GRU and Linear into the student's model, whatever the attribute names."""
+def load_head(ctx, handle, arch, rnn, out, *, exact=True, seed=0):
+    """Load the grader's GRU and Linear into the student's model, whatever the attribute names.
+    Returns the state the grader loaded, and the names of the output layer's weight and bias.
+    With exact=False a head of other sizes is accepted (graded elsewhere) and gets seeded values
+    of its own shapes where the grader's do not fit."""
     hidden_dim, output_dim, n_layers, bidirectional = arch
     gru_state = rnn.state_dict()
+    g = torch.Generator().manual_seed(seed)
     state, linear = {}, []
-    for p in parameter_entries(ctx, handle):
-        name, shape = p["name"], tuple(p["shape"])
-        if name.startswith("bert."):
+    for name, tensor in state_tensors(ctx, handle, "BERTGRUSentiment").items():
+        if name.startswith("bert.") or not tensor.is_floating_point():
             continue
         match = GRU_PARAM.search(name)
         if match and match.group(1) in gru_state:
-            state[name] = gru_state[match.group(1)]
+            value = gru_state[match.group(1)].detach().clone()
+            if value.shape != tensor.shape:
+                if exact:
+                    raise CheckFailed(f"the GRU parameter {name} has shape {tuple(tensor.shape)}, expected "
+                                      f"{tuple(value.shape)} (hidden_dim={hidden_dim}, n_layers={n_layers})")
+                value = torch.rand(tensor.shape, generator=g) * 2 - 1
+            state[name] = value
         else:
-            linear.append((name, shape))
+            linear.append((name, tuple(tensor.shape)))
     weights = [(n, s) for n, s in linear if len(s) == 2]
     biases = [(n, s) for n, s in linear if len(s) == 1]
     if len(weights) != 1 or len(biases) != 1:
         raise CheckFailed(f"expected one GRU and one Linear on top of BERT; the other parameters are {linear}")
-    (w_name, w_shape), (b_name, _) = weights[0], biases[0]
-    if w_shape != tuple(out.weight.shape):
-        diagnosis = "gru_wrong_hidden" if bidirectional and w_shape == (output_dim, hidden_dim) else None
-        raise CheckFailed(f"the output layer {w_name} has shape {w_shape}, expected {tuple(out.weight.shape)} "
-                          f"(hidden_dim={hidden_dim}, bidirectional={bidirectional})", diagnosis=diagnosis)
-    state[w_name], state[b_name] = out.weight.detach().clone(), out.bias.detach().clone()
+    (w_name, w_shape), (b_name, b_shape) = weights[0], biases[0]
+    weight, bias = out.weight.detach().clone(), out.bias.detach().clone()
+    if w_shape != tuple(weight.shape):
+        if exact:
+            diagnosis = "gru_wrong_hidden" if bidirectional and w_shape == (output_dim, hidden_dim) else None
+            raise CheckFailed(f"the output layer {w_name} has shape {w_shape}, expected {tuple(out.weight.shape)} "
+                              f"(hidden_dim={hidden_dim}, bidirectional={bidirectional})", diagnosis=diagnosis)
+        weight = (torch.rand(w_shape, generator=g) * 2 - 1) * bool(weight.abs().sum())
+    if b_shape != tuple(bias.shape):
+        bias = torch.rand(b_shape, generator=g) * 2 - 1
+    state[w_name], state[b_name] = weight, bias
     ctx.student.load_state_dict(handle, state, strict=False)
+    return state, w_name, b_name
 
 
 def summaries(rnn, features):
@@ -112,9 +209,9 @@ def summaries(rnn, features):
 
 
 @torch.no_grad()
-def expected_outputs(ctx, bert, rnn, out, text, mask):
-    features = ctx.student.task("sentiment.bert_features", bert, text, mask)
-    plain = ctx.student.task("sentiment.bert_features", bert, text, None)
+def expected_outputs(rnn, out, text, mask):
+    features = bert_features(text, mask)
+    plain = bert_features(text, None)
     variants = {name: out(h) for name, h in summaries(rnn, features).items()}
     no_mask = {f"no mask, {name}": out(h) for name, h in summaries(rnn, plain).items()}
     return variants.pop("right"), variants, no_mask
@@ -133,7 +230,7 @@ def compare_with_expected(ctx, ex):
     rnn, out = grader_head(arch, seed)
     load_head(ctx, handle, arch, rnn, out)
     got = student_forward(ctx, handle, text, mask, arch[1])
-    expected, variants, no_mask = expected_outputs(ctx, bert, rnn, out, text, mask)
+    expected, variants, no_mask = expected_outputs(rnn, out, text, mask)
     if is_close(got, expected, atol=1e-5):
         return
     diagnosis, what = None, None
@@ -181,8 +278,12 @@ def attention_mask(ctx):
         compare_with_expected(ctx, ex)
 
 
-@check("sentiment.bert_frozen", "BERT stays frozen: no gradient reaches it and an optimizer step leaves it unchanged")
+@check("sentiment.bert_frozen", "BERT stays frozen: no gradient reaches it and an optimizer step leaves it unchanged",
+       worker_measured=True)
 def bert_frozen(ctx):
+    # Where a gradient goes is seen only inside the worker: no output of a frozen model differs from
+    # an unfrozen one's until an optimizer steps, and which parameters that step covers is the
+    # worker's to say. So this check rests on the harness's measurement (`sentiment.frozen_step`).
     bert = tiny_bert(ctx)
     handle = build_model(ctx, bert, (4, 1, 2, True), dropout=0.25)
     (text,) = [torch.randint(1, BERT["vocab_size"], (3, 5), generator=torch.Generator().manual_seed(ctx.seed))]
@@ -245,6 +346,10 @@ def binary_accuracy(ctx):
 # ---------------------------------------------------------------- train and evaluate
 
 
+LR = 1e-2
+EPOCH_ARCH = (4, 1, 2, True)  # hidden_dim, output_dim, n_layers, bidirectional
+
+
 def tiny_batches(seed, n_batches=3, B=4, T=5):
     g = torch.Generator().manual_seed(seed)
     batches = []
@@ -257,63 +362,210 @@ def tiny_batches(seed, n_batches=3, B=4, T=5):
     return batches
 
 
-def run_epoch(ctx, function):
-    bert = tiny_bert(ctx)
-    handle = build_model(ctx, bert, (4, 1, 2, True), dropout=0.25)
-    batches = tiny_batches(ctx.seed)
-    report = ctx.student.task("sentiment.run_epoch", function, handle, batches)
-    return report, len(batches)
+class Epoch:
+    """The student's model (the grader's GRU and Linear loaded), batches and a criterion in the
+    worker, ready for one call of train() or evaluate()."""
+
+    def __init__(self, ctx, *, dropout, zero_output_weight=False):
+        self.ctx = ctx
+        self.batches = tiny_batches(ctx.seed)
+        self.handle = build_model(ctx, tiny_bert(ctx), EPOCH_ARCH, dropout=dropout)
+        rnn, out = grader_head(EPOCH_ARCH, ctx.seed)
+        if zero_output_weight:
+            with torch.no_grad():
+                out.weight.zero_()
+        # the head's own sizes are graded in gru_summary: here any GRU and Linear will do
+        self.loaded, self.weight_name, self.bias_name = load_head(ctx, self.handle, EPOCH_ARCH, rnn, out, exact=False,
+                                                                  seed=ctx.seed)
+        self.iterator, self.criterion = ctx.student.task("sentiment.epoch_inputs", self.batches)
+
+    @property
+    def labels(self):
+        return [label for _, _, label in self.batches]
+
+    @property
+    def bias(self):
+        return self.loaded[self.bias_name]
+
+    def optimizer(self, names, lr=LR):
+        return self.ctx.student.task("optimizer", self.handle, "Adam", lr, list(names))
+
+    def train(self, optimizer):
+        self.ctx.student.call(self.handle, "eval")  # started from the opposite mode
+        return _returns(self.ctx.student.call(MODULE, "train", self.handle, self.iterator, optimizer, self.criterion))
+
+    def evaluate(self):
+        self.ctx.student.call(self.handle, "train")  # started from the opposite mode
+        return _returns(self.ctx.student.call(MODULE, "evaluate", self.handle, self.iterator, self.criterion))
+
+    def changed(self):
+        """Names of the loaded head tensors whose value, read back, is not what the grader loaded."""
+        back = state_tensors(self.ctx, self.handle, "BERTGRUSentiment")
+        return sorted(name for name, value in self.loaded.items()
+                      if name not in back or back[name].shape != value.shape or not torch.equal(back[name], value))
+
+    def read_back(self, name):
+        return state_tensors(self.ctx, self.handle, "BERTGRUSentiment")[name]
+
+    def eval_predictions(self):
+        """The model's own predictions on every batch, asked for here in eval mode: (B,) each."""
+        self.ctx.student.call(self.handle, "eval")
+        return [student_forward(self.ctx, self.handle, text, mask, 1).reshape(-1) for text, mask, _ in self.batches]
 
 
-def _check_returns(report, function):
-    result = report["result"]
-    if not isinstance(result, (tuple, list)) or len(result) != 2 or not all(type(v) in (int, float) for v in result):
-        raise CheckFailed(f"{function}(model, iterator, optimizer, criterion) must return (mean loss, mean accuracy) as "
-                          f"two numbers, got {result!r}"[:300], diagnosis="returns_wrong_type")
+def _returns(result):
+    """(loss, accuracy) as two floats, or None when train / evaluate returned something else."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return None
+    values = []
+    for value in result:
+        if type(value) is torch.Tensor and value.numel() == 1 and value.is_floating_point():
+            value = float(value.reshape(()))
+        if type(value) not in (int, float):
+            return None
+        values.append(float(value))
+    return values
+
+
+def _check_returns(returned, result_repr, function):
+    if returned is None:
+        raise CheckFailed(f"{function} must return (mean loss, mean accuracy) as two numbers, got {result_repr}"[:300],
+                          diagnosis="returns_wrong_type")
+
+
+def bce_mean(predictions, labels):
+    """The mean over batches of BCEWithLogitsLoss, and the same summed (a common variant)."""
+    losses = [F.binary_cross_entropy_with_logits(p.float(), y).item() for p, y in zip(predictions, labels)]
+    return sum(losses) / len(losses), sum(losses)
+
+
+def replay_bias(bias, labels, lr, *, zero_grad=True):
+    """The output bias after one epoch of train() when every prediction is that bias (the output
+    weight is zero, or dropout 1.0 in training mode zeroes its input): Adam, one step per batch."""
+    b = nn.Parameter(bias.detach().clone().float())
+    optimizer = torch.optim.Adam([b], lr=lr)
+    for y in labels:
+        if zero_grad:
+            optimizer.zero_grad()
+        F.binary_cross_entropy_with_logits(b.expand(len(y), b.numel())[:, 0], y).backward()
+        optimizer.step()
+    return b.detach()
+
+
+def _close(got, expected, rel=1e-4, abs_=1e-5):
+    return math.isclose(got, expected, rel_tol=rel, abs_tol=abs_)
 
 
 @check("sentiment.train_steps", "train() takes one optimizer step per batch and the model's head learns")
 def train_steps(ctx):
-    report, n = run_epoch(ctx, "train")
-    if report["steps"] != n:
-        raise CheckFailed(f"train() over {n} batches called optimizer.step() {report['steps']} times",
-                          diagnosis="train_no_step" if report["steps"] == 0 else None)
-    if report["head_changed"] == 0:
-        raise CheckFailed("after train() no parameter of the GRU or the output layer changed", diagnosis="train_no_step")
-    _check_returns(report, "train")
+    # The output weight is zero and the optimizer holds only the output bias, so every prediction
+    # is that bias in either mode, whatever the rest of the model computes: the grader replays the
+    # epoch exactly and compares the bias read back after train().
+    epoch = Epoch(ctx, dropout=0.25, zero_output_weight=True)
+    n = len(epoch.batches)
+    returned = epoch.train(epoch.optimizer([epoch.bias_name]))
+    got = epoch.read_back(epoch.bias_name)
+    numbers = {"bias_before": epoch.bias.tolist(), "bias_after": got.tolist()}
+    if torch.equal(got, epoch.bias):
+        raise CheckFailed(f"after train() over {n} batches the output layer's bias, the one parameter the optimizer "
+                          "held, did not change: no optimizer step was taken", diagnosis="train_no_step",
+                          details={"numbers": numbers})
+    expected = replay_bias(epoch.bias, epoch.labels, LR)
+    numbers["expected_bias_after"] = expected.tolist()
+    if not torch.allclose(got, expected, rtol=1e-4, atol=1e-6):
+        if torch.allclose(got, replay_bias(epoch.bias, epoch.labels, LR, zero_grad=False), rtol=1e-4, atol=1e-6):
+            diagnosis, why = "zero_grad_missing", ": the gradients of earlier batches were added to each step's"
+        else:
+            diagnosis, why = None, ""
+        raise CheckFailed(f"after train() over {n} batches the output bias is {got.tolist()}; one Adam step per batch "
+                          f"on BCEWithLogitsLoss gives {expected.tolist()}{why}", diagnosis=diagnosis,
+                          details={"numbers": numbers})
+    _check_returns(returned, "something else", "train(model, iterator, optimizer, criterion)")
 
 
 @check("sentiment.train_mode", "train() puts the model in training mode (dropout on)")
 def train_mode(ctx):
-    report, _ = run_epoch(ctx, "train")
-    if not report["modes"] or not all(report["modes"]):
-        raise CheckFailed(f"the model was called in modes {['train' if m else 'eval' for m in report['modes']]} during "
-                          "train(), which started from eval mode: call model.train() first", diagnosis="train_no_train_mode")
+    # Dropout 1.0 zeroes the summary in training mode, so the model predicts its output bias alone
+    # and only that bias can learn; in eval mode the GRU and the output weight learn too.
+    epoch = Epoch(ctx, dropout=1.0)
+    returned = epoch.train(epoch.optimizer(epoch.loaded))
+    changed = epoch.changed()
+    others = [name for name in changed if name != epoch.bias_name]
+    if others:
+        raise CheckFailed(f"with dropout 1.0 a model in training mode predicts its output bias alone, so only that bias "
+                          f"can learn; after train(), which started from eval mode, {others[:3]} changed too: call "
+                          "model.train() first", diagnosis="train_no_train_mode")
+    if changed:
+        got = epoch.read_back(epoch.bias_name)
+        replays = [replay_bias(epoch.bias, epoch.labels, LR, zero_grad=z) for z in (True, False)]
+        if any(torch.allclose(got, r, rtol=1e-4, atol=1e-6) for r in replays):
+            return
+        raise CheckFailed(f"with dropout 1.0 a model in training mode predicts its output bias alone; after train() the "
+                          f"bias is {got.tolist()}, while Adam on those predictions gives {replays[0].tolist()}",
+                          details={"numbers": {"expected": replays[0].tolist(), "got": got.tolist()}})
+    # no step was taken (graded in train_steps): the loss train() returns tells the mode
+    _check_returns(returned, "something else", "train(model, iterator, optimizer, criterion)")
+    trained = bce_mean([epoch.bias.expand(len(y), 1)[:, 0] for y in epoch.labels], epoch.labels)
+    evaluated = bce_mean(epoch.eval_predictions(), epoch.labels)
+    loss = returned[0]
+    if any(_close(loss, v) for v in trained):
+        return
+    if any(_close(loss, v) for v in evaluated):
+        raise CheckFailed(f"train() returned the loss {loss:.5g} of the model in eval mode; with dropout 1.0 in training "
+                          f"mode it is {trained[0]:.5g}: call model.train() first", diagnosis="train_no_train_mode")
+    raise CheckFailed(f"train() returned the loss {loss:.5g}; with dropout 1.0 in training mode the mean loss over "
+                      f"the batches is {trained[0]:.5g}", details={"numbers": {"expected": trained[0], "got": loss}})
 
 
-@check("sentiment.evaluate_mode", "evaluate() puts the model in eval mode and computes no gradients")
+@check("sentiment.evaluate_mode", "evaluate() puts the model in eval mode and computes no gradients", worker_measured=True)
 def evaluate_mode(ctx):
-    report, _ = run_epoch(ctx, "evaluate")
-    if not report["modes"] or any(report["modes"]):
-        raise CheckFailed(f"the model was called in modes {['train' if m else 'eval' for m in report['modes']]} during "
-                          "evaluate(), which started from training mode: call model.eval() first",
-                          diagnosis="evaluate_no_eval_mode")
-    if any(report["grad_enabled"]):
+    # The mode shows in the loss evaluate() returns (dropout 1.0 makes a model in training mode
+    # predict its output bias); whether gradients were enabled shows in no output, so that part
+    # rests on the harness watching the model's calls (`sentiment.watch`).
+    epoch = Epoch(ctx, dropout=1.0)
+    watch = ctx.student.task("sentiment.watch", epoch.handle)
+    returned = epoch.evaluate()
+    record = ctx.student.call(watch, "stop")
+    if epoch.changed():
+        raise CheckFailed("evaluate() changed the model's parameters")
+    _check_returns(returned, "something else", "evaluate(model, iterator, criterion)")
+    loss = returned[0]
+    evaluated = bce_mean(epoch.eval_predictions(), epoch.labels)
+    trained = bce_mean([epoch.bias.expand(len(y), 1)[:, 0] for y in epoch.labels], epoch.labels)
+    if not any(_close(loss, v) for v in evaluated):
+        if any(_close(loss, v) for v in trained):
+            raise CheckFailed(f"evaluate(), which started from training mode, returned the loss {loss:.5g} of the model "
+                              f"with dropout on (in eval mode it is {evaluated[0]:.5g}): call model.eval() first",
+                              diagnosis="evaluate_no_eval_mode")
+        raise CheckFailed(f"evaluate() returned the loss {loss:.5g}; the model in eval mode gives a mean loss of "
+                          f"{evaluated[0]:.5g} over the batches",
+                          details={"numbers": {"expected": evaluated[0], "got": loss}})
+    grad_enabled = record.get("grad_enabled") if isinstance(record, dict) else None
+    if not isinstance(grad_enabled, list) or not grad_enabled:
+        raise CheckFailed("evaluate() never called the model")
+    if any(grad_enabled):
         raise CheckFailed("evaluate() runs the model with gradients enabled: wrap the loop in torch.no_grad()",
                           diagnosis="evaluate_grad_enabled")
-    if report["steps"] or report["head_changed"]:
-        raise CheckFailed("evaluate() changed the model's parameters")
 
 
 @check("sentiment.evaluate_values", "evaluate() returns the mean loss and mean accuracy over the batches")
 def evaluate_values(ctx):
-    report, _ = run_epoch(ctx, "evaluate")
-    _check_returns(report, "evaluate")
-    got, expected = report["result"], report["expected"]
-    if not (math.isclose(got[0], expected[0], rel_tol=1e-4, abs_tol=1e-5) and math.isclose(got[1], expected[1], abs_tol=1e-5)):
-        raise CheckFailed(f"evaluate() returned (loss, accuracy) = ({got[0]:.5g}, {got[1]:.4g}), expected the batch means "
-                          f"({expected[0]:.5g}, {expected[1]:.4g})",
-                          details={"numbers": {"expected": list(expected), "got": list(got)}})
+    epoch = Epoch(ctx, dropout=0.25)
+    returned = epoch.evaluate()
+    _check_returns(returned, "something else", "evaluate(model, iterator, criterion)")
+    predictions = epoch.eval_predictions()
+    loss, _ = bce_mean(predictions, epoch.labels)
+    right = sum(((torch.sigmoid(p) > 0.5).float() == y).float().mean().item()
+                for p, y in zip(predictions, epoch.labels)) / len(predictions)
+    # the student's own binary_accuracy is graded on its own: a wrong one is not blamed twice
+    own = sum(_as_float(ctx.student.call(MODULE, "binary_accuracy", p, y))
+              for p, y in zip(predictions, epoch.labels)) / len(predictions)
+    got = returned
+    if _close(got[0], loss) and (math.isclose(got[1], right, abs_tol=1e-5) or math.isclose(got[1], own, abs_tol=1e-5)):
+        return
+    raise CheckFailed(f"evaluate() returned (loss, accuracy) = ({got[0]:.5g}, {got[1]:.4g}), expected the batch means "
+                      f"({loss:.5g}, {right:.4g})",
+                      details={"numbers": {"expected": [loss, right], "got": list(got)}})
 
 
 # ---------------------------------------------------------------- hyper-parameters

@@ -22,6 +22,7 @@ from . import svg
 from .summary import (
     MANUAL,
     STATUS_LABELS,
+    all_checks,
     as_text,
     clip,
     count_checks,
@@ -144,6 +145,7 @@ class CheckView:
     answer: str
     rubric: str
     elapsed: str
+    worker_measured: bool = False
 
 
 @dataclass
@@ -195,6 +197,7 @@ def build_report_view(results: dict) -> dict:
         "hidden_count": counts.hidden,
         "provisional_parts": [p.title for p in parts if p.provisional],
         **_flags_view(results),
+        "worker_measured": _worker_measured_total(results),
         "parts": parts,
         "versions": _flat_items(results.get("versions")),
         "timings": _timing_items(results.get("timings")),
@@ -219,6 +222,18 @@ def _flags_view(results: dict) -> dict:
 
 def _mapping(value) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+def _worker_measured_total(results: dict) -> dict | None:
+    """How many of the points rest on the worker's own measurement of the submission's code
+    (checks marked `worker_measured`): None when no check does."""
+    checks = [c for c in all_checks(results) if isinstance(c, dict) and c.get("worker_measured") is True]
+    if not checks:
+        return None
+    score = sum(svg.as_number(c.get("score", 0)) for c in checks if math.isfinite(svg.as_number(c.get("score", 0))))
+    max_score = sum(svg.as_number(c.get("max_score", 0)) for c in checks
+                    if math.isfinite(svg.as_number(c.get("max_score", 0))))
+    return {"checks": len(checks), "score": format_points(score), "max_score": format_points(max_score)}
 
 
 def _flat_items(mapping) -> list[tuple[str, str]]:
@@ -291,6 +306,7 @@ def _check_view(part_index: int, index: int, check: dict) -> CheckView:
         answer=clip(details.get("answer"), LIMITS["answer"]),
         rubric=clip(details.get("rubric"), LIMITS["rubric"]),
         elapsed=_seconds(details["elapsed_s"]) if "elapsed_s" in details else "",
+        worker_measured=check.get("worker_measured") is True,
     )
 
 
