@@ -88,6 +88,7 @@ DIAGNOSES = {
     "evaluate_grad_enabled": "evaluate() runs the model with gradients enabled: wrap the loop in torch.no_grad().",
     "hyperparameters_invalid": "HYPERPARAMETERS must be a dict with hidden_dim, n_layers, bidirectional, dropout, learning_rate, n_epochs and batch_size, of the right types and in sane ranges.",
     # answers and general
+    "degenerate_output": "The output does not depend on the input the way the function must (a constant, random values, or each position computed on its own): properties it happens to satisfy earn no points until it does its job.",
     "numeric_answer_wrong": "The number differs from the expected count; recount with the closed-form formula.",
     "nondeterministic": "The same input gave different outputs on two runs: look for dropout or randomness that is not switched off.",
     "hangs": "Your code did not finish within the time limit: look for an infinite loop or very slow code.",

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
 from graders.checks.strategies import attention_inputs, mha_inputs, tensors_from
 from graders.sandbox import StudentError
 
@@ -90,6 +91,23 @@ def _works_with_4d_mask(ctx, ex, drop, mask):
         return False
 
 
+def attention_gate(ctx, ex, values, weights):
+    """The attention does its job (see graders/checks/gates.py): repeatable, weights that follow the
+    queries in rows with two real keys or more, values that follow the real values."""
+    again_values, again_weights = _student_attention(ctx, ex)
+    expect_repeatable(weights, again_weights, "attention weights")
+    expect_repeatable(values, again_values, "values")
+    open_keys = 1 - (ex.padding if ex.padding is not None else torch.zeros(ex.q.shape[0], ex.q.shape[2]))
+    rows = open_keys.sum(-1) >= 2  # (B,): rows where the weights can move
+    noise_q, noise_v = tensors_from(5, ex.q.shape, ex.v.shape)
+    if rows.any():
+        _, moved = _student_attention(ctx, type(ex)(3 * noise_q, ex.k, ex.v, ex.padding))
+        expect_changes(weights[rows], moved[rows], "attention weights", "the queries change")
+    real = open_keys.bool()[:, None, :, None]
+    moved_values, _ = _student_attention(ctx, type(ex)(ex.q, ex.k, torch.where(real, ex.v + 3 * noise_v, ex.v), ex.padding))
+    expect_changes(values, moved_values, "values", "the values at real keys change")
+
+
 def _attention_maps(expected, got):
     return {"attention_maps": {"expected": expected[0, 0].tolist(), "got": got[0, 0].tolist()}}
 
@@ -118,7 +136,7 @@ def matches_reference(ctx):
 def rows_sum_to_one(ctx):
     @ctx.given(attention_inputs(padded=True))
     def prop(ex):
-        _, weights = _student_attention(ctx, ex)
+        values, weights = _student_attention(ctx, ex)
         sums = weights.sum(-1)
         if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
             worst = (sums - 1).abs().max().item()
@@ -127,6 +145,7 @@ def rows_sum_to_one(ctx):
                 diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights),
                 details={"got": str(sums[0, 0].tolist())},
             )
+        attention_gate(ctx, ex, values, weights)
 
 
 @check("attention.padded_keys_get_zero_weight", "Padded keys get exactly zero weight, and no row is NaN")
@@ -151,13 +170,14 @@ def padded_keys_get_zero_weight(ctx):
                 diagnosis=diagnosis,
                 details=_attention_maps(expected, weights),
             )
+        attention_gate(ctx, ex, values, weights)
 
 
 @check("attention.ignores_padded_content", "Outputs do not change when the content at padded positions changes")
 def ignores_padded_content(ctx):
     @ctx.given(attention_inputs(padded=True))
     def prop(ex):
-        values, _ = _student_attention(ctx, ex)
+        values, first_weights = _student_attention(ctx, ex)
         noise_k, noise_v = tensors_from(7, ex.k.shape, ex.v.shape)
         padded = ex.padding.bool()[:, None, :, None]  # (B, 1, T, 1) over keys/values
         changed = type(ex)(ex.q, torch.where(padded, noise_k * 10, ex.k), torch.where(padded, noise_v * 10, ex.v), ex.padding)
@@ -168,6 +188,7 @@ def ignores_padded_content(ctx):
                 "changing the keys and values at padded positions changed the outputs of real positions",
                 diagnosis=diagnose_weights(ex.q, changed.k, ex.padding, weights) or "mask_ignored",
             )
+        attention_gate(ctx, ex, values, first_weights)
 
 
 @check("attention.batch_size_vs_length", "A (B, T) mask works when B equals T and when it does not")
@@ -313,6 +334,26 @@ def _mha_matches(ctx, ex):
     expect_close(got, expected, "multi-head attention outputs (under every accepted qkv layout)", diagnosis=diagnosis)
 
 
+def mha_gate(ctx):
+    """Multi-head attention does its job (graders/checks/gates.py), on a module and an input of the
+    gate's own: in eval mode, repeatable, not constant, and every position reads the others."""
+    E, H, B, T = 8, 2, 2, 5
+    x, noise = tensors_from(13, (B, T, E), (B, T, E))
+    handle = ctx.student.construct(MODULE, "MultiHeadAttention", E, H, 0.0)
+    ctx.student.call(handle, "eval")
+
+    def call(inp):
+        return expect_tensor(ctx.student.call(handle, "__call__", inp, None), "output", shape=x.shape)
+
+    def change_first(inp):
+        changed = inp.clone()
+        changed[:, 0] = 3 * noise[:, 0]
+        return changed
+
+    sequence_gate(call, x, change_first, f"outputs of MultiHeadAttention(embed_dim={E}, n_heads={H}) (eval mode, "
+                                         f"input of shape {(B, T, E)})")
+
+
 @check("mha.parameter_count", "MultiHeadAttention has qkv_proj and o_proj: 4E^2 + 4E parameters")
 def mha_parameter_count(ctx):
     @ctx.given(st.integers(1, 4), st.integers(1, 4))
@@ -355,6 +396,8 @@ def mha_output_projection_applied(ctx):
         if torch.equal(outputs[0], outputs[1]):
             raise CheckFailed("changing o_proj's weights does not change the output", diagnosis="output_projection_missing")
 
+    mha_gate(ctx)
+
 
 @check("mha.eval_deterministic", "In eval mode two forward passes agree (no dropout)")
 def mha_eval_deterministic(ctx):
@@ -368,6 +411,8 @@ def mha_eval_deterministic(ctx):
         if not torch.equal(first, second):
             raise CheckFailed("two eval-mode forward passes on the same input differ", diagnosis="dropout_in_eval")
 
+    mha_gate(ctx)
+
 
 @check("mha.dropout_in_training", "In training mode attention dropout is applied")
 def mha_dropout_in_training(ctx):
@@ -379,3 +424,4 @@ def mha_dropout_in_training(ctx):
     if torch.equal(first, second):
         raise CheckFailed("with attn_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
                           diagnosis="dropout_ignored_in_training")
+    mha_gate(ctx)

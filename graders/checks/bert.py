@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_tensor
 from graders.checks.encoder import split_parameters
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import sequence_gate
 from graders.sandbox import StudentError
 
 MODULE = "bert"
@@ -100,6 +101,28 @@ def bert_forward(ctx, handle, ex, text=None, padding="same", seed=None):
     return expect_tensor(out, "BertModel output", shape=(B, T, ex.vocab_size))
 
 
+GATE_MODEL = dict(n_layers=1, vocab_size=20, embed_dim=8, n_heads=2)  # what bert_gate probes, on (2, 6) text
+
+
+def bert_gate(ctx):
+    """The model does its job (graders/checks/gates.py), on a BertModel and text of the gate's own:
+    in eval mode (worker reseeded before every pass), its logits are repeatable, not constant, and
+    every position reads the others."""
+    V = GATE_MODEL["vocab_size"]
+    text = torch.randint(1, V, (2, 6), generator=torch.Generator().manual_seed(29))
+    ex = BertInput(GATE_MODEL["n_layers"], V, GATE_MODEL["embed_dim"], GATE_MODEL["n_heads"], text, None)
+    handle = build_bert(ctx, ex)
+
+    def change_first(t):
+        changed = t.clone()
+        changed[:, 0] = t[:, 0] % (V - 1) + 1  # another id in [1, V)
+        return changed
+
+    sequence_gate(lambda t: bert_forward(ctx, handle, ex, text=t, seed=ctx.seed), text, change_first,
+                  f"logits of BertModel({', '.join(f'{k}={v}' for k, v in GATE_MODEL.items())}) (eval mode, "
+                  f"text of shape {tuple(text.shape)})")
+
+
 @check("bert.mask_embedding", "The embedding has vocab_size + 1 rows: the <mask> token (id vocab_size) can be embedded")
 def bert_mask_embedding(ctx):
     @ctx.given(bert_inputs())
@@ -119,6 +142,8 @@ def bert_mask_embedding(ctx):
             raise CheckFailed(f"the model raised {error.exc_type} on text holding the <mask> id {V}: {error.message}",
                               diagnosis="bert_no_mask_embedding") from None
 
+    bert_gate(ctx)
+
 
 @check("bert.output_shape", "BertModel returns (B, T, vocab_size) logits, with and without a padding mask")
 def bert_output_shape(ctx):
@@ -126,6 +151,8 @@ def bert_output_shape(ctx):
     def prop(ex):
         handle = build_bert(ctx, ex)
         bert_forward(ctx, handle, ex)
+
+    bert_gate(ctx)
 
 
 @check("bert.mask_passed", "With a padding mask, predictions at real positions ignore the padded tokens")
@@ -145,6 +172,8 @@ def bert_mask_passed(ctx):
                               diagnosis=diagnosis,
                               details={"numbers": {"max_change": (got[real] - changed[real]).abs().max().item()}})
 
+    bert_gate(ctx)
+
 
 @check("bert.eval_deterministic", "In eval mode two forward passes agree (no dropout)")
 def bert_eval_deterministic(ctx):
@@ -155,6 +184,8 @@ def bert_eval_deterministic(ctx):
         second = bert_forward(ctx, handle, ex)
         if not torch.equal(first, second):
             raise CheckFailed("two eval-mode forward passes on the same text differ", diagnosis="dropout_in_eval")
+
+    bert_gate(ctx)
 
 
 # ---------------------------------------------------------------- masking
@@ -199,6 +230,28 @@ def categories(text, masked, labels, mask_id):
     unchanged = masked == text
     randomised = ~is_mask & ~unchanged
     return selected, is_mask, unchanged, randomised
+
+
+def masking_gate(ctx):
+    """mask_inputs does its job (graders/checks/gates.py): at mask_rate=0.15 on a 64 x 64 batch
+    without padding it selects some tokens but not all (labels != -100 at between 1 and 50% of
+    them; a right solution selects 15% +- 0.6%) and changes some of them. What the properties of labels, padding and categories hold for trivially (no
+    token selected, every token selected, random labels) earns nothing."""
+    V, salt = 100, 7919
+    text = big_batch(ctx.seed + salt, B=64, T=64, vocab_size=V, padded=False)
+    ctx.student.seed(ctx.seed + salt)
+    masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15)
+    selected = labels != IGNORE
+    share = selected.double().mean().item()
+    call = f"mask_inputs on a 64 x 64 batch without padding (mask_rate=0.15, vocab_size={V})"
+    if not 0.01 <= share <= 0.5:
+        raise CheckFailed(f"{call} labelled {share:.1%} of the tokens: the properties of the masking hold only "
+                          "because it does not select at mask_rate yet, so they earn no points",
+                          diagnosis=other_ignore_label(labels) or "degenerate_output",
+                          details={"proportions": [proportion("share of tokens labelled", share, 0.15, text.numel())]})
+    if not bool((masked != text).any()):
+        raise CheckFailed(f"{call} changed no token: the properties of the masking hold only because it does not "
+                          "mask yet, so they earn no points", diagnosis="degenerate_output")
 
 
 @dataclass
@@ -313,6 +366,8 @@ def labels_check(ctx):
                               "selected token", diagnosis="mlm_labels_mismatch",
                               details={"got": str(labels.tolist()), "masked_text": str(masked.tolist())})
 
+    masking_gate(ctx)
+
 
 @check("pretraining.padding_never_selected", "Padding tokens (pad_ind) are never selected, changed or labelled")
 def padding_never_selected(ctx):
@@ -326,10 +381,13 @@ def padding_never_selected(ctx):
                               diagnosis="mlm_labels_not_ignored" if bool((masked[pad] == ex.pad_ind).all()
                                                                           and (labels[pad] == -1).any()) else "mlm_selects_padding")
 
+    masking_gate(ctx)
+
 
 @check("pretraining.random_tokens", "Random replacements are uniform over [0, vocab_size)")
 def random_tokens(ctx):
     V = 16
+    masking_gate(ctx)
     text, masked, labels = masked_big_batch(ctx, vocab_size=V, mask_rate=1.0, padded=False)
     selected, is_mask, unchanged, randomised = categories(text, masked, labels, V)
     values = masked[randomised & selected]
@@ -359,6 +417,7 @@ def random_tokens(ctx):
 @check("pretraining.category_independent", "Which of mask / random / unchanged a token gets does not depend on its row or position")
 def category_independent(ctx):
     V = 100
+    masking_gate(ctx)
     text, masked, labels = masked_big_batch(ctx, vocab_size=V, padded=False)
     selected, is_mask, _, _ = categories(text, masked, labels, V)
     n = int(selected.sum())
@@ -401,6 +460,8 @@ def only_mask(ctx):
         if (masked[~labelled] != ex.text[~labelled]).any():
             raise CheckFailed("with only_mask=True tokens outside the selection were changed",
                               diagnosis="mlm_labels_mismatch")
+
+    masking_gate(ctx)
 
 
 # ---------------------------------------------------------------- the pre-training step

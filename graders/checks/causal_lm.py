@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from graders.checks.compare import expect_tensor
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
 from graders.sandbox import StudentError
 
 MODULE = "causal_lm"
@@ -113,6 +114,25 @@ def _as_int(value, what):
     return value
 
 
+GATE_CONFIG = (20, 8, 2, 16, 1)  # the TransformerModel lm_gate probes, on (2, 5) ids
+
+
+def lm_gate(ctx):
+    """TransformerModel does its job (graders/checks/gates.py), on a model and ids of the gate's own:
+    in eval mode its hidden states are repeatable, not constant, and the last position reads the first."""
+    ntoken, d_model = GATE_CONFIG[0], GATE_CONFIG[1]
+    ids = torch.randint(0, ntoken, (2, 5), generator=torch.Generator().manual_seed(31))
+    handle = _model(ctx, GATE_CONFIG)
+
+    def change_first(x):
+        changed = x.clone()
+        changed[:, 0] = (x[:, 0] + 1) % ntoken
+        return changed
+
+    sequence_gate(lambda x: _hidden(ctx, handle, x, d_model), ids, change_first,
+                  f"hidden states of TransformerModel{GATE_CONFIG} (eval mode, ids of shape {tuple(ids.shape)})")
+
+
 # ---------------------------------------------------------------- the square subsequent mask
 
 
@@ -184,6 +204,8 @@ def causal(ctx):
                 diagnosis=diagnosis,
             )
 
+    lm_gate(ctx)
+
 
 @check("causal_lm.rows_independent", "TransformerModel keeps batch rows apart: changing one sequence leaves the others unchanged")
 def rows_independent(ctx):
@@ -201,6 +223,8 @@ def rows_independent(ctx):
                 "of other sequences: attention runs across the batch",
                 diagnosis="not_batch_first",
             )
+
+    lm_gate(ctx)
 
 
 @check("causal_lm.batch_first_shape", "TransformerModel maps (B, T) ids to (B, T, d_model) when B != T")
@@ -221,6 +245,8 @@ def batch_first_shape(ctx):
             raise CheckFailed(f"output of shape {tuple(out.shape)} for ids {tuple(ids.shape)}: expected (B, T, d_model) = "
                               f"{(B, T, config[1])}", diagnosis="not_batch_first")
         expect_tensor(out, "TransformerModel output", shape=(B, T, config[1]))
+
+    lm_gate(ctx)
 
 
 # ---------------------------------------------------------------- heads
@@ -251,6 +277,9 @@ def lm_head(ctx):
         if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
             raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
                               "the head must map every position on its own")
+        expect_repeatable(out, ctx.student.call(handle, "__call__", hidden), "LMHead logits")
+        expect_changes(out[:, 0], changed[:, 0], "LMHead logits at position 0", "the hidden state there changes")
+        expect_varies(out, "LMHead logits", dim=-1)
         count = _true_count(ctx, handle)
         if count != d_model * ntoken + ntoken:
             raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {count} trainable parameters, expected "

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import sequence_gate
 from graders.checks.strategies import tensors_from
 
 MODULE = "encoder"
@@ -294,6 +295,27 @@ def diagnose_block(variants, got, rows=None):
     return None
 
 
+GATE_INPUT = (8, 2, (2, 5))  # embed_dim, n_heads, (B, T) of the input the block gate probes
+
+
+def block_gate(ctx):
+    """The block does its job (graders/checks/gates.py), on a block and an input of its own large
+    enough that LayerNorm outputs move continuously: in eval mode (worker reseeded before every
+    pass), its output is repeatable, not constant, and every position reads the others."""
+    E, H, (B, T) = GATE_INPUT
+    x, noise = tensors_from(23, (B, T, E), (B, T, E))
+    ex = BlockInput(E, H, 3 * x + 1, None)
+    handle = build_block(ctx, ex)
+
+    def change_first(inp):
+        changed = inp.clone()
+        changed[:, 0] = 3 * noise[:, 0] + 1
+        return changed
+
+    sequence_gate(lambda inp: block_forward(ctx, handle, ex, x=inp, padding=None)[0], ex.x, change_first,
+                  f"outputs of TransformerBlock(embed_dim={E}, n_heads={H}) (eval mode, input of shape {(B, T, E)})")
+
+
 @check("block.returns_embedding_and_mask", "The block returns (embedding, mask), so blocks chain in nn.Sequential")
 def block_returns_pair(ctx):
     @ctx.given(block_inputs())
@@ -307,6 +329,8 @@ def block_returns_pair(ctx):
         elif not isinstance(mask, torch.Tensor) or not torch.equal(mask.float(), ex.padding):
             raise CheckFailed(f"the block returned {_kind(mask)} as the mask, not the mask it was given",
                               diagnosis="block_drops_mask")
+
+    block_gate(ctx)
 
 
 @check("block.post_ln", "Post-LN: every output token has mean 0 and standard deviation 1 (default LayerNorm init)")
@@ -329,6 +353,8 @@ def block_post_ln(ctx):
                 diagnosis=diagnose_block(variants, got) or "pre_ln",
                 details={"numbers": {"max_abs_token_mean": worst_mean, "max_abs_token_std_minus_1": worst_std}},
             )
+
+    block_gate(ctx)
 
 
 @check("block.wiring", "norm2(h + linear_net(h)) with h = norm1(x + self_attn(x, mask)), from the block's own sub-modules")
@@ -368,6 +394,8 @@ def block_padding(ctx):
             raise CheckFailed("changing the embeddings at padded positions changed the outputs at real positions",
                               diagnosis=diagnosis)
 
+    block_gate(ctx)
+
 
 @check("block.dropout", "In training mode the block applies dropout at layer_drop_rate")
 def block_dropout(ctx):
@@ -379,3 +407,4 @@ def block_dropout(ctx):
     if torch.equal(first, second):
         raise CheckFailed("with layer_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
                           diagnosis="block_no_dropout")
+    block_gate(ctx)

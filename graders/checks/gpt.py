@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from graders.checks.causal_lm import is_float_entry, parameter_entries
 from graders.checks.compare import expect_tensor
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate
 from graders.sandbox import StudentError
 
 MODULE = "gpt"
@@ -114,6 +115,50 @@ def generate(ctx, handle, idx, n, **kwargs):
         raise CheckFailed("generate must return the prompt followed by the new tokens; the prompt part changed",
                           details={"expected": str(idx.tolist()), "got": str(out[:, :T].tolist())})
     return out
+
+
+# ---------------------------------------------------------------- gates (graders/checks/gates.py)
+
+GATE_CONFIG = {"vocab_size": 12, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 8,
+               "n_classification_class": 3, "weights_seed": 37}
+
+
+def _gate_model(ctx):
+    idx = torch.randint(0, GATE_CONFIG["vocab_size"], (4, 6), generator=torch.Generator().manual_seed(41))
+    what = f"GPT(vocab_size={GATE_CONFIG['vocab_size']}, n_embd={GATE_CONFIG['n_embd']}) under the grader's weights"
+    return build_gpt(ctx, GATE_CONFIG), idx, what
+
+
+def forward_gate(ctx):
+    """GPT.forward does its job, on a model and ids of the gate's own: in eval mode its logits are
+    repeatable, differ over the vocabulary, and the last position reads the first."""
+    handle, idx, what = _gate_model(ctx)
+    V = GATE_CONFIG["vocab_size"]
+
+    def call(x):
+        logits, _ = forward(ctx, handle, x)
+        return expect_tensor(logits, "logits", shape=(*x.shape, V))
+
+    def change_first(x):
+        changed = x.clone()
+        changed[:, 0] = (x[:, 0] + 1) % V
+        return changed
+
+    logits = sequence_gate(call, idx, change_first, f"logits of {what} (eval mode, ids of shape {tuple(idx.shape)})")
+    expect_varies(logits, f"logits of {what}", dim=-1)
+
+
+def generate_gate(ctx):
+    """GPT.generate does its job: the tokens it generates greedily come from the model (they change
+    when the model's weights change), on prompts of the gate's own."""
+    handle, idx, what = _gate_model(ctx)
+    first = generate(ctx, handle, idx, 2)
+    ctx.student.load_state_dict(handle, grader_state(ctx, handle, GATE_CONFIG["weights_seed"] + 1), strict=False)
+    second = generate(ctx, handle, idx, 2)
+    if torch.equal(first, second):
+        raise CheckFailed(f"greedy generate with {what} gives the same tokens {first[:, -2:].tolist()} under other "
+                          "weights: the tokens do not come from the model, so the property earns no points",
+                          diagnosis=DEGENERATE)
 
 
 # ---------------------------------------------------------------- data
@@ -221,6 +266,8 @@ def padding_not_in_loss(ctx):
                 diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}},
             )
 
+    forward_gate(ctx)
+
 
 # ---------------------------------------------------------------- model and heads
 
@@ -254,6 +301,8 @@ def causal(ctx):
         if not torch.allclose(logits[:, :-1], changed[:, :-1], atol=1e-5):
             raise CheckFailed("changing the last token changed the logits of earlier positions", diagnosis="not_causal")
 
+    forward_gate(ctx)
+
 
 @check("gpt.classifier_last_position", "finetune_classify=True classifies from the last position's hidden state")
 def classifier_last_position(ctx):
@@ -282,6 +331,8 @@ def classifier_last_position(ctx):
                               "position's hidden state", diagnosis=diagnosis,
                               details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300]})
 
+    forward_gate(ctx)
+
 
 # ---------------------------------------------------------------- generation
 
@@ -301,6 +352,8 @@ def greedy_follows_argmax(ctx):
                 raise CheckFailed(f"new token {step}: generate gave {out[:, T + step].tolist()}, the argmax of the model's "
                                   f"logits is {expected.tolist()}", diagnosis="generate_not_greedy")
 
+    forward_gate(ctx)
+
 
 @check("gpt.greedy_deterministic", "Greedy generate in eval mode gives the same tokens twice")
 def greedy_deterministic(ctx):
@@ -313,6 +366,8 @@ def greedy_deterministic(ctx):
         if not torch.equal(first, second):
             raise CheckFailed("two greedy generate calls on the same prompt gave different tokens",
                               diagnosis="generate_not_greedy")
+
+    generate_gate(ctx)
 
 
 @check("gpt.generate_crops_context", "A prompt longer than block_size works and equals generation from its last block_size tokens")
@@ -331,6 +386,8 @@ def generate_crops_context(ctx):
         if not torch.equal(out[:, idx.size(1):], cropped[:, block:]):
             raise CheckFailed("the tokens generated from a long prompt differ from those generated from its last "
                               "block_size tokens", diagnosis="generate_no_crop")
+
+    generate_gate(ctx)
 
 
 def _sample_rows(config, seed, rows):
@@ -360,6 +417,8 @@ def top_k(ctx):
                               f"(row {row}: drew token {int(drawn[row])}, the top {k} are "
                               f"{logits[row].topk(k).indices.tolist()})", diagnosis="top_k_leaks")
 
+    forward_gate(ctx)
+
 
 @check("gpt.temperature_small_is_greedy", "Sampling at a tiny temperature picks the argmax: the logits are divided by it")
 def temperature_small_is_greedy(ctx):
@@ -377,6 +436,8 @@ def temperature_small_is_greedy(ctx):
             raise CheckFailed(f"sampling with temperature=1e-4 drew a token other than the argmax in {int(differs.sum())} "
                               f"of {int(clear.sum())} rows: at that temperature softmax(logits / T) is the argmax",
                               diagnosis="temperature_ignored")
+
+    forward_gate(ctx)
 
 
 @check("gpt.temperature_large_spreads", "Sampling at a huge temperature spreads draws over the whole vocabulary")
@@ -396,4 +457,6 @@ def temperature_large_spreads(ctx):
                               f"{config['vocab_size']} tokens (counts {counts.tolist()}): the distribution should be "
                               "nearly uniform", diagnosis="temperature_ignored",
                               details={"numbers": {"counts": counts.tolist()}})
+
+    forward_gate(ctx)
 
