@@ -71,6 +71,7 @@ DIAGNOSES = {
     "generate_not_greedy": "By default generate must take the argmax of the last position's logits.",
     "generate_no_crop": "generate must crop the context to the last block_size tokens.",
     "top_k_leaks": "Top-k sampling drew a token outside the k most likely: set the others to -inf.",
+    "top_k_only_best": "Top-k sampling only ever draws the most likely token: keep all k best logits (those >= the k-th largest, topk(...).values[:, -1]) and sample among them.",
     "temperature_ignored": "Temperature does not change the sampling distribution: divide the logits by it.",
     "classifier_not_last": "The classifier head must read the last position (x[:, -1, :]).",
     # sentiment

@@ -101,6 +101,8 @@ MUTANTS = [
         "logits = logits.masked_fill(logits < kth_best, 0.0)", "top_k_leaks"),
     one("gpt_top_k_off_by_one", "gpt", GPT, "kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)",
         "kth_best = torch.topk(logits, top_k + 1).values[:, [-1]]", "top_k_leaks"),
+    one("gpt_top_k_keeps_only_best", "gpt", GPT, "kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)",
+        "kth_best = torch.topk(logits, top_k).values[:, [0]]", "top_k_only_best"),
     one("gpt_temperature_ignored", "gpt", GPT, TEMPERATURE, "logits = logits[:, -1, :]", "temperature_ignored"),
     one("gpt_temperature_multiplied", "gpt", GPT, TEMPERATURE,
         "logits = logits[:, -1, :] * temperature", "temperature_ignored"),
@@ -163,6 +165,15 @@ ALTERNATIVES = [
         (Edit(GPT, TOP_K, """                values, indices = torch.topk(logits, top_k)
                 logits = torch.full_like(logits, float("-inf")).scatter(1, indices, values)"""),),
         "top-k with torch.topk + scatter into a -inf tensor",
+    ),
+    Alternative(
+        "gpt_sample_inverse_cdf",
+        ("gpt",),
+        (Edit(GPT, "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)",
+              "cdf = F.softmax(logits, dim=-1).cumsum(dim=-1)  # (B, V)\n"
+              "                u = torch.rand(cdf.size(0), 1) * cdf[:, -1:]\n"
+              "                next_id = (cdf < u).sum(dim=-1, keepdim=True)"),),
+        "sampling by inverting the cumulative distribution instead of torch.multinomial",
     ),
     Alternative(
         "gpt_collate_manual_loops",
