@@ -37,6 +37,7 @@ DIAGNOSES = {
     "block_no_dropout": "The block applies no dropout in training mode: use layer_drop_rate after the attention and in linear_net.",
     # BERT
     "bert_no_mask_embedding": "The embedding needs vocab_size + 1 rows: the last one is the <mask> token.",
+    "bert_no_positional_encoding": "BertModel never adds the positional encoding: the model cannot tell positions apart (reordering the tokens only reorders the predictions). Apply self.pos_embed to the embeddings.",
     "bert_mask_not_passed": "The padding mask is not passed through the blocks: predictions change with padding content.",
     "mlm_wrong_rate": "The share of selected tokens is not mask_rate (15%).",
     "mlm_wrong_split": "The 80/10/10 split of selected tokens (mask / random / unchanged) is off.",
@@ -58,6 +59,8 @@ DIAGNOSES = {
     "square_mask_diagonal": "The diagonal is masked too (triu without diagonal=1): the first row is fully masked.",
     "square_mask_boolean": "The square mask must be a float tensor of 0 and -inf, not booleans or 0/1.",
     "not_causal": "A future token changes earlier outputs: the causal mask is missing or wrong.",
+    "lm_embedding_not_scaled": "The embeddings are not multiplied by sqrt(d_model) before the positional encoding is added.",
+    "lm_no_positional_encoding": "The positional encoding is never applied to the embeddings: call self.pos_encoder before the encoder.",
     "not_batch_first": "The encoder treats batch-first input as sequence-first: pass batch_first=True.",
     "parameter_count_off": "The parameter count differs from the module's real count.",
     "closed_form_wrong": "The closed-form count disagrees with the module for some configurations.",

@@ -65,8 +65,10 @@ class BertInput:
 
 @st.composite
 def bert_inputs(draw, *, padded=False):
+    # Even embed_dim (4 to 8): whatever the positional encoding does with odd sizes is graded in
+    # part positional_encoding, not here; LayerNorm over 2 features would only give signs.
     n_heads = draw(st.integers(1, 2))
-    E = n_heads * draw(st.integers(2, 4))
+    E = 2 * draw(st.integers(2, 4))
     V = draw(st.integers(3, 30))
     n_layers = draw(st.integers(1, 2))
     T = draw(st.integers(2 if padded else 1, 6))
@@ -184,6 +186,40 @@ def bert_eval_deterministic(ctx):
         second = bert_forward(ctx, handle, ex)
         if not torch.equal(first, second):
             raise CheckFailed("two eval-mode forward passes on the same text differ", diagnosis="dropout_in_eval")
+
+    bert_gate(ctx)
+
+
+def _positions_visible(ctx, E):
+    """Whether the student's own PositionalEncoding (graded in its own part) tells positions apart:
+    on a sequence holding one vector at every position, do the positions come out different?"""
+    try:
+        pe = ctx.student.construct("encoder", "PositionalEncoding", E, 0.0)
+        ctx.student.call(pe, "eval")
+        flat = torch.ones(1, 4, E)
+        out = ctx.student.call(pe, "__call__", flat)
+    except StudentError:
+        return False
+    return type(out) is torch.Tensor and out.shape == flat.shape and bool((out[0, 1:] - out[0, :1]).abs().max() > 1e-3)
+
+
+@check("bert.positions_matter", "BERT adds the positional encoding: reordering the tokens does not just reorder the predictions")
+def bert_positions_matter(ctx):
+    @ctx.given(bert_inputs(padded=False))
+    def prop(ex):
+        T = ex.text.size(1)
+        if T < 2 or not _positions_visible(ctx, ex.embed_dim):
+            return  # a positional encoding that ignores positions is graded in part positional_encoding
+        handle = build_bert(ctx, ex)
+        order = torch.arange(T - 1, -1, -1)  # the tokens in reverse order
+        got = bert_forward(ctx, handle, ex, seed=ctx.seed)
+        reordered = bert_forward(ctx, handle, ex, text=ex.text[:, order], seed=ctx.seed)
+        moved = (reordered - got[:, order]).abs().max().item()
+        if not moved > 1e-4:
+            raise CheckFailed(
+                f"the tokens in reverse order get exactly the predictions of the original order, reversed (they differ "
+                f"by {moved:.2g} at most): the model cannot tell positions apart",
+                diagnosis="bert_no_positional_encoding", details={"numbers": {"max_change": moved}})
 
     bert_gate(ctx)
 

@@ -80,6 +80,8 @@ MUTANTS = [
     one("bert_embedding_vocab_rows", "bert", BERT, EMBED, "self.embed = nn.Embedding(vocab_size, embed_dim)",
         "bert_no_mask_embedding"),
     one("bert_mask_not_passed", "bert", BERT, NET_CALL, "x, _ = self.net((x, None))", "bert_mask_not_passed"),
+    one("bert_no_positional_encoding", "bert", BERT, "x = self.pos_embed(self.embed(batch_text))  # (B, T, E)",
+        "x = self.embed(batch_text)", "bert_no_positional_encoding"),
     # masking
     one("mlm_selects_padding", "pretraining", BERT, SELECT, "selected = torch.rand(text.shape) < mask_rate",
         "mlm_selects_padding"),

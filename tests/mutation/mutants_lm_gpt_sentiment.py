@@ -9,6 +9,7 @@ MASK = 'return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)'
 LAYER = "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout, batch_first=True)"
 ENCODER = "self.transformer_encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)"
 RUN_ENCODER = "return self.transformer_encoder(x, mask=src_mask)"
+SCALE = "x = self.embedding(src) * math.sqrt(self.d_model)  # (B, T, d_model)"
 CLS_FORWARD = "return self.classifier(hidden[:, -1])"
 COUNT = "return sum(p.numel() for p in module.parameters() if p.requires_grad)"
 ATTENTION_FORMULA = "attention = (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model)"
@@ -66,6 +67,8 @@ MUTANTS = [
         'return torch.tril(torch.full((sz, sz), float("-inf")), diagonal=-1)', "square_mask_polarity"),
     one("lm_no_batch_first", "causal_lm", LM, LAYER,
         "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout)", "not_batch_first"),
+    one("lm_embedding_not_scaled", "causal_lm", LM, SCALE, "x = self.embedding(src)", "lm_embedding_not_scaled"),
+    one("lm_no_positional_encoding", "causal_lm", LM, "x = self.pos_encoder(x)", "pass", "lm_no_positional_encoding"),
     one("lm_no_causal_mask", "causal_lm", LM, RUN_ENCODER,
         "return self.transformer_encoder(x)", "not_causal"),
     one("lm_head_first_position", "causal_lm", LM, CLS_FORWARD,
