@@ -25,6 +25,7 @@ DIAGNOSES = {
     # positional encoding and block
     "pe_not_interleaved": "sin and cos must alternate: sin on even dimensions, cos on odd ones (not two concatenated halves).",
     "pe_wrong_exponent": "The frequency exponent must be 2i/d_model, not i/d_model.",
+    "pe_odd_embed_dim": "With an odd embed_dim the cos columns (odd indices) are one fewer than the frequencies: use div_term[: embed_dim // 2] for them.",
     "pe_parameter": "The positional table is an nn.Parameter: register it as a buffer, it must not be trained.",
     "pe_batch_axis": "The encoding is added along the batch axis: for batch-first input use pe[:, :T], so that position t of every sequence gets pe[t].",
     "pe_no_dropout": "Dropout is not applied after adding the positional encoding.",

@@ -51,6 +51,8 @@ MUTANTS = [
     ),
     one("pe_exponent_i_over_d", "positional_encoding", ENC, DIV_TERM,
         "div_term = torch.exp(torch.arange(0, embed_dim // 2) * (-math.log(10000.0) / embed_dim))", "pe_wrong_exponent"),
+    one("pe_tutorial_cos_odd_dim", "positional_encoding", ENC, PE_COS,  # the PyTorch tutorial's table
+        "pe[0, :, 1::2] = torch.cos(position * div_term)", "pe_odd_embed_dim"),
     one("pe_is_parameter", "positional_encoding", ENC, PE_BUFFER, "self.pe = nn.Parameter(pe)", "pe_parameter"),
     Mutant(
         "pe_along_batch_axis",  # the PyTorch tutorial's (max_len, 1, E) table, indexed by x.size(0)
@@ -121,6 +123,12 @@ ALTERNATIVES = [
         ("positional_encoding", "block", "bert"),
         (Edit(ENC, DIV_TERM, "div_term = 1.0 / torch.pow(10000.0, torch.arange(0, embed_dim, 2).float() / embed_dim)"),),
         "the same frequencies computed with pow",
+    ),
+    Alternative(
+        "pe_tutorial_table_even_sizes",
+        ("block", "bert", "causal_lm"),
+        (Edit(ENC, PE_COS, "pe[0, :, 1::2] = torch.cos(position * div_term)"),),
+        "the PyTorch tutorial's table, right for even embed_dim (odd sizes are graded in positional_encoding)",
     ),
     Alternative(
         "pe_table_sequence_first_indexed_right",
