@@ -36,6 +36,8 @@ NO_GRAD_BERT = """        with torch.no_grad():
             embedded = self.bert(text, attention_mask=attention_mask)[0]  # (B, T, H_bert)"""
 BERT_CALL = "embedded = self.bert(text, attention_mask=attention_mask)[0]  # (B, T, H_bert)"
 BIDI = "hidden = torch.cat((hidden[-2], hidden[-1]), dim=1)  # (B, 2 * hidden_dim)"
+GRU_RUN = "_, hidden = self.rnn(embedded)  # hidden: (n_layers * n_directions, B, hidden_dim)"
+UNI = "hidden = hidden[-1]  # (B, hidden_dim)"
 ACCURACY = "return (rounded == y).float().mean()"
 ROUND = "rounded = torch.round(torch.sigmoid(preds))"
 STEP = """        loss.backward()
@@ -128,6 +130,14 @@ MUTANTS = [
         ),
         "gru_wrong_hidden",
     ),
+    Mutant(  # no known mistake: the check must say what differs and name none
+        "sent_gru_mean_of_outputs",
+        "sentiment",
+        (Edit(SENT, GRU_RUN, "output, hidden = self.rnn(embedded)"),
+         Edit(SENT, BIDI, "hidden = output.mean(dim=1)"),
+         Edit(SENT, UNI, "hidden = output.mean(dim=1)")),
+        None,
+    ),
     one("sent_accuracy_count", "sentiment", SENT, ACCURACY, "return (rounded == y).float().sum()", "accuracy_not_fraction"),
     one("sent_accuracy_no_sigmoid", "sentiment", SENT, ROUND, "rounded = torch.round(preds)", "accuracy_no_sigmoid"),
     one("sent_train_no_step", "sentiment", SENT, STEP, "        loss.backward()", "train_no_step"),
@@ -205,6 +215,16 @@ ALTERNATIVES = [
             Edit(SENT, NO_GRAD_BERT, "        embedded = self.bert(text, attention_mask=attention_mask)[0]"),
         ),
         "BERT frozen by requires_grad=False instead of torch.no_grad()",
+    ),
+    Alternative(
+        "sent_packed_gru",
+        ("sentiment",),
+        (Edit(SENT, GRU_RUN,
+              "lengths = (attention_mask.sum(1) if attention_mask is not None\n"
+              "                   else torch.full((text.size(0),), text.size(1))).cpu()\n"
+              "        packed = nn.utils.rnn.pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)\n"
+              "        _, hidden = self.rnn(packed)"),),
+        "the GRU over the real tokens only (pack_padded_sequence), as in bentrevett's earlier notebooks",
     ),
     Alternative(
         "sent_accuracy_threshold",
