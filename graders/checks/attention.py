@@ -92,20 +92,23 @@ def _works_with_4d_mask(ctx, ex, drop, mask):
 
 
 def attention_gate(ctx, ex, values, weights):
-    """The attention does its job (see graders/checks/gates.py): repeatable, weights that follow the
-    queries in rows with two real keys or more, values that follow the real values."""
+    """The attention does its job (see graders/checks/gates.py): no NaN, repeatable, and, on the
+    same q, k, v without a mask (whatever the mask handling, graded elsewhere), weights that follow
+    the queries and values that follow v."""
+    if torch.isnan(weights).any() or torch.isnan(values).any():  # a property that NaN outputs satisfy
+        raise CheckFailed("NaN in the output although every row keeps at least one key",
+                          diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights) or "nan_fully_masked")
     again_values, again_weights = _student_attention(ctx, ex)
     expect_repeatable(weights, again_weights, "attention weights")
     expect_repeatable(values, again_values, "values")
-    open_keys = 1 - (ex.padding if ex.padding is not None else torch.zeros(ex.q.shape[0], ex.q.shape[2]))
-    rows = open_keys.sum(-1) >= 2  # (B,): rows where the weights can move
+    plain = type(ex)(ex.q, ex.k, ex.v, None)
+    plain_values, plain_weights = _student_attention(ctx, plain)
     noise_q, noise_v = tensors_from(5, ex.q.shape, ex.v.shape)
-    if rows.any():
-        _, moved = _student_attention(ctx, type(ex)(3 * noise_q, ex.k, ex.v, ex.padding))
-        expect_changes(weights[rows], moved[rows], "attention weights", "the queries change")
-    real = open_keys.bool()[:, None, :, None]
-    moved_values, _ = _student_attention(ctx, type(ex)(ex.q, ex.k, torch.where(real, ex.v + 3 * noise_v, ex.v), ex.padding))
-    expect_changes(values, moved_values, "values", "the values at real keys change")
+    if ex.q.size(2) >= 2:
+        _, moved = _student_attention(ctx, type(ex)(3 * noise_q, ex.k, ex.v, None))
+        expect_changes(plain_weights, moved, "attention weights (no mask)", "the queries change")
+    moved_values, _ = _student_attention(ctx, type(ex)(ex.q, ex.k, ex.v + 3 * noise_v, None))
+    expect_changes(plain_values, moved_values, "values (no mask)", "v changes")
 
 
 def _attention_maps(expected, got):
@@ -345,12 +348,12 @@ def mha_gate(ctx):
     def call(inp):
         return expect_tensor(ctx.student.call(handle, "__call__", inp, None), "output", shape=x.shape)
 
-    def change_first(inp):
+    def change_at(inp, t):
         changed = inp.clone()
-        changed[:, 0] = 3 * noise[:, 0]
+        changed[:, t] = 3 * noise[:, t]
         return changed
 
-    sequence_gate(call, x, change_first, f"outputs of MultiHeadAttention(embed_dim={E}, n_heads={H}) (eval mode, "
+    sequence_gate(call, x, change_at, f"outputs of MultiHeadAttention(embed_dim={E}, n_heads={H}) (eval mode, "
                                          f"input of shape {(B, T, E)})")
 
 

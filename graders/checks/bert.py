@@ -115,12 +115,12 @@ def bert_gate(ctx):
     ex = BertInput(GATE_MODEL["n_layers"], V, GATE_MODEL["embed_dim"], GATE_MODEL["n_heads"], text, None)
     handle = build_bert(ctx, ex)
 
-    def change_first(t):
+    def change_at(t, position):
         changed = t.clone()
-        changed[:, 0] = t[:, 0] % (V - 1) + 1  # another id in [1, V)
+        changed[:, position] = t[:, position] % (V - 1) + 1  # another id in [1, V)
         return changed
 
-    sequence_gate(lambda t: bert_forward(ctx, handle, ex, text=t, seed=ctx.seed), text, change_first,
+    sequence_gate(lambda t: bert_forward(ctx, handle, ex, text=t, seed=ctx.seed), text, change_at,
                   f"logits of BertModel({', '.join(f'{k}={v}' for k, v in GATE_MODEL.items())}) (eval mode, "
                   f"text of shape {tuple(text.shape)})")
 

@@ -128,12 +128,12 @@ def lm_gate(ctx):
     ids = torch.randint(0, ntoken, (2, 5), generator=torch.Generator().manual_seed(31))
     handle = _model(ctx, GATE_CONFIG)
 
-    def change_first(x):
+    def change_at(x, t):
         changed = x.clone()
-        changed[:, 0] = (x[:, 0] + 1) % ntoken
+        changed[:, t] = (x[:, t] + 1) % ntoken
         return changed
 
-    sequence_gate(lambda x: _hidden(ctx, handle, x, d_model), ids, change_first,
+    sequence_gate(lambda x: _hidden(ctx, handle, x, d_model), ids, change_at,
                   f"hidden states of TransformerModel{GATE_CONFIG} (eval mode, ids of shape {tuple(ids.shape)})")
 
 

@@ -338,12 +338,12 @@ def block_gate(ctx):
     ex = BlockInput(E, H, 3 * x + 1, None)
     handle = build_block(ctx, ex)
 
-    def change_first(inp):
+    def change_at(inp, t):
         changed = inp.clone()
-        changed[:, 0] = 3 * noise[:, 0] + 1
+        changed[:, t] = 3 * noise[:, t] + 1
         return changed
 
-    sequence_gate(lambda inp: block_forward(ctx, handle, ex, x=inp, padding=None)[0], ex.x, change_first,
+    sequence_gate(lambda inp: block_forward(ctx, handle, ex, x=inp, padding=None)[0], ex.x, change_at,
                   f"outputs of TransformerBlock(embed_dim={E}, n_heads={H}) (eval mode, input of shape {(B, T, E)})")
 
 

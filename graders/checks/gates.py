@@ -9,11 +9,12 @@ establishes the property, then calls a gate here on the same function: the gate 
 - random: two calls on the same input differ (eval mode, dropout off);
 - constant: it does not change when the input does, or it is the same everywhere;
 - an echo: position by position, it never reads the rest of the sequence (a sequence model
-  whose output at one position ignores every other position).
+  whose output at every other position ignores position 0).
 
 Every gate is a property that a correct implementation satisfies on every input the checks draw
 (changes are made large, comparisons are exact or far from rounding), so a gate never costs a
-correct or merely buggy-but-working submission anything beyond its own check.
+correct submission anything, and a buggy one that still computes something from its input
+nothing beyond the checks of its bug (the gates ask for dependence, not for the right values).
 """
 
 import torch
@@ -64,21 +65,26 @@ def expect_changes(before, after, what, change, atol=1e-6):
         _fail(what, f"do not change when {change}")
 
 
-def sequence_gate(call, x, change_first, what, *, positions_dim=1):
+def sequence_gate(call, x, change_at, what, *, positions_dim=1):
     """A sequence model's output, `call(x)`, is repeatable, not constant, differs between positions
-    and reads its context: changing position 0 (`change_first(x)`) changes the output at the last
-    position. Inputs with a single position only get the first two tests."""
+    and reads its context: changing position 0 or the last position (`change_at(x, t)`) changes
+    the output at some other position (an echo, computed position by position, never does; a
+    causal model reads position 0 later on, an anti-causal one the last position earlier on).
+    Inputs with a single position only get the first two tests."""
     first = call(x)
     expect_repeatable(first, call(x), what)
     expect_varies(first, what)
     T = first.size(positions_dim)
     if T < 2:
         return first
-    last = first.select(positions_dim, T - 1)
-    changed = call(change_first(x)).select(positions_dim, T - 1)
-    if not _differs(last, changed, 1e-6):
-        _fail(what, "at the last position do not change when the first position changes (every position is "
-                    "computed on its own: the sequence is never attended to)")
-    if not _differs(first.select(positions_dim, 0), last, 1e-6):
+    others = {0: (1, T - 1), T - 1: (0, T - 1)}  # the positions a change at t is looked for at
+    for t, (start, length) in others.items():
+        changed = call(change_at(x, t)).narrow(positions_dim, start, length)
+        if _differs(first.narrow(positions_dim, start, length), changed, 1e-6):
+            break
+    else:
+        _fail(what, "at every other position stay the same when the first or the last position changes (every "
+                    "position is computed on its own: the sequence is never attended to)")
+    if not _differs(first.select(positions_dim, 0), first.select(positions_dim, T - 1), 1e-6):
         _fail(what, "are the same at the first and the last position")
     return first

@@ -139,12 +139,12 @@ def forward_gate(ctx):
         logits, _ = forward(ctx, handle, x)
         return expect_tensor(logits, "logits", shape=(*x.shape, V))
 
-    def change_first(x):
+    def change_at(x, t):
         changed = x.clone()
-        changed[:, 0] = (x[:, 0] + 1) % V
+        changed[:, t] = (x[:, t] + 1) % V
         return changed
 
-    logits = sequence_gate(call, idx, change_first, f"logits of {what} (eval mode, ids of shape {tuple(idx.shape)})")
+    logits = sequence_gate(call, idx, change_at, f"logits of {what} (eval mode, ids of shape {tuple(idx.shape)})")
     expect_varies(logits, f"logits of {what}", dim=-1)
 
 
