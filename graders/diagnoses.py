@@ -25,6 +25,7 @@ DIAGNOSES = {
     # positional encoding and block
     "pe_not_interleaved": "sin and cos must alternate: sin on even dimensions, cos on odd ones (not two concatenated halves).",
     "pe_wrong_exponent": "The frequency exponent must be 2i/d_model, not i/d_model.",
+    "pe_odd_embed_dim": "With an odd embed_dim the cos columns (odd indices) are one fewer than the frequencies: use div_term[: embed_dim // 2] for them.",
     "pe_parameter": "The positional table is an nn.Parameter: register it as a buffer, it must not be trained.",
     "pe_batch_axis": "The encoding is added along the batch axis: for batch-first input use pe[:, :T], so that position t of every sequence gets pe[t].",
     "pe_no_dropout": "Dropout is not applied after adding the positional encoding.",
@@ -37,6 +38,7 @@ DIAGNOSES = {
     "block_no_dropout": "The block applies no dropout in training mode: use layer_drop_rate after the attention and in linear_net.",
     # BERT
     "bert_no_mask_embedding": "The embedding needs vocab_size + 1 rows: the last one is the <mask> token.",
+    "bert_no_positional_encoding": "BertModel never adds the positional encoding: the model cannot tell positions apart (reordering the tokens only reorders the predictions). Apply self.pos_embed to the embeddings.",
     "bert_mask_not_passed": "The padding mask is not passed through the blocks: predictions change with padding content.",
     "mlm_wrong_rate": "The share of selected tokens is not mask_rate (15%).",
     "mlm_wrong_split": "The 80/10/10 split of selected tokens (mask / random / unchanged) is off.",
@@ -58,6 +60,8 @@ DIAGNOSES = {
     "square_mask_diagonal": "The diagonal is masked too (triu without diagonal=1): the first row is fully masked.",
     "square_mask_boolean": "The square mask must be a float tensor of 0 and -inf, not booleans or 0/1.",
     "not_causal": "A future token changes earlier outputs: the causal mask is missing or wrong.",
+    "lm_embedding_not_scaled": "The embeddings are not multiplied by sqrt(d_model) before the positional encoding is added.",
+    "lm_no_positional_encoding": "The positional encoding is never applied to the embeddings: call self.pos_encoder before the encoder.",
     "not_batch_first": "The encoder treats batch-first input as sequence-first: pass batch_first=True.",
     "parameter_count_off": "The parameter count differs from the module's real count.",
     "closed_form_wrong": "The closed-form count disagrees with the module for some configurations.",
@@ -71,6 +75,7 @@ DIAGNOSES = {
     "generate_not_greedy": "By default generate must take the argmax of the last position's logits.",
     "generate_no_crop": "generate must crop the context to the last block_size tokens.",
     "top_k_leaks": "Top-k sampling drew a token outside the k most likely: set the others to -inf.",
+    "top_k_only_best": "Top-k sampling only ever draws the most likely token: keep all k best logits (those >= the k-th largest, topk(...).values[:, -1]) and sample among them.",
     "temperature_ignored": "Temperature does not change the sampling distribution: divide the logits by it.",
     "classifier_not_last": "The classifier head must read the last position (x[:, -1, :]).",
     # sentiment
@@ -88,6 +93,7 @@ DIAGNOSES = {
     "evaluate_grad_enabled": "evaluate() runs the model with gradients enabled: wrap the loop in torch.no_grad().",
     "hyperparameters_invalid": "HYPERPARAMETERS must be a dict with hidden_dim, n_layers, bidirectional, dropout, learning_rate, n_epochs and batch_size, of the right types and in sane ranges.",
     # answers and general
+    "degenerate_output": "The output does not depend on the input the way the function must (a constant, random values, or each position computed on its own): properties it happens to satisfy earn no points until it does its job.",
     "numeric_answer_wrong": "The number differs from the expected count; recount with the closed-form formula.",
     "nondeterministic": "The same input gave different outputs on two runs: look for dropout or randomness that is not switched off.",
     "hangs": "Your code did not finish within the time limit: look for an infinite loop or very slow code.",

@@ -11,6 +11,7 @@ from .attention import MultiHeadAttention
 class PositionalEncoding(nn.Module):
     """Adds PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
 
+    embed_dim may be odd: the last dimension (an even index) then holds a sin without its cos.
     Input and output are batch-first, (B, T, E). The table is a buffer, not a parameter:
     it moves with .to(device) and is saved in the state_dict, but is never trained.
     """

@@ -25,7 +25,7 @@ STATISTICAL = {
         "pretraining.loss_on_selected_tokens",
         "pretraining.first_loss",
     ],
-    "gpt": ["gpt.top_k", "gpt.temperature_small_is_greedy", "gpt.temperature_large_spreads"],
+    "gpt": ["gpt.top_k", "gpt.temperature_distribution", "gpt.temperature_small_is_greedy", "gpt.temperature_large_spreads"],
 }
 N_SEEDS = int(os.environ.get("GRADER_STAT_SEEDS", "12"))
 

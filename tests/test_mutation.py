@@ -55,6 +55,8 @@ def test_mutant_loses_points_in_its_part(mutant, tmp_path):
     diagnoses = {r.diagnosis for r in failed.values() if r.status == "failed"}
     OUTCOMES[mutant.id] = (bool(failed), mutant.diagnosis in diagnoses)
     assert failed, f"{mutant.id} passed every check of {mutant.part}"
+    # a realistic mistake computes something from its input: no gate may call it degenerate
+    assert "degenerate_output" not in diagnoses, f"{mutant.id}: a gate called a realistic mistake degenerate"
 
 
 @pytest.mark.parametrize("alternative", ALTERNATIVES, ids=lambda a: a.id)

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is_close
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
 from graders.checks.strategies import attention_inputs, mha_inputs, tensors_from
 from graders.checks.weights import learnable, numel, state_tensors
 from graders.sandbox import StudentError
@@ -91,6 +92,26 @@ def _works_with_4d_mask(ctx, ex, drop, mask):
         return False
 
 
+def attention_gate(ctx, ex, values, weights):
+    """The attention does its job (see graders/checks/gates.py): no NaN, repeatable, and, on the
+    same q, k, v without a mask (whatever the mask handling, graded elsewhere), weights that follow
+    the queries and values that follow v."""
+    if torch.isnan(weights).any() or torch.isnan(values).any():  # a property that NaN outputs satisfy
+        raise CheckFailed("NaN in the output although every row keeps at least one key",
+                          diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights) or "nan_fully_masked")
+    again_values, again_weights = _student_attention(ctx, ex)
+    expect_repeatable(weights, again_weights, "attention weights")
+    expect_repeatable(values, again_values, "values")
+    plain = type(ex)(ex.q, ex.k, ex.v, None)
+    plain_values, plain_weights = _student_attention(ctx, plain)
+    noise_q, noise_v = tensors_from(5, ex.q.shape, ex.v.shape)
+    if ex.q.size(2) >= 2:
+        _, moved = _student_attention(ctx, type(ex)(3 * noise_q, ex.k, ex.v, None))
+        expect_changes(plain_weights, moved, "attention weights (no mask)", "the queries change")
+    moved_values, _ = _student_attention(ctx, type(ex)(ex.q, ex.k, ex.v + 3 * noise_v, None))
+    expect_changes(plain_values, moved_values, "values (no mask)", "v changes")
+
+
 def _attention_maps(expected, got):
     return {"attention_maps": {"expected": expected[0, 0].tolist(), "got": got[0, 0].tolist()}}
 
@@ -119,7 +140,7 @@ def matches_reference(ctx):
 def rows_sum_to_one(ctx):
     @ctx.given(attention_inputs(padded=True))
     def prop(ex):
-        _, weights = _student_attention(ctx, ex)
+        values, weights = _student_attention(ctx, ex)
         sums = weights.sum(-1)
         if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
             worst = (sums - 1).abs().max().item()
@@ -128,6 +149,7 @@ def rows_sum_to_one(ctx):
                 diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights),
                 details={"got": str(sums[0, 0].tolist())},
             )
+        attention_gate(ctx, ex, values, weights)
 
 
 @check("attention.padded_keys_get_zero_weight", "Padded keys get exactly zero weight, and no row is NaN")
@@ -152,13 +174,14 @@ def padded_keys_get_zero_weight(ctx):
                 diagnosis=diagnosis,
                 details=_attention_maps(expected, weights),
             )
+        attention_gate(ctx, ex, values, weights)
 
 
 @check("attention.ignores_padded_content", "Outputs do not change when the content at padded positions changes")
 def ignores_padded_content(ctx):
     @ctx.given(attention_inputs(padded=True))
     def prop(ex):
-        values, _ = _student_attention(ctx, ex)
+        values, first_weights = _student_attention(ctx, ex)
         noise_k, noise_v = tensors_from(7, ex.k.shape, ex.v.shape)
         padded = ex.padding.bool()[:, None, :, None]  # (B, 1, T, 1) over keys/values
         changed = type(ex)(ex.q, torch.where(padded, noise_k * 10, ex.k), torch.where(padded, noise_v * 10, ex.v), ex.padding)
@@ -169,6 +192,7 @@ def ignores_padded_content(ctx):
                 "changing the keys and values at padded positions changed the outputs of real positions",
                 diagnosis=diagnose_weights(ex.q, changed.k, ex.padding, weights) or "mask_ignored",
             )
+        attention_gate(ctx, ex, values, first_weights)
 
 
 @check("attention.batch_size_vs_length", "A (B, T) mask works when B equals T and when it does not")
@@ -316,6 +340,26 @@ def _mha_matches(ctx, ex):
     expect_close(got, expected, "multi-head attention outputs (under every accepted qkv layout)", diagnosis=diagnosis)
 
 
+def mha_gate(ctx):
+    """Multi-head attention does its job (graders/checks/gates.py), on a module and an input of the
+    gate's own: in eval mode, repeatable, not constant, and every position reads the others."""
+    E, H, B, T = 8, 2, 2, 5
+    x, noise = tensors_from(13, (B, T, E), (B, T, E))
+    handle = ctx.student.construct(MODULE, "MultiHeadAttention", E, H, 0.0)
+    ctx.student.call(handle, "eval")
+
+    def call(inp):
+        return expect_tensor(ctx.student.call(handle, "__call__", inp, None), "output", shape=x.shape)
+
+    def change_at(inp, t):
+        changed = inp.clone()
+        changed[:, t] = 3 * noise[:, t]
+        return changed
+
+    sequence_gate(call, x, change_at, f"outputs of MultiHeadAttention(embed_dim={E}, n_heads={H}) (eval mode, "
+                                         f"input of shape {(B, T, E)})")
+
+
 @check("mha.parameter_count", "MultiHeadAttention has qkv_proj and o_proj: 4E^2 + 4E parameters")
 def mha_parameter_count(ctx):
     @ctx.given(st.integers(1, 4), st.integers(1, 4))
@@ -359,6 +403,8 @@ def mha_output_projection_applied(ctx):
         if torch.equal(outputs[0], outputs[1]):
             raise CheckFailed("changing o_proj's weights does not change the output", diagnosis="output_projection_missing")
 
+    mha_gate(ctx)
+
 
 @check("mha.eval_deterministic", "In eval mode two forward passes agree (no dropout)")
 def mha_eval_deterministic(ctx):
@@ -372,6 +418,8 @@ def mha_eval_deterministic(ctx):
         if not torch.equal(first, second):
             raise CheckFailed("two eval-mode forward passes on the same input differ", diagnosis="dropout_in_eval")
 
+    mha_gate(ctx)
+
 
 @check("mha.dropout_in_training", "In training mode attention dropout is applied")
 def mha_dropout_in_training(ctx):
@@ -383,3 +431,4 @@ def mha_dropout_in_training(ctx):
     if torch.equal(first, second):
         raise CheckFailed("with attn_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
                           diagnosis="dropout_ignored_in_training")
+    mha_gate(ctx)

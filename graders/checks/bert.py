@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from graders.checks.compare import expect_tensor
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import sequence_gate
 from graders.checks.weights import state_shapes, state_tensors
 from graders.sandbox import StudentError
 
@@ -65,8 +66,10 @@ class BertInput:
 
 @st.composite
 def bert_inputs(draw, *, padded=False):
+    # Even embed_dim (4 to 8): whatever the positional encoding does with odd sizes is graded in
+    # part positional_encoding, not here; LayerNorm over 2 features would only give signs.
     n_heads = draw(st.integers(1, 2))
-    E = n_heads * draw(st.integers(2, 4))
+    E = 2 * draw(st.integers(2, 4))
     V = draw(st.integers(3, 30))
     n_layers = draw(st.integers(1, 2))
     T = draw(st.integers(2 if padded else 1, 6))
@@ -101,6 +104,28 @@ def bert_forward(ctx, handle, ex, text=None, padding="same", seed=None):
     return expect_tensor(out, "BertModel output", shape=(B, T, ex.vocab_size))
 
 
+GATE_MODEL = dict(n_layers=1, vocab_size=20, embed_dim=8, n_heads=2)  # what bert_gate probes, on (2, 6) text
+
+
+def bert_gate(ctx):
+    """The model does its job (graders/checks/gates.py), on a BertModel and text of the gate's own:
+    in eval mode (worker reseeded before every pass), its logits are repeatable, not constant, and
+    every position reads the others."""
+    V = GATE_MODEL["vocab_size"]
+    text = torch.randint(1, V, (2, 6), generator=torch.Generator().manual_seed(29))
+    ex = BertInput(GATE_MODEL["n_layers"], V, GATE_MODEL["embed_dim"], GATE_MODEL["n_heads"], text, None)
+    handle = build_bert(ctx, ex)
+
+    def change_at(t, position):
+        changed = t.clone()
+        changed[:, position] = t[:, position] % (V - 1) + 1  # another id in [1, V)
+        return changed
+
+    sequence_gate(lambda t: bert_forward(ctx, handle, ex, text=t, seed=ctx.seed), text, change_at,
+                  f"logits of BertModel({', '.join(f'{k}={v}' for k, v in GATE_MODEL.items())}) (eval mode, "
+                  f"text of shape {tuple(text.shape)})")
+
+
 @check("bert.mask_embedding", "The embedding has vocab_size + 1 rows: the <mask> token (id vocab_size) can be embedded")
 def bert_mask_embedding(ctx):
     @ctx.given(bert_inputs())
@@ -120,6 +145,8 @@ def bert_mask_embedding(ctx):
             raise CheckFailed(f"the model raised {error.exc_type} on text holding the <mask> id {V}: {error.message}",
                               diagnosis="bert_no_mask_embedding") from None
 
+    bert_gate(ctx)
+
 
 @check("bert.output_shape", "BertModel returns (B, T, vocab_size) logits, with and without a padding mask")
 def bert_output_shape(ctx):
@@ -127,6 +154,8 @@ def bert_output_shape(ctx):
     def prop(ex):
         handle = build_bert(ctx, ex)
         bert_forward(ctx, handle, ex)
+
+    bert_gate(ctx)
 
 
 @check("bert.mask_passed", "With a padding mask, predictions at real positions ignore the padded tokens")
@@ -146,6 +175,8 @@ def bert_mask_passed(ctx):
                               diagnosis=diagnosis,
                               details={"numbers": {"max_change": (got[real] - changed[real]).abs().max().item()}})
 
+    bert_gate(ctx)
+
 
 @check("bert.eval_deterministic", "In eval mode two forward passes agree (no dropout)")
 def bert_eval_deterministic(ctx):
@@ -156,6 +187,42 @@ def bert_eval_deterministic(ctx):
         second = bert_forward(ctx, handle, ex)
         if not torch.equal(first, second):
             raise CheckFailed("two eval-mode forward passes on the same text differ", diagnosis="dropout_in_eval")
+
+    bert_gate(ctx)
+
+
+def _positions_visible(ctx, E):
+    """Whether the student's own PositionalEncoding (graded in its own part) tells positions apart:
+    on a sequence holding one vector at every position, do the positions come out different?"""
+    try:
+        pe = ctx.student.construct("encoder", "PositionalEncoding", E, 0.0)
+        ctx.student.call(pe, "eval")
+        flat = torch.ones(1, 4, E)
+        out = ctx.student.call(pe, "__call__", flat)
+    except StudentError:
+        return False
+    return type(out) is torch.Tensor and out.shape == flat.shape and bool((out[0, 1:] - out[0, :1]).abs().max() > 1e-3)
+
+
+@check("bert.positions_matter", "BERT adds the positional encoding: reordering the tokens does not just reorder the predictions")
+def bert_positions_matter(ctx):
+    @ctx.given(bert_inputs(padded=False))
+    def prop(ex):
+        T = ex.text.size(1)
+        if T < 2 or not _positions_visible(ctx, ex.embed_dim):
+            return  # a positional encoding that ignores positions is graded in part positional_encoding
+        handle = build_bert(ctx, ex)
+        order = torch.arange(T - 1, -1, -1)  # the tokens in reverse order
+        got = bert_forward(ctx, handle, ex, seed=ctx.seed)
+        reordered = bert_forward(ctx, handle, ex, text=ex.text[:, order], seed=ctx.seed)
+        moved = (reordered - got[:, order]).abs().max().item()
+        if not moved > 1e-4:
+            raise CheckFailed(
+                f"the tokens in reverse order get exactly the predictions of the original order, reversed (they differ "
+                f"by {moved:.2g} at most): the model cannot tell positions apart",
+                diagnosis="bert_no_positional_encoding", details={"numbers": {"max_change": moved}})
+
+    bert_gate(ctx)
 
 
 # ---------------------------------------------------------------- masking
@@ -200,6 +267,28 @@ def categories(text, masked, labels, mask_id):
     unchanged = masked == text
     randomised = ~is_mask & ~unchanged
     return selected, is_mask, unchanged, randomised
+
+
+def masking_gate(ctx):
+    """mask_inputs does its job (graders/checks/gates.py): at mask_rate=0.15 on a 64 x 64 batch
+    without padding it selects some tokens but not all (labels != -100 at between 1 and 50% of
+    them; a right solution selects 15% +- 0.6%) and changes some of them. What the properties of labels, padding and categories hold for trivially (no
+    token selected, every token selected, random labels) earns nothing."""
+    V, salt = 100, 7919
+    text = big_batch(ctx.seed + salt, B=64, T=64, vocab_size=V, padded=False)
+    ctx.student.seed(ctx.seed + salt)
+    masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15)
+    selected = labels != IGNORE
+    share = selected.double().mean().item()
+    call = f"mask_inputs on a 64 x 64 batch without padding (mask_rate=0.15, vocab_size={V})"
+    if not 0.01 <= share <= 0.5:
+        raise CheckFailed(f"{call} labelled {share:.1%} of the tokens: the properties of the masking hold only "
+                          "because it does not select at mask_rate yet, so they earn no points",
+                          diagnosis=other_ignore_label(labels) or "degenerate_output",
+                          details={"proportions": [proportion("share of tokens labelled", share, 0.15, text.numel())]})
+    if not bool((masked != text).any()):
+        raise CheckFailed(f"{call} changed no token: the properties of the masking hold only because it does not "
+                          "mask yet, so they earn no points", diagnosis="degenerate_output")
 
 
 @dataclass
@@ -314,6 +403,8 @@ def labels_check(ctx):
                               "selected token", diagnosis="mlm_labels_mismatch",
                               details={"got": str(labels.tolist()), "masked_text": str(masked.tolist())})
 
+    masking_gate(ctx)
+
 
 @check("pretraining.padding_never_selected", "Padding tokens (pad_ind) are never selected, changed or labelled")
 def padding_never_selected(ctx):
@@ -327,10 +418,13 @@ def padding_never_selected(ctx):
                               diagnosis="mlm_labels_not_ignored" if bool((masked[pad] == ex.pad_ind).all()
                                                                           and (labels[pad] == -1).any()) else "mlm_selects_padding")
 
+    masking_gate(ctx)
+
 
 @check("pretraining.random_tokens", "Random replacements are uniform over [0, vocab_size)")
 def random_tokens(ctx):
     V = 16
+    masking_gate(ctx)
     text, masked, labels = masked_big_batch(ctx, vocab_size=V, mask_rate=1.0, padded=False)
     selected, is_mask, unchanged, randomised = categories(text, masked, labels, V)
     values = masked[randomised & selected]
@@ -360,6 +454,7 @@ def random_tokens(ctx):
 @check("pretraining.category_independent", "Which of mask / random / unchanged a token gets does not depend on its row or position")
 def category_independent(ctx):
     V = 100
+    masking_gate(ctx)
     text, masked, labels = masked_big_batch(ctx, vocab_size=V, padded=False)
     selected, is_mask, _, _ = categories(text, masked, labels, V)
     n = int(selected.sum())
@@ -402,6 +497,8 @@ def only_mask(ctx):
         if (masked[~labelled] != ex.text[~labelled]).any():
             raise CheckFailed("with only_mask=True tokens outside the selection were changed",
                               diagnosis="mlm_labels_mismatch")
+
+    masking_gate(ctx)
 
 
 # ---------------------------------------------------------------- the pre-training step

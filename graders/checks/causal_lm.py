@@ -1,10 +1,13 @@
 """Checks for the causal Transformer LM on nn.TransformerEncoder (seeds 000 and 001)."""
 
+import math
+
 import torch
 from hypothesis import strategies as st
 
-from graders.checks.compare import expect_tensor
+from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
 from graders.checks.weights import learnable, numel, shared_entries, state_shapes, state_tensors
 from graders.sandbox import StudentError
 
@@ -17,8 +20,12 @@ MODULE = "causal_lm"
 @st.composite
 def lm_configs(draw):
     """A small TransformerModel configuration: (ntoken, d_model, nhead, d_hid, nlayers)."""
+    # Even d_model of 4 or more: LayerNorm over 1 or 2 features gives only signs, and whatever the
+    # positional encoding does with odd sizes is graded in part positional_encoding, not here.
     nhead = draw(st.integers(1, 3))
-    d_model = nhead * draw(st.integers(2, 4))  # d_model = 1 makes every LayerNorm output constant
+    d_model = nhead * 2 * draw(st.integers(1, 2))
+    if d_model < 4:
+        d_model = 4
     return draw(st.integers(2, 30)), d_model, nhead, draw(st.integers(1, 12)), draw(st.integers(1, 3))
 
 
@@ -139,6 +146,25 @@ def _as_int(value, what):
     return value
 
 
+GATE_CONFIG = (20, 8, 2, 16, 1)  # the TransformerModel lm_gate probes, on (2, 5) ids
+
+
+def lm_gate(ctx):
+    """TransformerModel does its job (graders/checks/gates.py), on a model and ids of the gate's own:
+    in eval mode its hidden states are repeatable, not constant, and the last position reads the first."""
+    ntoken, d_model = GATE_CONFIG[0], GATE_CONFIG[1]
+    ids = torch.randint(0, ntoken, (2, 5), generator=torch.Generator().manual_seed(31))
+    handle = _model(ctx, GATE_CONFIG)
+
+    def change_at(x, t):
+        changed = x.clone()
+        changed[:, t] = (x[:, t] + 1) % ntoken
+        return changed
+
+    sequence_gate(lambda x: _hidden(ctx, handle, x, d_model), ids, change_at,
+                  f"hidden states of TransformerModel{GATE_CONFIG} (eval mode, ids of shape {tuple(ids.shape)})")
+
+
 # ---------------------------------------------------------------- the square subsequent mask
 
 
@@ -210,6 +236,8 @@ def causal(ctx):
                 diagnosis=diagnosis,
             )
 
+    lm_gate(ctx)
+
 
 @check("causal_lm.rows_independent", "TransformerModel keeps batch rows apart: changing one sequence leaves the others unchanged")
 def rows_independent(ctx):
@@ -227,6 +255,8 @@ def rows_independent(ctx):
                 "of other sequences: attention runs across the batch",
                 diagnosis="not_batch_first",
             )
+
+    lm_gate(ctx)
 
 
 @check("causal_lm.batch_first_shape", "TransformerModel maps (B, T) ids to (B, T, d_model) when B != T")
@@ -247,6 +277,52 @@ def batch_first_shape(ctx):
             raise CheckFailed(f"output of shape {tuple(out.shape)} for ids {tuple(ids.shape)}: expected (B, T, d_model) = "
                               f"{(B, T, config[1])}", diagnosis="not_batch_first")
         expect_tensor(out, "TransformerModel output", shape=(B, T, config[1]))
+
+    lm_gate(ctx)
+
+
+SUB_MODULES = ("embedding", "pos_encoder", "transformer_encoder")
+
+
+def forward_variants(ctx, handle, ids, d_model):
+    """What the model's own sub-modules give for the right forward and for known mistakes."""
+    try:
+        mods = {name: ctx.student.getattr(handle, name) for name in SUB_MODULES}
+    except StudentError:
+        raise CheckFailed(f"TransformerModel needs the sub-modules the template names: {', '.join(SUB_MODULES)}") from None
+
+    def run(name, *args, **kwargs):
+        out = ctx.student.call(mods[name], "__call__", *args, **kwargs)
+        return expect_tensor(out, f"{name} output")
+
+    T = ids.size(1)
+    causal_mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+    embedded = run("embedding", ids)
+    scaled = embedded * math.sqrt(d_model)
+    return {
+        "right": run("transformer_encoder", run("pos_encoder", scaled), mask=causal_mask),
+        "lm_embedding_not_scaled": run("transformer_encoder", run("pos_encoder", embedded), mask=causal_mask),
+        "lm_no_positional_encoding": run("transformer_encoder", scaled, mask=causal_mask),
+        "not_causal": run("transformer_encoder", run("pos_encoder", scaled)),
+    }
+
+
+@check("causal_lm.forward_wiring", "forward = transformer_encoder(pos_encoder(embedding(src) * sqrt(d_model)), causal mask), "
+                                   "from the model's own sub-modules")
+def forward_wiring(ctx):
+    @ctx.given(causal_inputs(square=False))
+    def prop(ex):
+        config, ids, _ = ex
+        d_model = config[1]
+        handle = _model(ctx, config)
+        got = _hidden(ctx, handle, ids, d_model)
+        variants = forward_variants(ctx, handle, ids, d_model)
+        right = variants.pop("right")
+        if is_close(got, right, atol=1e-4):
+            return
+        diagnosis = next((name for name, out in variants.items() if is_close(got, out, atol=1e-4)), None)
+        expect_close(got, right, f"hidden states of TransformerModel{config} (eval mode) against its own embedding, "
+                                 "pos_encoder and transformer_encoder", atol=1e-4, diagnosis=diagnosis)
 
 
 # ---------------------------------------------------------------- heads
@@ -277,6 +353,9 @@ def lm_head(ctx):
         if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
             raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
                               "the head must map every position on its own")
+        expect_repeatable(out, ctx.student.call(handle, "__call__", hidden), "LMHead logits")
+        expect_changes(out[:, 0], changed[:, 0], "LMHead logits at position 0", "the hidden state there changes")
+        expect_varies(out, "LMHead logits", dim=-1)
         count = _state_count(ctx, handle, "LMHead")
         if count != d_model * ntoken + ntoken:
             raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {count} parameters, expected "

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from graders.checks.causal_lm import is_float_entry, parameter_entries
 from graders.checks.compare import expect_tensor
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate
 from graders.checks.weights import state_shapes
 from graders.sandbox import StudentError
 
@@ -115,6 +116,50 @@ def generate(ctx, handle, idx, n, **kwargs):
         raise CheckFailed("generate must return the prompt followed by the new tokens; the prompt part changed",
                           details={"expected": str(idx.tolist()), "got": str(out[:, :T].tolist())})
     return out
+
+
+# ---------------------------------------------------------------- gates (graders/checks/gates.py)
+
+GATE_CONFIG = {"vocab_size": 12, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 8,
+               "n_classification_class": 3, "weights_seed": 37}
+
+
+def _gate_model(ctx):
+    idx = torch.randint(0, GATE_CONFIG["vocab_size"], (4, 6), generator=torch.Generator().manual_seed(41))
+    what = f"GPT(vocab_size={GATE_CONFIG['vocab_size']}, n_embd={GATE_CONFIG['n_embd']}) under the grader's weights"
+    return build_gpt(ctx, GATE_CONFIG), idx, what
+
+
+def forward_gate(ctx):
+    """GPT.forward does its job, on a model and ids of the gate's own: in eval mode its logits are
+    repeatable, differ over the vocabulary, and the last position reads the first."""
+    handle, idx, what = _gate_model(ctx)
+    V = GATE_CONFIG["vocab_size"]
+
+    def call(x):
+        logits, _ = forward(ctx, handle, x)
+        return expect_tensor(logits, "logits", shape=(*x.shape, V))
+
+    def change_at(x, t):
+        changed = x.clone()
+        changed[:, t] = (x[:, t] + 1) % V
+        return changed
+
+    logits = sequence_gate(call, idx, change_at, f"logits of {what} (eval mode, ids of shape {tuple(idx.shape)})")
+    expect_varies(logits, f"logits of {what}", dim=-1)
+
+
+def generate_gate(ctx):
+    """GPT.generate does its job: the tokens it generates greedily come from the model (they change
+    when the model's weights change), on prompts of the gate's own."""
+    handle, idx, what = _gate_model(ctx)
+    first = generate(ctx, handle, idx, 2)
+    ctx.student.load_state_dict(handle, grader_state(ctx, handle, GATE_CONFIG["weights_seed"] + 1), strict=False)
+    second = generate(ctx, handle, idx, 2)
+    if torch.equal(first, second):
+        raise CheckFailed(f"greedy generate with {what} gives the same tokens {first[:, -2:].tolist()} under other "
+                          "weights: the tokens do not come from the model, so the property earns no points",
+                          diagnosis=DEGENERATE)
 
 
 # ---------------------------------------------------------------- data
@@ -235,6 +280,8 @@ def padding_not_in_loss(ctx):
                 diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}},
             )
 
+    forward_gate(ctx)
+
 
 # ---------------------------------------------------------------- model and heads
 
@@ -268,6 +315,8 @@ def causal(ctx):
         if not torch.allclose(logits[:, :-1], changed[:, :-1], atol=1e-5):
             raise CheckFailed("changing the last token changed the logits of earlier positions", diagnosis="not_causal")
 
+    forward_gate(ctx)
+
 
 @check("gpt.classifier_last_position", "finetune_classify=True classifies from the last position's hidden state")
 def classifier_last_position(ctx):
@@ -296,6 +345,8 @@ def classifier_last_position(ctx):
                               "position's hidden state", diagnosis=diagnosis,
                               details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300]})
 
+    forward_gate(ctx)
+
 
 # ---------------------------------------------------------------- generation
 
@@ -315,6 +366,8 @@ def greedy_follows_argmax(ctx):
                 raise CheckFailed(f"new token {step}: generate gave {out[:, T + step].tolist()}, the argmax of the model's "
                                   f"logits is {expected.tolist()}", diagnosis="generate_not_greedy")
 
+    forward_gate(ctx)
+
 
 @check("gpt.greedy_deterministic", "Greedy generate in eval mode gives the same tokens twice")
 def greedy_deterministic(ctx):
@@ -327,6 +380,8 @@ def greedy_deterministic(ctx):
         if not torch.equal(first, second):
             raise CheckFailed("two greedy generate calls on the same prompt gave different tokens",
                               diagnosis="generate_not_greedy")
+
+    generate_gate(ctx)
 
 
 @check("gpt.generate_crops_context", "A prompt longer than block_size works and equals generation from its last block_size tokens")
@@ -346,6 +401,8 @@ def generate_crops_context(ctx):
             raise CheckFailed("the tokens generated from a long prompt differ from those generated from its last "
                               "block_size tokens", diagnosis="generate_no_crop")
 
+    generate_gate(ctx)
+
 
 def _sample_rows(config, seed, rows):
     g = torch.Generator().manual_seed(seed)
@@ -356,23 +413,152 @@ def draw_len(config):
     return max(1, config["block_size"] - 2)
 
 
-@check("gpt.top_k", "Sampling with top_k only ever draws one of the k most likely tokens")
+# ---------------------------------------------------------------- sampling, as a distribution
+#
+# Every draw of a row is independent, so the count of token j among n draws of one prompt is
+# Binomial(n, p_j), p_j the probability the right sampler gives j under the model's own logits.
+# The share c_j / n must lie in the Chernoff interval {x : n KL(x || p_j) <= log(2 m / delta)},
+# m the number of such comparisons the check makes: by the union bound a right sampler fails a
+# check with probability below delta = 1e-9, whatever the logits, and the grading seed fixes
+# the draws, so a regrade gives the same answer.
+
+DELTA = 1e-9
+DRAWS = 2000  # draws per prompt
+PROMPTS = 2
+
+
+def _bernoulli_kl(x, p):
+    def term(a, b):
+        return 0.0 if a == 0 else a * math.log(a / b)
+
+    if p <= 0.0 or p >= 1.0:
+        return 0.0 if x == p else math.inf
+    return term(x, p) + term(1 - x, 1 - p)
+
+
+def chernoff_interval(p, n, budget):
+    """[low, high]: the shares x with n KL(x || p) <= budget."""
+
+    def edge(inside, outside):
+        for _ in range(60):
+            middle = (inside + outside) / 2
+            if n * _bernoulli_kl(middle, p) <= budget:
+                inside = middle
+            else:
+                outside = middle
+        return inside
+
+    low = 0.0 if n * _bernoulli_kl(0.0, p) <= budget else edge(p, 0.0)
+    high = 1.0 if n * _bernoulli_kl(1.0, p) <= budget else edge(p, 1.0)
+    return low, high
+
+
+def sampled_shares(ctx, handle, config, seed, **sampling):
+    """(prompts (P, T), logits (P, V) of their last positions, shares (P, V) of DRAWS draws of one new token each)."""
+    V = config["vocab_size"]
+    prompts = _sample_rows(config, seed, PROMPTS)
+    logits = last_logits(ctx, handle, prompts, V).double()
+    ctx.student.seed(seed)
+    out = generate(ctx, handle, prompts.repeat_interleave(DRAWS, dim=0), 1, do_sample=True, **sampling)
+    drawn = out[:, -1].reshape(PROMPTS, DRAWS)
+    if bool(((drawn < 0) | (drawn >= V)).any()):
+        raise CheckFailed(f"sampling drew token ids outside [0, {V}): {sorted(set(drawn[(drawn < 0) | (drawn >= V)].tolist()))[:8]}")
+    shares = torch.stack([torch.bincount(row, minlength=V).double() / DRAWS for row in drawn])
+    return prompts, logits, shares
+
+
+def shares_fit(shares, expected, comparisons):
+    """Rows of (token, share, expected, low, high) where a share lies outside its Chernoff interval."""
+    budget = math.log(2 * comparisons / DELTA)
+    bad = []
+    for p_row, s_row, row in zip(expected.tolist(), shares.tolist(), range(len(shares))):
+        for token, (p, x) in enumerate(zip(p_row, s_row)):
+            low, high = chernoff_interval(p, DRAWS, budget)
+            if not low <= x <= high:
+                bad.append({"prompt": row, "token": token, "share": x, "expected": p, "low": low, "high": high})
+    return bad
+
+
+def _proportions(bad):
+    return [{"name": f"prompt {b['prompt']}: share of token {b['token']}", "value": b["share"], "target": b["expected"],
+             "low": b["low"], "high": b["high"]} for b in bad[:12]]
+
+
+def top_k_probabilities(logits, k):
+    kth = logits.topk(k, dim=-1).values[:, -1:]
+    return torch.softmax(logits.masked_fill(logits < kth, float("-inf")), dim=-1)
+
+
+@check("gpt.top_k", "Sampling with top_k draws each of the k most likely tokens with its renormalised probability, and no other")
 def top_k(ctx):
-    @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), st.integers(1, 4), max_examples=max(4, ctx.max_examples // 3))
-    def prop(config, seed, k):
+    examples = max(3, ctx.max_examples // 4)
+
+    @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), max_examples=examples)
+    def prop(config, seed):
         handle = build_gpt(ctx, config, scale=0.5)
-        idx = _sample_rows(config, seed, 64)
-        logits = last_logits(ctx, handle, idx, config["vocab_size"])
-        allowed = logits >= logits.topk(k, dim=-1).values[:, -1:]
-        ctx.student.seed(seed)
-        out = generate(ctx, handle, idx, 1, do_sample=True, top_k=k)
-        drawn = out[:, -1]
-        leaked = ~allowed.gather(1, drawn[:, None].clamp(0, config["vocab_size"] - 1))[:, 0]
-        if leaked.any():
-            row = int(leaked.nonzero()[0])
-            raise CheckFailed(f"with top_k={k}, {int(leaked.sum())} of {len(drawn)} draws fell outside the top {k} "
-                              f"(row {row}: drew token {int(drawn[row])}, the top {k} are "
-                              f"{logits[row].topk(k).indices.tolist()})", diagnosis="top_k_leaks")
+        for k in TOP_KS:
+            top_k_draws(ctx, handle, config, seed, k, examples)
+
+    forward_gate(ctx)
+
+
+TOP_KS = (1, 2, 4)
+
+
+def top_k_draws(ctx, handle, config, seed, k, examples):
+    """The draws of one new token with top_k=k: none outside the top k, each of them at its renormalised probability."""
+    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, top_k=k)
+    allowed = logits >= logits.topk(k, dim=-1).values[:, -1:]
+    leaked = (shares > 0) & ~allowed
+    if leaked.any():
+        row = int(leaked.any(-1).nonzero()[0])
+        raise CheckFailed(f"with top_k={k}, {shares[leaked].sum().item() * DRAWS:.0f} of {PROMPTS * DRAWS} draws fell "
+                          f"outside the top {k} (prompt {prompts[row].tolist()}: drew tokens "
+                          f"{leaked[row].nonzero()[:, 0].tolist()}, the top {k} are {logits[row].topk(k).indices.tolist()})",
+                          diagnosis="top_k_leaks")
+    expected = top_k_probabilities(logits, k)
+    bad = shares_fit(shares, expected, examples * len(TOP_KS) * PROMPTS * config["vocab_size"])
+    if bad:
+        best = logits.argmax(-1)
+        only_best = k > 1 and bool((shares.gather(1, best[:, None]) == 1).all())
+        worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
+        raise CheckFailed(
+            f"with top_k={k}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was drawn in "
+            f"{worst['share']:.1%} of {DRAWS} draws; the model's probabilities renormalised over the top {k} give "
+            f"{worst['expected']:.1%} (a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] "
+            f"except with probability below {DELTA:g})"
+            + (": only the most likely token was ever drawn" if only_best else ""),
+            diagnosis="top_k_only_best" if only_best else None,
+            details={"proportions": _proportions(bad)})
+
+
+@check("gpt.temperature_distribution", "Sampling at a temperature draws from softmax(logits / temperature)")
+def temperature_distribution(ctx):
+    examples = max(3, ctx.max_examples // 4)
+
+    @ctx.given(gpt_configs(min_vocab=4, max_vocab=10), st.integers(0, 2**16), st.sampled_from([0.5, 2.0]),
+               max_examples=examples)
+    def prop(config, seed, temperature):
+        handle = build_gpt(ctx, config, scale=1.0)
+        prompts, logits, shares = sampled_shares(ctx, handle, config, seed, temperature=temperature)
+        comparisons = examples * PROMPTS * config["vocab_size"]
+        expected = torch.softmax(logits / temperature, dim=-1)
+        bad = shares_fit(shares, expected, comparisons)
+        if bad:
+            ignored = not shares_fit(shares, torch.softmax(logits, -1), comparisons)
+            multiplied = not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons)
+            worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
+            seen = (": the draws follow softmax(logits), as if the temperature were 1" if ignored else
+                    ": the draws follow softmax(logits * temperature)" if multiplied else "")
+            raise CheckFailed(
+                f"with temperature={temperature}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was "
+                f"drawn in {worst['share']:.1%} of {DRAWS} draws; softmax(logits / temperature) gives {worst['expected']:.1%} "
+                f"(a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] except with probability below "
+                f"{DELTA:g})" + seen,
+                diagnosis="temperature_ignored" if ignored or multiplied else None,
+                details={"proportions": _proportions(bad)})
+
+    forward_gate(ctx)
 
 
 @check("gpt.temperature_small_is_greedy", "Sampling at a tiny temperature picks the argmax: the logits are divided by it")
@@ -392,6 +578,8 @@ def temperature_small_is_greedy(ctx):
                               f"of {int(clear.sum())} rows: at that temperature softmax(logits / T) is the argmax",
                               diagnosis="temperature_ignored")
 
+    forward_gate(ctx)
+
 
 @check("gpt.temperature_large_spreads", "Sampling at a huge temperature spreads draws over the whole vocabulary")
 def temperature_large_spreads(ctx):
@@ -410,4 +598,6 @@ def temperature_large_spreads(ctx):
                               f"{config['vocab_size']} tokens (counts {counts.tolist()}): the distribution should be "
                               "nearly uniform", diagnosis="temperature_ignored",
                               details={"numbers": {"counts": counts.tolist()}})
+
+    forward_gate(ctx)
 

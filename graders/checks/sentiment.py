@@ -208,13 +208,32 @@ def summaries(rnn, features):
     return found
 
 
+def _packed_summary(rnn, features, mask):
+    """The right summary of a GRU run over the real tokens only (pack_padded_sequence), or None
+    without padding (it then equals the plain one)."""
+    if mask is None or bool(mask.bool().all()):
+        return None
+    lengths = mask.long().sum(1).clamp_min(1).cpu()
+    packed = nn.utils.rnn.pack_padded_sequence(features, lengths, batch_first=True, enforce_sorted=False)
+    _, hidden = rnn(packed)
+    return torch.cat((hidden[-2], hidden[-1]), dim=1) if rnn.bidirectional else hidden[-1]
+
+
 @torch.no_grad()
 def expected_outputs(rnn, out, text, mask):
+    """(the accepted outputs, {known mistake: its output}): the GRU over every position, as the
+    reference runs it, or over the real tokens only (packed), are both right. BERT's features
+    are the grader's own (the same tiny BERT, run here)."""
     features = bert_features(text, mask)
     plain = bert_features(text, None)
     variants = {name: out(h) for name, h in summaries(rnn, features).items()}
-    no_mask = {f"no mask, {name}": out(h) for name, h in summaries(rnn, plain).items()}
-    return variants.pop("right"), variants, no_mask
+    accepted = [variants.pop("right")]
+    packed = _packed_summary(rnn, features, mask)
+    if packed is not None:
+        accepted.append(out(packed))
+    mistakes = {("no_attention_mask", "BERT run without the attention mask"): out(summaries(rnn, plain)["right"])}
+    mistakes.update({("gru_wrong_hidden", f"the GRU summary {name}"): value for name, value in variants.items()})
+    return accepted, mistakes
 
 
 def student_forward(ctx, handle, text, mask, output_dim):
@@ -222,32 +241,55 @@ def student_forward(ctx, handle, text, mask, output_dim):
     return expect_tensor(got, "BERTGRUSentiment output", shape=(text.size(0), output_dim))
 
 
-def compare_with_expected(ctx, ex):
-    arch, text, mask, seed = ex
-    bert = tiny_bert(ctx)
+def _graded_output(ctx, bert, arch, text, mask, seed):
+    """(the student's output, the accepted outputs, the known mistakes' outputs) under the grader's
+    GRU/Linear weights drawn from `seed`."""
     handle = build_model(ctx, bert, arch)
     ctx.student.call(handle, "eval")
     rnn, out = grader_head(arch, seed)
     load_head(ctx, handle, arch, rnn, out)
     got = student_forward(ctx, handle, text, mask, arch[1])
-    expected, variants, no_mask = expected_outputs(rnn, out, text, mask)
-    if is_close(got, expected, atol=1e-5):
-        return
-    diagnosis, what = None, None
-    if is_close(got, no_mask["no mask, right"], atol=1e-5):
-        diagnosis, what = "no_attention_mask", "BERT run without the attention mask"
-    else:
-        for name, value in variants.items():
-            if is_close(got, value, atol=1e-5):
-                diagnosis, what = "gru_wrong_hidden", f"the GRU summary {name}"
-                break
+    accepted, mistakes = expected_outputs(rnn, out, text, mask)
+    return got, accepted, mistakes
+
+
+def _matching(got, mistakes):
+    return [key for key, value in mistakes.items() if is_close(got, value, atol=1e-5)]
+
+
+# A bigger input on which the known mistakes all differ from each other and from the right
+# answers: a mistake seen on a small input is named only when it is seen here too.
+CONFIRM_TEXT = torch.tensor([[5, 9, 2, 7, 11, 3], [4, 8, 6, 0, 0, 0], [13, 1, 10, 12, 0, 0]])
+CONFIRM_MASK = (CONFIRM_TEXT != 0).long()
+
+
+def _confirmed(ctx, bert, arch, key):
     hidden_dim, output_dim, n_layers, bidirectional = arch
+    bigger = (max(hidden_dim, 3), max(output_dim, 2), n_layers, bidirectional)
+    got, accepted, mistakes = _graded_output(ctx, bert, bigger, CONFIRM_TEXT, CONFIRM_MASK, 4242)
+    return key in _matching(got, mistakes) and not any(is_close(got, a, atol=1e-5) for a in accepted)
+
+
+def compare_with_expected(ctx, ex):
+    arch, text, mask, seed = ex
+    bert = tiny_bert(ctx)
+    got, accepted, mistakes = _graded_output(ctx, bert, arch, text, mask, seed)
+    if any(is_close(got, value, atol=1e-5) for value in accepted):
+        return
+    matches = [key for key in _matching(got, mistakes) if _confirmed(ctx, bert, arch, key)]
+    diagnosis, what = matches[0] if matches else (None, None)
+    hidden_dim, output_dim, n_layers, bidirectional = arch
+    summary = "cat(hidden[-2], hidden[-1])" if bidirectional else "hidden[-1]"
+    error = min((got - value).abs().max().item() for value in accepted) if got.shape == accepted[0].shape else float("nan")
     raise CheckFailed(
         f"BERTGRUSentiment(hidden_dim={hidden_dim}, output_dim={output_dim}, n_layers={n_layers}, "
         f"bidirectional={bidirectional}) under the grader's GRU/Linear weights: the output differs from "
-        f"Linear(cat(hidden[-2], hidden[-1]))" + (f"; it matches {what}" if what else ""),
+        f"Linear({summary}) of the GRU over BERT's features (by {error:.3g} at least, over every position or over "
+        "the real tokens only)"
+        + (f"; it matches {what}" if what else "; it matches none of the known mistakes"),
         diagnosis=diagnosis,
-        details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300], "attention_mask": str(mask.tolist())},
+        details={"expected": str(accepted[0].tolist())[:300], "got": str(got.tolist())[:300],
+                 "attention_mask": str(mask.tolist())},
     )
 
 

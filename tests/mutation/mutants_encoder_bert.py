@@ -51,6 +51,8 @@ MUTANTS = [
     ),
     one("pe_exponent_i_over_d", "positional_encoding", ENC, DIV_TERM,
         "div_term = torch.exp(torch.arange(0, embed_dim // 2) * (-math.log(10000.0) / embed_dim))", "pe_wrong_exponent"),
+    one("pe_tutorial_cos_odd_dim", "positional_encoding", ENC, PE_COS,  # the PyTorch tutorial's table
+        "pe[0, :, 1::2] = torch.cos(position * div_term)", "pe_odd_embed_dim"),
     one("pe_is_parameter", "positional_encoding", ENC, PE_BUFFER, "self.pe = nn.Parameter(pe)", "pe_parameter"),
     Mutant(
         "pe_along_batch_axis",  # the PyTorch tutorial's (max_len, 1, E) table, indexed by x.size(0)
@@ -80,6 +82,8 @@ MUTANTS = [
     one("bert_embedding_vocab_rows", "bert", BERT, EMBED, "self.embed = nn.Embedding(vocab_size, embed_dim)",
         "bert_no_mask_embedding"),
     one("bert_mask_not_passed", "bert", BERT, NET_CALL, "x, _ = self.net((x, None))", "bert_mask_not_passed"),
+    one("bert_no_positional_encoding", "bert", BERT, "x = self.pos_embed(self.embed(batch_text))  # (B, T, E)",
+        "x = self.embed(batch_text)", "bert_no_positional_encoding"),
     # masking
     one("mlm_selects_padding", "pretraining", BERT, SELECT, "selected = torch.rand(text.shape) < mask_rate",
         "mlm_selects_padding"),
@@ -119,6 +123,12 @@ ALTERNATIVES = [
         ("positional_encoding", "block", "bert"),
         (Edit(ENC, DIV_TERM, "div_term = 1.0 / torch.pow(10000.0, torch.arange(0, embed_dim, 2).float() / embed_dim)"),),
         "the same frequencies computed with pow",
+    ),
+    Alternative(
+        "pe_tutorial_table_even_sizes",
+        ("block", "bert", "causal_lm"),
+        (Edit(ENC, PE_COS, "pe[0, :, 1::2] = torch.cos(position * div_term)"),),
+        "the PyTorch tutorial's table, right for even embed_dim (odd sizes are graded in positional_encoding)",
     ),
     Alternative(
         "pe_table_sequence_first_indexed_right",

@@ -9,6 +9,7 @@ MASK = 'return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)'
 LAYER = "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout, batch_first=True)"
 ENCODER = "self.transformer_encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)"
 RUN_ENCODER = "return self.transformer_encoder(x, mask=src_mask)"
+SCALE = "x = self.embedding(src) * math.sqrt(self.d_model)  # (B, T, d_model)"
 CLS_FORWARD = "return self.classifier(hidden[:, -1])"
 COUNT = "return sum(p.numel() for p in module.parameters() if p.requires_grad)"
 ATTENTION_FORMULA = "attention = (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model)"
@@ -35,6 +36,8 @@ NO_GRAD_BERT = """        with torch.no_grad():
             embedded = self.bert(text, attention_mask=attention_mask)[0]  # (B, T, H_bert)"""
 BERT_CALL = "embedded = self.bert(text, attention_mask=attention_mask)[0]  # (B, T, H_bert)"
 BIDI = "hidden = torch.cat((hidden[-2], hidden[-1]), dim=1)  # (B, 2 * hidden_dim)"
+GRU_RUN = "_, hidden = self.rnn(embedded)  # hidden: (n_layers * n_directions, B, hidden_dim)"
+UNI = "hidden = hidden[-1]  # (B, hidden_dim)"
 ACCURACY = "return (rounded == y).float().mean()"
 ROUND = "rounded = torch.round(torch.sigmoid(preds))"
 STEP = """        loss.backward()
@@ -66,6 +69,8 @@ MUTANTS = [
         'return torch.tril(torch.full((sz, sz), float("-inf")), diagonal=-1)', "square_mask_polarity"),
     one("lm_no_batch_first", "causal_lm", LM, LAYER,
         "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout)", "not_batch_first"),
+    one("lm_embedding_not_scaled", "causal_lm", LM, SCALE, "x = self.embedding(src)", "lm_embedding_not_scaled"),
+    one("lm_no_positional_encoding", "causal_lm", LM, "x = self.pos_encoder(x)", "pass", "lm_no_positional_encoding"),
     one("lm_no_causal_mask", "causal_lm", LM, RUN_ENCODER,
         "return self.transformer_encoder(x)", "not_causal"),
     one("lm_head_first_position", "causal_lm", LM, CLS_FORWARD,
@@ -101,6 +106,8 @@ MUTANTS = [
         "logits = logits.masked_fill(logits < kth_best, 0.0)", "top_k_leaks"),
     one("gpt_top_k_off_by_one", "gpt", GPT, "kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)",
         "kth_best = torch.topk(logits, top_k + 1).values[:, [-1]]", "top_k_leaks"),
+    one("gpt_top_k_keeps_only_best", "gpt", GPT, "kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)",
+        "kth_best = torch.topk(logits, top_k).values[:, [0]]", "top_k_only_best"),
     one("gpt_temperature_ignored", "gpt", GPT, TEMPERATURE, "logits = logits[:, -1, :]", "temperature_ignored"),
     one("gpt_temperature_multiplied", "gpt", GPT, TEMPERATURE,
         "logits = logits[:, -1, :] * temperature", "temperature_ignored"),
@@ -122,6 +129,14 @@ MUTANTS = [
             Edit(SENT, BIDI, "hidden = hidden[-1]"),
         ),
         "gru_wrong_hidden",
+    ),
+    Mutant(  # no known mistake: the check must say what differs and name none
+        "sent_gru_mean_of_outputs",
+        "sentiment",
+        (Edit(SENT, GRU_RUN, "output, hidden = self.rnn(embedded)"),
+         Edit(SENT, BIDI, "hidden = output.mean(dim=1)"),
+         Edit(SENT, UNI, "hidden = output.mean(dim=1)")),
+        None,
     ),
     one("sent_accuracy_count", "sentiment", SENT, ACCURACY, "return (rounded == y).float().sum()", "accuracy_not_fraction"),
     one("sent_accuracy_no_sigmoid", "sentiment", SENT, ROUND, "rounded = torch.round(preds)", "accuracy_no_sigmoid"),
@@ -165,6 +180,15 @@ ALTERNATIVES = [
         "top-k with torch.topk + scatter into a -inf tensor",
     ),
     Alternative(
+        "gpt_sample_inverse_cdf",
+        ("gpt",),
+        (Edit(GPT, "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)",
+              "cdf = F.softmax(logits, dim=-1).cumsum(dim=-1)  # (B, V)\n"
+              "                u = torch.rand(cdf.size(0), 1) * cdf[:, -1:]\n"
+              "                next_id = (cdf < u).sum(dim=-1, keepdim=True)"),),
+        "sampling by inverting the cumulative distribution instead of torch.multinomial",
+    ),
+    Alternative(
         "gpt_collate_manual_loops",
         ("gpt",),
         (Edit(GPT, COLLATE, """    longest = max(len(x) for x, _ in batch)
@@ -191,6 +215,16 @@ ALTERNATIVES = [
             Edit(SENT, NO_GRAD_BERT, "        embedded = self.bert(text, attention_mask=attention_mask)[0]"),
         ),
         "BERT frozen by requires_grad=False instead of torch.no_grad()",
+    ),
+    Alternative(
+        "sent_packed_gru",
+        ("sentiment",),
+        (Edit(SENT, GRU_RUN,
+              "lengths = (attention_mask.sum(1) if attention_mask is not None\n"
+              "                   else torch.full((text.size(0),), text.size(1))).cpu()\n"
+              "        packed = nn.utils.rnn.pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)\n"
+              "        _, hidden = self.rnn(packed)"),),
+        "the GRU over the real tokens only (pack_padded_sequence), as in bentrevett's earlier notebooks",
     ),
     Alternative(
         "sent_accuracy_threshold",
