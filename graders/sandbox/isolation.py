@@ -52,7 +52,11 @@ class Layers:
     sandbox_uid: int | None  # the uid the worker switches to; None: it keeps the grader's
     note: str = ""  # why a layer is missing
     private_mounts: bool = False  # its writable space is size-limited tmpfs (bwrap as root)
-    full: bool = False  # every layer: what instructor grading requires
+
+    @property
+    def full(self) -> bool:
+        """Every layer: what instructor grading requires."""
+        return self.bwrap and self.sandbox_uid is not None and self.private_mounts
 
     def to_json(self) -> dict:
         # The rlimits and the audit hook have no condition: every worker has them.
@@ -76,7 +80,7 @@ def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int) -> Layers:
     if not as_root:
         return Layers(with_bwrap, None, note=_join(missing, "the grader is not root: the worker runs as the grader's user"))
     if with_bwrap:
-        return Layers(True, sandbox_uid, private_mounts=True, full=True)
+        return Layers(True, sandbox_uid, private_mounts=True)
     unreachable = [path for path in interpreter_paths() if blocking_ancestor(path)]
     if unreachable:
         return Layers(False, None, note=_join(
