@@ -46,7 +46,7 @@ GREEDY_SNOOP = SPAWN_MANY + """
     _real = scaled_dot_product
 
     def scaled_dot_product(q, k, v, attn_drop_rate=0.1, mask=None):
-        time.sleep(0.5)
+        time.sleep(0.1)
         return _real(q, k, v, attn_drop_rate, mask)
 """
 
