@@ -12,10 +12,12 @@ This trusts the code it loads: only for the reference and its mutants, never for
 import importlib
 import importlib.util
 import itertools
+import random
 import sys
 import traceback
 from pathlib import Path
 
+import numpy
 import torch
 
 try:  # the sandbox package may still be half-built: take the error types from where they live
@@ -148,7 +150,10 @@ class InProcessStudent:
         }
 
     def seed(self, n):
+        """As the worker's op_seed: torch, random and numpy."""
         torch.manual_seed(n)
+        random.seed(n)
+        numpy.random.seed(n % 2**32)
 
     def task(self, name, *args, **kwargs):
         return _out(_student(self.tasks[name], _TaskContext(self), *_in(args), **_in(kwargs)))

@@ -645,12 +645,23 @@ def loss_on_selected(ctx):
 @check("pretraining.first_loss", "The first loss of a fresh BertModel is about ln(vocab_size)")
 def first_loss(ctx):
     V = 100
-    text = big_batch(ctx.seed, B=16, T=32, vocab_size=V, padded=False)
-    ctx.student.seed(ctx.seed)
-    model = ctx.student.construct(MODULE, "BertModel", 2, V, 64, 4, 0.1, 0.1)
-    ctx.student.call(model, "train")
-    optimizer = ctx.student.task("optimizer", model, "AdamW", 1e-4, None, weight_decay=0.01)
-    loss = _loss_value(ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15))
+
+    def fresh_step(text):
+        """pretrain_step's loss on a fresh BertModel, the worker seeded as for the other batch."""
+        ctx.student.seed(ctx.seed)
+        model = ctx.student.construct(MODULE, "BertModel", 2, V, 64, 4, 0.1, 0.1)
+        ctx.student.call(model, "train")
+        optimizer = ctx.student.task("optimizer", model, "AdamW", 1e-4, None, weight_decay=0.01)
+        return _loss_value(ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15))
+
+    loss = fresh_step(big_batch(ctx.seed, B=16, T=32, vocab_size=V, padded=False))
+    # ln(V) is what a constant (or a draw from the seeded generators) returns as easily as a real
+    # step: the same seeds on another batch must give another loss.
+    other = fresh_step(big_batch(ctx.seed + 1, B=16, T=32, vocab_size=V, padded=False))
+    if loss == other:
+        raise CheckFailed(f"pretrain_step returned {loss:.4f} for two different batches: the loss does not come "
+                          "from the model's predictions on the batch", diagnosis="degenerate_output",
+                          details={"numbers": {"loss": loss, "loss on another batch": other}})
     low, high = math.log(V) - 1.0, math.log(V) + 1.5
     if not low <= loss <= high:
         raise CheckFailed(f"first loss {loss:.3f} with vocab_size={V}; expected about ln({V}) = {math.log(V):.3f} "
