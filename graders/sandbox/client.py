@@ -148,14 +148,10 @@ class Worker:
 
     def _protect_secrets(self, required: bool) -> None:
         """The OS layer under the namespaces: secrets unreadable by the worker's uid itself, so
-        that they stay out of reach where a bind or a mask of bubblewrap would miss them. The
-        workers' parent folder is left as it is: others may pass through it (the worker without
-        bubblewrap must), and what lies inside is private to the grader (see make_workdir)."""
+        that they stay out of reach where a bind or a mask of bubblewrap would miss them."""
         if self.layers.sandbox_uid is None:
             return
-        workers = str(isolation.workdirs_parent())
-        secrets = [path for path in self.secret_paths if path != workers]
-        readable = isolation.deny_to_sandbox_user(secrets, uid=self.layers.sandbox_uid,
+        readable = isolation.deny_to_sandbox_user(isolation.os_protected(self.secret_paths), uid=self.layers.sandbox_uid,
                                                  gid=self._uid_lease.gid)
         if readable and required:
             raise IsolationUnavailable(

@@ -32,15 +32,14 @@ def diagnose(*, secret_paths=(), readable_paths=(), gpu: bool = False, limits: L
     bwrap = isolation.find_bwrap()
     as_root = os.geteuid() == 0
     findings.append(Finding("bubblewrap installed", bwrap is not None, bwrap or "not found",
-                            "" if bwrap else "apt-get install bubblewrap (Debian, Ubuntu); dnf install bubblewrap"))
+                            "" if bwrap else isolation.FIX_INSTALL_BWRAP))
     if bwrap:
         works = isolation.bwrap_works(bwrap, as_root)
         findings.append(Finding("namespaces usable (network, PID, IPC, mount)", works,
                                 "a probe started" if works else "bubblewrap failed to create them",
-                                "" if works else "in a container: --security-opt seccomp=unconfined "
-                                "--security-opt apparmor=unconfined --cap-add SYS_ADMIN"))
+                                "" if works else isolation.FIX_ALLOW_NAMESPACES))
     findings.append(Finding("grader runs as root (the worker switches to a uid of its own)", as_root,
-                            f"euid {os.geteuid()}", "" if as_root else "sudo .venv/bin/grade ..."))
+                            f"euid {os.geteuid()}", "" if as_root else isolation.FIX_RUN_AS_ROOT))
     if as_root:
         findings.append(_uid_pool(limits))
     findings += _worker_findings(secret_paths, readable_paths, gpu, limits)
@@ -75,7 +74,7 @@ def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]
         except (isolation.IsolationUnavailable, uids.NoFreeSlot) as error:
             return [Finding("secrets unreadable by the sandbox uid", False, str(error))]
         # The workers' parent folder holds the worker's own folder, so it is there by design.
-        secrets = [path for path in worker.secret_paths if path != str(isolation.workdirs_parent())]
+        secrets = isolation.os_protected(worker.secret_paths)
         try:
             with worker:
                 report = worker.task("sandbox.probe", secrets)

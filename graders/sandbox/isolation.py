@@ -89,23 +89,26 @@ def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int) -> Layers:
     return Layers(False, sandbox_uid, note=missing)
 
 
+# The fix of each missing layer, as the refusal and `grade doctor` both give it.
+FIX_INSTALL_BWRAP = ("install it: `apt-get install bubblewrap` (Debian, Ubuntu), `dnf install bubblewrap` "
+                     "(Fedora, RHEL), or run `bash setup.sh` as root")
+FIX_ALLOW_NAMESPACES = ("in a container, allow it (Docker: `--security-opt seccomp=unconfined "
+                        "--security-opt apparmor=unconfined --cap-add SYS_ADMIN`), or grade on the host")
+FIX_RUN_AS_ROOT = "run the grader as root (`sudo .venv/bin/grade ...`); the worker never keeps root"
+
+
 def isolation_problems() -> list[tuple[str, str]]:
     """What keeps this machine from full isolation, each with its fix; empty when nothing does."""
     problems = []
     bwrap = find_bwrap()
     as_root = os.geteuid() == 0
     if bwrap is None:
-        problems.append(("bubblewrap is not installed",
-                         "install it: `apt-get install bubblewrap` (Debian, Ubuntu), `dnf install bubblewrap` "
-                         "(Fedora, RHEL), or run `bash setup.sh` as root"))
+        problems.append(("bubblewrap is not installed", FIX_INSTALL_BWRAP))
     elif not bwrap_works(bwrap, as_root):
-        problems.append((f"bubblewrap ({bwrap}) cannot create namespaces here",
-                         "in a container, allow it (Docker: `--security-opt seccomp=unconfined "
-                         "--security-opt apparmor=unconfined --cap-add SYS_ADMIN`), or grade on the host"))
+        problems.append((f"bubblewrap ({bwrap}) cannot create namespaces here", FIX_ALLOW_NAMESPACES))
     if not as_root:
         problems.append(("the grader is not root, so the worker cannot become an unprivileged user of its own "
-                         "that the operating system denies every secret",
-                         "run the grader as root (`sudo .venv/bin/grade ...`); the worker never keeps root"))
+                         "that the operating system denies every secret", FIX_RUN_AS_ROOT))
     return problems
 
 
@@ -388,6 +391,14 @@ def readable_by(uid: int, gid: int, paths: list[str]) -> list[str]:
         raise IsolationUnavailable(f"could not check what the sandbox user can read: {probe.stderr[-300:]!r}")
     readable = set(os.fsdecode(name) for name in probe.stdout.split(b"\0") if name)
     return [path for path in present if path in readable]
+
+
+def os_protected(secret_paths: list[str]) -> list[str]:
+    """The secrets the OS layer guards: all but the workers' parent folder, which others may pass
+    through by design (the worker without bubblewrap must) and whose entries are private to the
+    grader (see make_workdir)."""
+    workers = str(workdirs_parent())
+    return [path for path in secret_paths if path != workers]
 
 
 def deny_to_sandbox_user(paths: list[str], *, uid: int, gid: int) -> list[str]:
