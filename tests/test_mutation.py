@@ -1,5 +1,7 @@
-"""The checks graded like code: every mutant loses points in its own part and is named; every
-correct alternative keeps full marks. Prints the mutation score (recorded in docs/checks.md).
+"""The checks graded like code: every mutant loses points in its own part, by a wide margin, is
+named, and costs nothing in a part that only uses the mutated code; every correct alternative
+keeps full marks under 20 grading seeds. Prints the mutation score per part (recorded in
+docs/checks.md).
 
 Mutants are edits of the reference, so they are trusted code: they run through the real checks
 with the in-process stand-in of the worker (tests/checks_inprocess.py), which keeps the whole
@@ -7,16 +9,27 @@ suite to a few minutes. The sandboxed path is graded end to end elsewhere (test_
 test_hostile, test_seed004_student, test_batch_e2e)."""
 
 import importlib
+import math
 import pkgutil
+import re
 import shutil
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
 import tests.mutation as mutation_package
 from graders.build import REFERENCE_DIR
 from graders.diagnoses import DIAGNOSES
+from graders.scoring import load_rubric
 from tests.checks_inprocess import run_part
-from tests.mutation.model import apply_edits
+from tests.mutation.model import Edit, apply_edits
+
+MIN_MARGIN = 10  # a caught mutant's error is at least this many times the check's tolerance
+ALTERNATIVE_SEEDS = range(20)
+# Parts graded on the whole model, too slow to regrade for every mutant: fine-tuning has its
+# own tests (test_finetune_*), answers depend on no module.
+NOT_REGRADED = {"finetune", "answers"}
 
 
 def _collect(kind):
@@ -29,51 +42,140 @@ def _collect(kind):
 
 MUTANTS = _collect("MUTANTS")
 ALTERNATIVES = _collect("ALTERNATIVES")
-OUTCOMES = {}  # mutant id -> (lost points, got the expected diagnosis)
+RUBRIC = load_rubric()
+PARTS = {part.id: part for part in RUBRIC.parts}
+OUTCOMES = {}  # mutant id -> (part, lost points, got the expected diagnosis)
 
 
-def _graded_copy(tmp_path, edits, part):
+def _importers():
+    """{module: the reference modules that import it, directly or not}."""
+    direct = {
+        path.stem: set(re.findall(r"^from \.(\w+) import", path.read_text(), flags=re.M))
+        for path in Path(REFERENCE_DIR).glob("*.py")
+    }
+
+    def uses(module, seen=()):
+        return set().union(*({m} | uses(m, seen + (module,)) for m in direct.get(module, ()) if m not in seen))
+
+    users = defaultdict(set)
+    for module in direct:
+        for used in uses(module):
+            users[used].add(module)
+    return users
+
+
+IMPORTERS = _importers()
+
+
+def dependent_parts(edits):
+    """Parts whose own module is untouched by `edits` but imports an edited module: they use the
+    mutated code and must not be charged for it."""
+    edited = {Path(e.file).stem for e in edits}
+    users = set().union(*(IMPORTERS[m] for m in edited)) - edited
+    return sorted(p.id for p in RUBRIC.parts if p.module in users and p.id not in NOT_REGRADED)
+
+
+def _graded_copy(tmp_path, edits, part, seed=0):
     folder = tmp_path / "submission"
     if not folder.exists():
         shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
         apply_edits(folder, edits)
-    return run_part(folder, part, max_examples=10)
+    return run_part(folder, part, seed=seed, max_examples=10)
+
+
+def failure_margin(result):
+    """How many times its tolerance a failed check's error is: from `numbers.margin`, or from
+    statistical rows (value/target or share/expected with a [low, high] bound) as the distance to
+    the target over the bound's half-width. A failure with no tolerance (a wrong shape, a broken
+    property, an error) is discrete: infinite."""
+    if result.status != "failed":
+        return math.inf
+    details = result.details or {}
+    found = []
+    numbers = details.get("numbers") or {}
+    if "margin" in numbers:
+        found.append(numbers["margin"])
+    for rows in details.values():
+        for row in rows if isinstance(rows, list) else ():
+            if not (isinstance(row, dict) and {"low", "high"} <= row.keys()):
+                continue
+            value, target = row.get("value", row.get("share")), row.get("target", row.get("expected"))
+            if value is None or target is None or row["low"] <= value <= row["high"]:
+                continue
+            found.append(abs(value - target) / max((row["high"] - row["low"]) / 2, 1e-12))
+    return max(found) if found else math.inf
+
+
+def lost(results):
+    return {cid: r for cid, r in results.items() if r.status in ("failed", "error")}
 
 
 def test_the_suite_is_big_enough_and_names_real_diagnoses():
-    assert len(MUTANTS) >= 40, f"only {len(MUTANTS)} mutants"
-    assert len(ALTERNATIVES) >= 8, f"only {len(ALTERNATIVES)} alternatives"
+    assert len(MUTANTS) >= 120, f"only {len(MUTANTS)} mutants"
+    assert len(ALTERNATIVES) >= 25, f"only {len(ALTERNATIVES)} alternatives"
     assert len({m.id for m in MUTANTS}) == len(MUTANTS)
+    assert len({a.id for a in ALTERNATIVES}) == len(ALTERNATIVES)
     unknown = [m.id for m in MUTANTS if m.diagnosis is not None and m.diagnosis not in DIAGNOSES]
     assert not unknown
+    graded_parts = {p.id for p in RUBRIC.parts} - NOT_REGRADED
+    assert graded_parts <= {m.part for m in MUTANTS}, "a part without mutants"
+
+
+def test_dependent_parts_follow_the_imports():
+    assert {"block", "bert", "pretraining"} <= set(dependent_parts([Edit("attention.py", "", "")]))
+    assert "causal_lm" in dependent_parts([Edit("encoder.py", "", "")])
+    assert dependent_parts([Edit("gpt.py", "", "")]) == []
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.id)
 def test_mutant_loses_points_in_its_part(mutant, tmp_path):
     results = _graded_copy(tmp_path, mutant.edits, mutant.part)
-    failed = {cid: r for cid, r in results.items() if r.status in ("failed", "error")}
+    failed = lost(results)
     diagnoses = {r.diagnosis for r in failed.values() if r.status == "failed"}
-    OUTCOMES[mutant.id] = (bool(failed), mutant.diagnosis in diagnoses)
+    OUTCOMES[mutant.id] = (mutant.part, bool(failed), mutant.diagnosis in diagnoses)
     assert failed, f"{mutant.id} passed every check of {mutant.part}"
     # a realistic mistake computes something from its input: no gate may call it degenerate
     assert "degenerate_output" not in diagnoses, f"{mutant.id}: a gate called a realistic mistake degenerate"
+    margins = {cid: failure_margin(r) for cid, r in failed.items()}
+    assert max(margins.values()) >= MIN_MARGIN, f"{mutant.id} caught only by a thin margin: {margins}"
+
+
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if dependent_parts(m.edits)], ids=lambda m: m.id)
+def test_mutant_is_charged_once(mutant, tmp_path):
+    """A part that only uses the mutated module grades its own code with the student's other
+    modules, so the mistake costs nothing there."""
+    charged = {}
+    for part in dependent_parts(mutant.edits):
+        if PARTS[part].points:
+            results = _graded_copy(tmp_path, mutant.edits, part)
+            charged.update({cid: (r.status, r.diagnosis, r.message[:200]) for cid, r in lost(results).items()})
+    assert not charged, f"{mutant.id} ({mutant.part}) is charged again in {sorted(charged)}: {charged}"
 
 
 @pytest.mark.parametrize("alternative", ALTERNATIVES, ids=lambda a: a.id)
 def test_alternative_keeps_full_marks(alternative, tmp_path):
-    for part in alternative.parts:
-        results = _graded_copy(tmp_path, alternative.edits, part)
-        lost = {cid: (r.status, r.message) for cid, r in results.items() if r.status != "passed"}
-        assert not lost, f"{alternative.id} lost points in {part}: {lost}"
+    for seed in ALTERNATIVE_SEEDS:
+        for part in alternative.parts:
+            results = _graded_copy(tmp_path, alternative.edits, part, seed=seed)
+            short = {cid: (r.status, r.message[:300]) for cid, r in lost(results).items()}
+            assert not short, f"{alternative.id} lost points in {part} under grading seed {seed}: {short}"
 
 
 def test_mutation_score():
-    """Runs after the mutants (file order): every mutant caught, at least 80% named right."""
+    """Runs after the mutants (file order): every mutant caught, at least 90% named right."""
     if len(OUTCOMES) < len(MUTANTS):
         pytest.skip("run the whole file to get the mutation score")
-    caught = sum(lost for lost, _ in OUTCOMES.values())
-    named = sum(right for _, right in OUTCOMES.values())
-    print(f"\nmutation score: {caught}/{len(MUTANTS)} mutants lose points, "
-          f"{named}/{len(MUTANTS)} ({named / len(MUTANTS):.0%}) get the expected diagnosis")
+    per_part = defaultdict(lambda: [0, 0, 0])
+    for part, caught, named in OUTCOMES.values():
+        per_part[part][0] += 1
+        per_part[part][1] += caught
+        per_part[part][2] += named
+    print("\nmutation score (mutants, lose points, named):")
+    for part, (n, caught, named) in sorted(per_part.items()):
+        print(f"  {part:20s} {n:4d} {caught:4d} {named:4d}")
+    caught = sum(c for _, c, _ in OUTCOMES.values())
+    named = sum(n for _, _, n in OUTCOMES.values())
+    print(f"  {'all':20s} {len(MUTANTS):4d} {caught:4d} {named:4d} ({named / len(MUTANTS):.0%} named)")
     assert caught == len(MUTANTS)
-    assert named >= 0.8 * len(MUTANTS)
+    assert named >= 0.9 * len(MUTANTS)
+

@@ -98,6 +98,7 @@ def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, d
     if is_close(got, expected, atol=atol, rtol=rtol):
         return
     numbers = tensor_numbers(got, expected)
+    numbers["margin"] = tolerance_margin(got, expected, atol=atol, rtol=rtol)
     surprise_nan = torch.isnan(got) & ~torch.isnan(expected)
     if surprise_nan.any():
         where = list(_unravel(int(surprise_nan.flatten().nonzero()[0]), got.shape))
@@ -109,6 +110,16 @@ def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, d
         diagnosis=diagnosis,
         details={"numbers": numbers, "expected": _short(expected), "got": _short(got), **(details or {})},
     )
+
+
+def tolerance_margin(got, expected, *, atol, rtol):
+    """How many times its tolerance (allclose's atol + rtol * |expected|) the worst element is off;
+    inf where a NaN or inf appears that the expected values do not have."""
+    g, e = got.double(), expected.double()
+    diff = (g - e).abs()
+    agree = (torch.isnan(g) & torch.isnan(e)) | (torch.isinf(g) & (g == e))
+    diff = torch.where(agree, torch.zeros_like(diff), diff.nan_to_num(nan=math.inf))
+    return float((diff / (atol + rtol * e.abs().nan_to_num(posinf=0.0, neginf=0.0))).max()) if diff.numel() else 0.0
 
 
 def _short(tensor, limit=400):
