@@ -7,6 +7,7 @@
     grade batch SUBMISSIONS --out DIR grade a whole course, resumably
     grade merge MANUAL.csv --out DIR  merge manual scores of written answers into a batch
     grade doctor                      every layer of the sandbox on this machine, with fixes
+    grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
 
 Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
 `grade check` while a public check fails (and for `grade doctor` on a machine without full
@@ -23,7 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
-SUBCOMMANDS = ("check", "build", "report", "batch", "merge", "doctor")
+SUBCOMMANDS = ("check", "build", "report", "batch", "merge", "doctor", "gradescope-kit")
 EXIT_NOT_ISOLATED = 3
 
 
@@ -184,6 +185,10 @@ def _subcommand(name):
         return cmd_report
     if name == "doctor":
         return cmd_doctor
+    if name == "gradescope-kit":
+        from graders import gradescope_kit
+
+        return gradescope_kit.cmd_kit
     if name in ("check", "build"):
         from graders import selfcheck
 

@@ -197,7 +197,6 @@ def test_gradescope_export_follows_its_schema(name):
 def test_gradescope_visibility_and_scores():
     results = report_samples.buggy()
     export = to_gradescope(results)
-    assert export["score"] == pytest.approx(results["score"])
     checks = [c for p in results["parts"] for c in p["checks"]]
     for check, test in zip(checks, export["tests"], strict=True):
         expected = "after_due_date" if check["visibility"] == "hidden" else "visible"
@@ -208,6 +207,40 @@ def test_gradescope_visibility_and_scores():
             assert test["status"] == ("passed" if check["status"] == "passed" else "failed")
             assert test["max_score"] == check["max_score"]
     assert any(test["visibility"] == "after_due_date" for test in export["tests"])
+    automatic = sum(c["score"] for c in checks if c["status"] != "pending_manual")
+    assert sum(test["score"] for test in export["tests"]) == pytest.approx(automatic, abs=1e-3)
+
+
+def test_gradescope_hidden_checks_reveal_nothing_before_the_due_date():
+    results = report_samples.buggy()
+    export = to_gradescope(results)
+    assert "score" not in export, "the top-level score is always shown: it would count the hidden checks"
+    hidden = [c for p in results["parts"] for c in p["checks"] if c["visibility"] == "hidden"]
+    assert hidden
+    for check in hidden:
+        assert check["title"] not in export["output"]
+    for part in results["parts"]:
+        if all(c["visibility"] == "hidden" for c in part["checks"]):
+            assert part["title"] not in export["output"]
+
+
+def test_gradescope_score_is_given_when_nothing_is_hidden():
+    results = report_samples.buggy()
+    for part in results["parts"]:
+        part["checks"] = [c for c in part["checks"] if c["visibility"] != "hidden"]
+    export = to_gradescope(results)
+    visible = sum(c["score"] for p in results["parts"] for c in p["checks"] if c["status"] != "pending_manual")
+    assert export["score"] == pytest.approx(visible, abs=1e-3)
+
+
+def test_gradescope_merged_written_answers_are_not_counted_twice():
+    results = report_samples.buggy()
+    written = next(c for p in results["parts"] for c in p["checks"] if c["status"] == "pending_manual")
+    written.update(status="passed", score=written["max_score"],
+                   details={"manual": {"score": written["max_score"], "max_score": written["max_score"], "given": 5}})
+    test = next(t for t in to_gradescope(results)["tests"] if t["name"].endswith(written["title"]))
+    assert test["score"] == 0 and test["max_score"] == 0
+    assert "own question" in test["output"]
 
 
 def test_gradescope_rejected_submission():

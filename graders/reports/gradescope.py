@@ -6,10 +6,14 @@ not interpreted; the few inline strings are backslash-escaped.
 
 Choices Gradescope's format leaves to us:
 - hidden checks are exported with visibility "after_due_date", so students see them after the
-  deadline and not before;
-- a written answer (status pending_manual) is exported as a 0-point test without a status: its
-  points belong to a manually graded question on Gradescope, not to the autograder score, and
-  it is neither passed nor failed yet;
+  deadline and not before. Nothing else may give them away: while any test is hidden, the
+  top-level `score` (always shown) is left out, so that Gradescope totals the tests itself under
+  their own visibility, and the top-level `output` (always shown) lists the visible checks'
+  parts and points only;
+- a written answer is exported as a 0-point test: its points belong to a manually graded
+  question on Gradescope, so they never enter the autograder's score, also once `grade merge`
+  has recorded them (counted there and in the question, they would count twice). A pending
+  answer has no status; a merged one says what was given;
 - skipped and error checks are "failed": they earned nothing.
 """
 
@@ -55,15 +59,19 @@ def to_gradescope(results: dict) -> dict:
         for p, part in enumerate(results.get("parts") or [], start=1)
         for c, check in enumerate(part.get("checks") or [], start=1)
     ]
-    return _with_time(
-        {
-            "score": _number(results.get("score")),
-            "output": _overview(results),
-            "output_format": "md",
-            "tests": tests,
-        },
-        results,
-    )
+    export = {"output": _overview(results), "output_format": "md", "tests": tests}
+    if not any(test["visibility"] != "visible" for test in tests):
+        export["score"] = round(sum(test["score"] for test in tests), 4)
+    return _with_time(export, results)
+
+
+def is_hand_graded(check: dict) -> bool:
+    """A written answer: pending, or given its points by `grade merge`."""
+    return check.get("status") == MANUAL or "manual" in (check.get("details") or {})
+
+
+def _visible(check: dict) -> bool:
+    return check.get("visibility") != "hidden"
 
 
 def _number(value) -> float:
@@ -98,16 +106,25 @@ def _overview(results: dict) -> str:
     warning = isolation_warning(results)
     lines = [*([f"**{md_inline(warning)}**", ""] if warning else []), f"**{md_inline(headline(results))}**", ""]
     for part in results.get("parts") or []:
+        shown = [c for c in part.get("checks") or [] if _visible(c) and not is_hand_graded(c)]
+        if not shown:
+            continue
         line = (
             f"- {md_inline(part.get('title') or part.get('id'))}: "
-            f"{format_points(part.get('score'))} / {format_points(part.get('max_score'))}"
+            f"{format_points(sum(_number(c.get('score')) for c in shown))} / "
+            f"{format_points(sum(_number(c.get('max_score')) for c in shown))}"
         )
         if part.get("provisional"):
             line += f" (provisional: {md_inline(part.get('note') or 'may still change')})"
         lines.append(line)
-    manual_points = sum(_number(c.get("max_score")) for c in all_checks(results) if c.get("status") == MANUAL)
+    checks = list(all_checks(results))
+    hidden = sum(1 for c in checks if not _visible(c))
+    if hidden:
+        lines += ["", f"{hidden} more checks are graded now and shown after the due date."]
+    manual_points = sum(_number(c.get("max_score")) for c in checks if is_hand_graded(c) and _visible(c))
     if manual_points:
-        lines += ["", f"Written answers ({format_points(manual_points)} points) are graded by hand."]
+        lines += ["", f"Written answers ({format_points(manual_points)} points) are graded by hand, "
+                      "in their own question."]
     return "\n".join(lines)
 
 
@@ -123,7 +140,7 @@ def _test(number: str, part: dict, check: dict) -> dict:
         "visibility": "after_due_date" if check.get("visibility") == "hidden" else "visible",
         "tags": [str(part.get("id"))] + ([str(diagnosis["id"])] if diagnosis.get("id") else []),
     }
-    if check.get("status") == MANUAL:
+    if is_hand_graded(check):
         test.update(score=0, max_score=0)
     else:
         test.update(
@@ -137,10 +154,13 @@ def _test(number: str, part: dict, check: dict) -> dict:
 def _test_output(part: dict, check: dict, diagnosis: dict) -> str:
     details = check.get("details") if isinstance(check.get("details"), dict) else {}
     blocks = []
-    if check.get("status") == MANUAL:
+    if is_hand_graded(check):
+        given = details.get("manual") if isinstance(details.get("manual"), dict) else {}
+        graded = (f" Graded: {format_points(given.get('score'))} / {format_points(given.get('max_score'))}."
+                  if given else "")
         blocks.append(
             f"Written answer, graded by hand ({format_points(check.get('max_score'))} points, "
-            "not part of the autograder score)."
+            f"recorded in its own question, not in the autograder score).{graded}"
         )
     if part.get("provisional"):
         blocks.append(f"_Provisional:_ {md_inline(part.get('note') or 'this score may still change')}")

@@ -1,0 +1,176 @@
+"""The autograder for Gradescope: `grade gradescope-kit` writes the zip an instructor uploads,
+and its `run_autograder` grades one submission there.
+
+Gradescope builds an image from the zip: it unpacks it into /autograder/source and runs
+`setup.sh` as root (with internet), then for every submission runs /autograder/run_autograder
+as root with the student's files in /autograder/submission, and shows
+/autograder/results/results.json. The kit holds:
+
+    setup.sh          Python 3.11+, bubblewrap, a virtualenv with the exact versions of the
+                      grader's dependencies this kit was made with (CPU torch)
+    run_autograder    python -m graders.gradescope_kit run /autograder
+    requirements.txt  those versions
+    kit.json          the grading options baked in (parts, seed, unsafe)
+    grader/           the grader and the reference solution, from this installation
+
+Grading fails closed as everywhere: on an image where student code cannot be isolated, the
+submission is not graded, results.json says so (score 0) and the fix is in the instructor's
+stdout, unless the kit was made with --unsafe-no-sandbox, which every output then shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import io
+import json
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import graders
+import reference
+from graders.atomic import write_atomically
+from graders.cli import EXIT_NOT_ISOLATED
+
+KIT_CONFIG = "kit.json"
+GRADER_FOLDER = "grader"
+# Importable packages of the grader's dependencies, by distribution name (pyproject.toml).
+DEPENDENCIES = ("torch", "numpy", "safetensors", "hypothesis", "jinja2", "nbformat", "rich", "transformers",
+                "jsonschema")
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, to build the autograder's image.
+set -euo pipefail
+cd /autograder/source
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+PYTHON=$(command -v python3.13 || command -v python3.12 || command -v python3.11 || true)
+if [ -z "$PYTHON" ]; then
+    apt-get install -y -q python3.11
+    PYTHON=$(command -v python3.11)
+fi
+apt-get install -y -q bubblewrap "$(basename "$PYTHON")-venv"
+"$PYTHON" -m venv /autograder/venv
+/autograder/venv/bin/pip install -q --upgrade pip
+/autograder/venv/bin/pip install -q "torch==__TORCH__" --index-url __TORCH_INDEX__
+/autograder/venv/bin/pip install -q -r requirements.txt
+# The grader and the reference come from this kit, not from an index.
+SITE=$(/autograder/venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo /autograder/source/__GRADER__ > "$SITE/transformer_grader_kit.pth"
+/autograder/venv/bin/python -m graders.cli doctor || echo "grade doctor: student code cannot be isolated on this image"
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this as root for every submission: submission/ in, results/results.json out.
+exec "${GRADER_PYTHON:-/autograder/venv/bin/python}" -m graders.gradescope_kit run "${AUTOGRADER_ROOT:-/autograder}"
+"""
+
+
+def pinned_requirements() -> list[str]:
+    """The dependencies at the versions this installation runs (torch apart: setup.sh takes
+    its CPU build from PyTorch's index)."""
+    return [f"{name}=={importlib.metadata.version(name)}" for name in DEPENDENCIES if name != "torch"]
+
+
+def torch_version() -> str:
+    return importlib.metadata.version("torch").split("+")[0]
+
+
+def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = None, unsafe: bool = False) -> Path:
+    """The autograder zip for Gradescope, at `out`."""
+    config = {"parts": parts, "seed": seed, "unsafe_no_sandbox": unsafe}
+    setup = (SETUP_SH.replace("__TORCH__", torch_version()).replace("__TORCH_INDEX__", TORCH_CPU_INDEX)
+             .replace("__GRADER__", GRADER_FOLDER))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as kit:
+        _add(kit, "setup.sh", setup, executable=True)
+        _add(kit, "run_autograder", RUN_AUTOGRADER, executable=True)
+        _add(kit, "requirements.txt", "\n".join(pinned_requirements()) + "\n")
+        _add(kit, KIT_CONFIG, json.dumps(config, indent=2) + "\n")
+        for package in (graders, reference):
+            folder = Path(package.__file__).parent
+            for path in sorted(folder.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                    name = f"{GRADER_FOLDER}/{folder.name}/{path.relative_to(folder).as_posix()}"
+                    _add(kit, name, path.read_bytes())
+    return write_atomically(out, buffer.getvalue())
+
+
+def _add(kit: zipfile.ZipFile, name: str, data, *, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))  # the same kit, byte for byte
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    kit.writestr(info, data)
+
+
+# ---------------------------------------------------------------- on Gradescope
+
+
+def submitted_input(submission: Path) -> Path:
+    """What to grade: the folder Gradescope filled, or the one zip or notebook in it."""
+    files = [p for p in submission.iterdir() if not p.name.startswith(".")] if submission.is_dir() else []
+    if len(files) == 1 and files[0].is_file() and files[0].suffix.lower() in (".zip", ".ipynb"):
+        return files[0]
+    return submission
+
+
+def not_graded(text: str) -> dict:
+    return {"score": 0, "output": text, "output_format": "text", "tests": []}
+
+
+def run(root: Path) -> int:
+    """Grade root/submission and write root/results/results.json; always writes it."""
+    from graders.cli import main
+
+    config = json.loads((root / "source" / KIT_CONFIG).read_text())
+    results_file = root / "results" / "results.json"
+    out = root / "grade-out"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = [str(submitted_input(root / "submission")), "--out", str(out)]
+    if config.get("parts"):
+        argv += ["--parts", *config["parts"]]
+    if config.get("seed") is not None:
+        argv += ["--seed", str(config["seed"])]
+    if config.get("unsafe_no_sandbox"):
+        argv.append("--unsafe-no-sandbox")
+    status = main(argv)
+    export = out / "gradescope.json"
+    if status == EXIT_NOT_ISOLATED:
+        document = not_graded("Not graded yet: the autograder will not run code without isolating it, and this "
+                              "image cannot isolate it. Your submission is kept; your instructor has been told.")
+    elif export.is_file():
+        document = json.loads(export.read_text())
+    else:
+        document = not_graded("Not graded: the autograder failed. Your submission is kept; your instructor "
+                              "has been told.")
+    write_atomically(results_file, json.dumps(document, indent=1, allow_nan=False))
+    return 0
+
+
+def cmd_kit(argv) -> int:
+    parser = argparse.ArgumentParser(prog="grade gradescope-kit",
+                                     description="Write the autograder zip to upload to Gradescope.")
+    parser.add_argument("--out", type=Path, default=Path("autograder.zip"))
+    parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
+    parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's)")
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="grade even where the image cannot isolate student code; every output says so")
+    args = parser.parse_args(argv)
+    from graders.scoring import load_rubric
+
+    known = [part.id for part in load_rubric().parts]
+    unknown = [part for part in args.parts or [] if part not in known]
+    if unknown:
+        parser.error(f"no such part: {', '.join(unknown)} (the parts are: {', '.join(known)})")
+    path = write_kit(args.out, parts=args.parts, seed=args.seed, unsafe=args.unsafe_no_sandbox)
+    print(f"autograder kit: {path} (upload it as the assignment's autograder on Gradescope)")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["run"] and len(sys.argv) == 3:
+        sys.exit(run(Path(sys.argv[2])))
+    sys.exit(cmd_kit(sys.argv[1:]))

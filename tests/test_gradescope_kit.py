@@ -1,0 +1,131 @@
+"""The Gradescope kit, run as Gradescope runs it: the zip unpacked into <root>/source, its
+run_autograder copied to <root>/run_autograder, the student's files in <root>/submission, and
+<root>/results/results.json read back.
+
+setup.sh needs apt and an index, so the test stands in for it: a virtualenv whose .pth puts the
+kit's grader/ first (exactly as setup.sh does) and this environment's packages after it, for
+the dependencies. The grader that runs is the kit's copy (checked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from graders.build import REPO_ROOT
+from graders.gradescope_kit import write_kit
+from graders.sandbox import isolation
+from tests.test_wheel_install import clean_environment
+
+EXAMPLE = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+SCHEMA = json.loads((REPO_ROOT / "graders" / "schemas" / "gradescope.schema.json").read_text())
+PARTS = ["attention", "answers"]  # visible checks, hidden numeric answers, written answers
+FULL = os.geteuid() == 0 and isolation.find_bwrap() is not None and isolation.bwrap_works(isolation.find_bwrap(), True)
+
+
+def test_the_kit_holds_what_gradescope_needs(tmp_path):
+    kit = write_kit(tmp_path / "autograder.zip", parts=PARTS)
+    with zipfile.ZipFile(kit) as archive:
+        names = set(archive.namelist())
+        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
+        requirements = archive.read("requirements.txt").decode().split()
+        setup = archive.read("setup.sh").decode()
+        config = json.loads(archive.read("kit.json"))
+    assert {"setup.sh", "run_autograder", "requirements.txt", "kit.json", "grader/graders/cli.py",
+            "grader/graders/rubric.toml", "grader/reference/attention.py", "grader/reference/answers.toml"} <= names
+    assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
+    assert not any("__pycache__" in name for name in names)
+    assert all("==" in line for line in requirements) and any(r.startswith("transformers==") for r in requirements)
+    assert "torch==" in setup and "--index-url" in setup and "bubblewrap" in setup
+    assert config == {"parts": PARTS, "seed": None, "unsafe_no_sandbox": False}
+    assert subprocess.run(["bash", "-n", "-c", setup]).returncode == 0
+    assert write_kit(tmp_path / "again.zip", parts=PARTS).read_bytes() == kit.read_bytes()
+
+
+def test_the_kit_command_rejects_an_unknown_part(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "graders.cli", "gradescope-kit", "--out", str(tmp_path / "k.zip"),
+                           "--parts", "atention"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 2 and "no such part: atention" in done.stderr
+    assert not (tmp_path / "k.zip").exists()
+
+
+@pytest.fixture(scope="module")
+def gradescope_root():
+    """/autograder as Gradescope lays it out, under a folder others may enter (the sandbox user
+    must reach the kit's grader, as on Gradescope)."""
+    root = Path(tempfile.mkdtemp(prefix="autograder-"))
+    try:
+        root.chmod(0o755)
+        kit = write_kit(root / "autograder.zip", parts=PARTS)
+        with zipfile.ZipFile(kit) as archive:
+            archive.extractall(root / "source")
+        for path in (root / "source").rglob("*"):
+            path.chmod(0o755 if path.is_dir() or path.name in ("setup.sh", "run_autograder") else 0o644)
+        shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+        shutil.copytree(EXAMPLE, root / "submission")
+        (root / "results").mkdir()
+        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
+                              capture_output=True, text=True, env=clean_environment())
+        assert made.returncode == 0, made.stderr
+        python = root / "venv" / "bin" / "python"
+        purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                      capture_output=True, text=True, env=clean_environment()).stdout.strip())
+        import site
+
+        ours = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
+        (purelib / "transformer_grader_kit.pth").write_text(f"{root / 'source' / 'grader'}\n")
+        (purelib / "zz_dependencies.pth").write_text("".join(f"{folder}\n" for folder in ours))
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_autograder(root: Path, **environment) -> tuple[subprocess.CompletedProcess, dict]:
+    results = root / "results" / "results.json"
+    results.unlink(missing_ok=True)
+    done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, capture_output=True, text=True,
+                          timeout=600, env=clean_environment(GRADER_PYTHON=str(root / "venv" / "bin" / "python"),
+                                                             AUTOGRADER_ROOT=str(root), **environment))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    document = json.loads(results.read_text())
+    jsonschema.validate(document, SCHEMA)
+    return done, document
+
+
+def test_the_kit_runs_its_own_grader(gradescope_root):
+    python = gradescope_root / "venv" / "bin" / "python"
+    located = subprocess.run([str(python), "-c", "import graders, reference; print(graders.__file__, reference.__file__)"],
+                             capture_output=True, text=True, cwd="/", env=clean_environment())
+    assert located.stdout.split() == [str(gradescope_root / "source" / "grader" / name / "__init__.py")
+                                      for name in ("graders", "reference")], located.stdout + located.stderr
+
+
+@pytest.mark.skipif(not FULL, reason="needs bubblewrap and root (bash setup.sh as root installs it)")
+def test_run_autograder_grades_and_hides_the_hidden_checks(gradescope_root):
+    _, document = run_autograder(gradescope_root)
+    tests = document["tests"]
+    assert tests and {t["tags"][0] for t in tests} == set(PARTS)
+    assert "mask_as_square" in {tag for t in tests for tag in t["tags"]}  # the seed-004 student's scaled_dot_product
+    hidden = [t for t in tests if t["visibility"] == "after_due_date"]
+    assert hidden, "the numeric answers are hidden checks"
+    assert "score" not in document
+    for test in hidden:
+        assert test["name"].split(": ", 1)[1] not in document["output"]
+    written = [t for t in tests if "graded by hand" in t["output"]]
+    assert written and all(t["max_score"] == 0 for t in written)
+
+
+def test_run_autograder_fails_closed_where_nothing_isolates(gradescope_root):
+    done, document = run_autograder(gradescope_root, **{isolation.BWRAP_ENVIRONMENT: ""})
+    assert document["score"] == 0 and document["tests"] == []
+    assert document["output"].startswith("Not graded yet")
+    assert "bubblewrap" in done.stderr  # the fix, in the instructor's stdout/stderr
