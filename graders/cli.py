@@ -16,13 +16,14 @@ isolated on this machine (the message says how to fix it).
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
 import time
 import traceback
 from pathlib import Path
+
+from graders.options import add_grading_arguments, grading_options
 
 SUBCOMMANDS = ("check", "build", "report", "batch", "merge", "doctor", "gradescope-kit")
 EXIT_NOT_ISOLATED = 3
@@ -32,22 +33,13 @@ def _grade_parser():
     parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of the Transformers assignment.")
     parser.add_argument("submission", type=Path, help="a .zip, a folder or a .ipynb")
     parser.add_argument("--out", type=Path, default=None, help="where results.json and the reports go (default: ./grade-out/<name>)")
-    parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's; same seed, same score)")
-    parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
-    parser.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per call into student code")
-    add_unsafe_option(parser)
-    _add_finetune_options(parser)
+    add_grading_arguments(parser)
     return parser
 
 
-def add_unsafe_option(parser):
-    parser.add_argument("--unsafe-no-sandbox", action="store_true",
-                        help="grade without full isolation, for code you trust (your own); every output says so")
-
-
-def refuse_unless_isolated(args, prog="grade") -> int | None:
+def refuse_unless_isolated(unsafe: bool, prog="grade") -> int | None:
     """The fail-closed gate, before anything is read: EXIT_NOT_ISOLATED with every fix, or None."""
-    if args.unsafe_no_sandbox:
+    if unsafe:
         print(f"{prog}: WARNING: --unsafe-no-sandbox: student code runs without full isolation; "
               "this grade is marked as such in every output", file=sys.stderr)
         return None
@@ -61,57 +53,32 @@ def refuse_unless_isolated(args, prog="grade") -> int | None:
     return None
 
 
-def _add_finetune_options(parser):
-    group = parser.add_argument_group("fine-tuning (the sentiment part's training check)")
-    group.add_argument("--imdb", type=Path, default=None, help="IMDB: an aclImdb/ folder, parquet, CSV or JSONL")
-    group.add_argument("--encoder", default=None, help="a BERT folder or a model name in the local Hugging Face cache")
-    group.add_argument("--feature-cache", type=Path, default=None, help="folder of the shared encoder-feature cache")
-    group.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
-    group.add_argument("--finetune-budget", type=float, default=None, help="seconds of training allowed per submission")
-
-
-def finetune_options(args):
-    return {
-        "imdb": args.imdb,
-        "encoder": args.encoder,
-        "feature_cache": args.feature_cache,
-        "device": args.device,
-        "time_budget_s": args.finetune_budget,
-    }
-
-
 def cmd_grade(argv):
-    args = _grade_parser().parse_args(argv)
+    parser = _grade_parser()
+    args = parser.parse_args(argv)
     if not args.submission.exists():
         print(f"grade: no such file or folder: {args.submission}", file=sys.stderr)
         return 2
-    refused = refuse_unless_isolated(args)
+    options = grading_options(args, parser)
+    refused = refuse_unless_isolated(options.unsafe)
     if refused is not None:
         return refused
     from graders.grading import error_result, grade, write_results
     from graders.reports import print_summary, write_reports
-    from graders.sandbox import Limits
-
-    out = args.out or Path("grade-out") / args.submission.stem
-    limits = Limits()
-    if args.timeout is not None:
-        limits = dataclasses.replace(limits, call_timeout_s=args.timeout)
-    if args.finetune_budget is not None:  # the training runs inside the submission's budget
-        limits = dataclasses.replace(limits, submission_budget_s=limits.submission_budget_s + args.finetune_budget)
     from graders.sandbox.isolation import IsolationUnavailable
 
+    out = args.out or Path("grade-out") / args.submission.stem
     started = time.perf_counter()
     try:
-        results = grade(args.submission, seed=args.seed, only_parts=args.parts, limits=limits,
-                        options=finetune_options(args), extra_secrets=[out.resolve()],
-                        unsafe=args.unsafe_no_sandbox)
+        results = grade(args.submission, seed=options.seed, only_parts=options.parts, limits=options.limits(),
+                        options=options.finetune_dict(), extra_secrets=[out.resolve()], unsafe=options.unsafe)
     except IsolationUnavailable as refusal:  # found only once the secrets were known: still a refusal
         print(f"grade: {refusal}", file=sys.stderr)
         return EXIT_NOT_ISOLATED
     except Exception as error:  # noqa: BLE001 - a result is always written; the traceback is for us
         traceback.print_exc()
         results = error_result(args.submission, f"the grader failed: {type(error).__name__}: {error}",
-                               only_parts=args.parts, started=started)
+                               only_parts=options.parts, started=started)
     path = write_results(results, out)
     try:
         reports = write_reports(results, out)
@@ -146,12 +113,11 @@ def cmd_report(argv):
 
 def cmd_doctor(argv):
     parser = argparse.ArgumentParser(prog="grade doctor", description="Show every layer of the sandbox on this machine.")
-    _add_finetune_options(parser)
-    args = parser.parse_args(argv)
+    add_grading_arguments(parser)
+    options = grading_options(parser.parse_args(argv), parser).finetune_dict()
     from graders.checks.finetune import worker_readable_paths
     from graders.sandbox.doctor import diagnose, full_isolation, render
 
-    options = finetune_options(args)
     gpu = options["device"] == "cuda"
     findings = diagnose(readable_paths=worker_readable_paths(options), gpu=gpu,
                         secret_paths=[path for path in (options["imdb"],) if path is not None])

@@ -33,6 +33,7 @@ import graders
 import reference
 from graders.atomic import write_atomically
 from graders.cli import EXIT_NOT_ISOLATED
+from graders.options import validate_parts
 
 KIT_CONFIG = "kit.json"
 GRADER_FOLDER = "grader"
@@ -159,12 +160,7 @@ def cmd_kit(argv) -> int:
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade even where the image cannot isolate student code; every output says so")
     args = parser.parse_args(argv)
-    from graders.scoring import load_rubric
-
-    known = [part.id for part in load_rubric().parts]
-    unknown = [part for part in args.parts or [] if part not in known]
-    if unknown:
-        parser.error(f"no such part: {', '.join(unknown)} (the parts are: {', '.join(known)})")
+    validate_parts(args.parts, parser)
     path = write_kit(args.out, parts=args.parts, seed=args.seed, unsafe=args.unsafe_no_sandbox)
     print(f"autograder kit: {path} (upload it as the assignment's autograder on Gradescope)")
     return 0

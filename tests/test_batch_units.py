@@ -317,7 +317,8 @@ def test_slurm_backend_submits_one_capped_array_of_the_unfinished(tmp_path, monk
     args = ["--out", str(out), "--parts", "attention", "--backend", "slurm", "--no-wait",
             "--slurm-partition", "gpu", "--slurm-gpus-per-job", "1", "--slurm-parallelism", "3",
             "--slurm-time", "30", "--slurm-setup", "module load cuda"]
-    config = config_from_args(_batch_parser().parse_args([str(subs), *args]))
+    parser = _batch_parser()
+    config = config_from_args(parser.parse_args([str(subs), *args]), parser)
     specs, _ = plan(subs, out, config)
     done = next(s for s in specs if s["student_id"] == "a")
     store.publish(out, "a", fake_results(8.0), {"key": done["key"]})

@@ -17,7 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from graders.cli import add_unsafe_option, refuse_unless_isolated
+from graders.cli import refuse_unless_isolated
+from graders.options import add_grading_arguments, grading_options
 
 
 def _batch_parser() -> argparse.ArgumentParser:
@@ -30,19 +31,14 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--manifest", type=Path, default=None, help="CSV student_id,path: grade exactly these")
     parser.add_argument("--names", choices=("plain", "canvas", "moodle"), default="plain",
                         help="how student ids are read from entry names (docs/batch.md)")
-    parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
-    parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's)")
-    parser.add_argument("--timeout-per-submission", type=float, default=None, metavar="S",
-                        help="sandbox time budget of one submission (Limits.submission_budget_s, default 600)")
     parser.add_argument("--hard-timeout", type=float, default=None, metavar="S",
                         help="kill a submission's grading process after S s (default 1.5 x budget + 120)")
-    parser.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per call into student code")
     parser.add_argument("--retries", type=int, default=2, help="retries for lost infrastructure (never for a student's failure)")
     parser.add_argument("--regrade", action="store_true", help="grade everything again")
     parser.add_argument("--redo-errors", action="store_true", help="grade again the submissions that ended in an error")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     parser.add_argument("--backend", choices=("local", "slurm"), default="local")
-    add_unsafe_option(parser)
+    add_grading_arguments(parser)
     slurm = parser.add_argument_group("Slurm (through submitit; DIR must be on a shared file system)")
     slurm.add_argument("--slurm-partition", default=None)
     slurm.add_argument("--slurm-time", type=int, default=None, metavar="MIN", help="minutes per array task (default from the hard timeout)")
@@ -58,41 +54,30 @@ def _batch_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--slurm-cluster", choices=("slurm", "local", "debug"), default="slurm",
                        help="local/debug: submitit's executors on this machine (testing without Slurm)")
     slurm.add_argument("--no-wait", action="store_true", help="submit and return; run again later to collect")
-    group = parser.add_argument_group("fine-tuning (the sentiment part's training check)")
-    group.add_argument("--imdb", type=Path, default=None)
-    group.add_argument("--encoder", default=None)
-    group.add_argument("--feature-cache", type=Path, default=None, help="shared encoder-feature cache (default DIR/feature-cache)")
-    group.add_argument("--device", default=None)
-    group.add_argument("--finetune-budget", type=float, default=None)
     return parser
 
 
-def config_from_args(args):
+def config_from_args(args, parser):
     from graders.batch.run import BatchConfig
-    from graders.sandbox import Limits
 
-    limits = {}
-    if args.timeout_per_submission is not None:
-        limits["submission_budget_s"] = args.timeout_per_submission
-    if args.timeout is not None:
-        limits["call_timeout_s"] = args.timeout
+    options = grading_options(args, parser).resolved()
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
-    options = {"imdb": args.imdb, "encoder": args.encoder, "feature_cache": args.feature_cache,
-               "device": args.device, "time_budget_s": args.finetune_budget}
     slurm = {"partition": args.slurm_partition, "time_min": args.slurm_time, "mem_gb": args.slurm_mem_gb,
              "gpus_per_job": args.slurm_gpus_per_job, "cpus_per_task": args.slurm_cpus_per_task,
              "parallelism": args.slurm_parallelism, "cluster": args.slurm_cluster, "account": args.slurm_account,
              "qos": args.slurm_qos, "constraint": args.slurm_constraint, "setup": args.slurm_setup,
              "wait": not args.no_wait}
-    return BatchConfig(jobs=args.jobs, gpus=gpus, parts=args.parts, seed=args.seed, limits=Limits(**limits),
-                       hard_timeout_s=args.hard_timeout, retries=args.retries, options=options, names=args.names,
+    return BatchConfig(jobs=args.jobs, gpus=gpus, parts=list(options.parts) if options.parts else None,
+                       seed=options.seed, limits=options.limits(), hard_timeout_s=args.hard_timeout,
+                       retries=args.retries, options=options.finetune_dict(), names=args.names,
                        manifest=args.manifest, regrade=args.regrade, redo_errors=args.redo_errors,
                        backend=args.backend, slurm=slurm, progress=False if args.no_progress else None,
-                       unsafe=args.unsafe_no_sandbox)
+                       unsafe=options.unsafe)
 
 
 def cmd_batch(argv: list[str]) -> int:
-    args = _batch_parser().parse_args(argv)
+    parser = _batch_parser()
+    args = parser.parse_args(argv)
     if args.submissions is None and args.manifest is None:
         print("grade batch: give a SUBMISSIONS folder or a --manifest", file=sys.stderr)
         return 2
@@ -102,26 +87,18 @@ def cmd_batch(argv: list[str]) -> int:
     if args.jobs < 0 or args.retries < 0:
         print("grade batch: --jobs and --retries must not be negative", file=sys.stderr)
         return 2
-    if args.parts:
-        from graders.scoring import load_rubric
-
-        known = {p.id for p in load_rubric().parts}
-        unknown = [p for p in args.parts if p not in known]
-        if unknown:
-            print(f"grade batch: unknown part(s) {', '.join(unknown)}; parts: {', '.join(sorted(known))}", file=sys.stderr)
-            return 2
+    config = config_from_args(args, parser)  # exits 2 on a bad option
     # Local jobs run on this machine: refuse here, before anything is read. Slurm tasks run on
     # compute nodes, which may differ from this one: each refuses there (graders.batch.run_one),
     # and its submission's row says why.
     if args.backend == "local":
-        refused = refuse_unless_isolated(args, prog="grade batch")
+        refused = refuse_unless_isolated(config.unsafe, prog="grade batch")
         if refused is not None:
             return refused
     from graders.batch.discover import DiscoveryError
     from graders.batch.run import run_batch
     from graders.batch.supervise import Interrupted
 
-    config = config_from_args(args)
     try:
         summary = run_batch(args.submissions, args.out, config)
     except DiscoveryError as error:

@@ -24,7 +24,7 @@ class BatchConfig:
     limits: Limits = field(default_factory=Limits)
     hard_timeout_s: float | None = None  # None: 1.5 x limits.submission_budget_s + 120
     retries: int = 2  # per submission, for lost infrastructure only
-    options: dict | None = None  # fine-tuning options (graders.cli.finetune_options)
+    options: dict | None = None  # fine-tuning options (graders.options.GradingOptions.finetune_dict)
     names: str = "plain"
     manifest: Path | None = None
     regrade: bool = False  # grade everything again, whatever is done
@@ -78,10 +78,7 @@ def secrets_for(out: Path, submissions: list[Submission]) -> list[str]:
 def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> list[dict]:
     grader = store.grader_key(config.grading_config())
     secrets = secrets_for(out, submissions)
-    options = dict(config.options or {})
-    if options.get("feature_cache") is None:
-        options["feature_cache"] = str(Path(out).resolve() / "feature-cache")
-    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items()}
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in (config.options or {}).items()}
     return [{
         "out": str(Path(out).resolve()), "student_id": s.student_id, "source": str(Path(s.path).resolve()),
         "name": s.name, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,

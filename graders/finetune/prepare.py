@@ -20,6 +20,8 @@ import torch
 
 from .cache import Features, build_features, default_cache_root
 from .data import Review, load_imdb, load_small_sentiment, split_positions
+from graders.options import DEFAULT_ENCODER
+
 from .encoder import Encoder, load_encoder
 
 
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    encoder = load_encoder(args.encoder or ("bert-base-uncased" if args.imdb else "smoke"), device=args.device,
+    encoder = load_encoder(args.encoder or (DEFAULT_ENCODER if args.imdb else "smoke"), device=args.device,
                            cache_root=args.cache_root)
     if args.imdb:
         data = prepare_imdb(args.imdb, encoder, cache_root=args.cache_root, max_length=args.max_length, progress=True)
