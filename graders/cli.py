@@ -71,7 +71,7 @@ def cmd_grade(argv):
     started = time.perf_counter()
     try:
         results = grade(args.submission, seed=options.seed, only_parts=options.parts, limits=options.limits(),
-                        options=options.finetune_dict(), extra_secrets=[out.resolve()], unsafe=options.unsafe)
+                        options=options.check_options(), extra_secrets=[out.resolve()], unsafe=options.unsafe)
     except IsolationUnavailable as refusal:  # found only once the secrets were known: still a refusal
         print(f"grade: {refusal}", file=sys.stderr)
         return EXIT_NOT_ISOLATED
@@ -114,7 +114,7 @@ def cmd_report(argv):
 def cmd_doctor(argv):
     parser = argparse.ArgumentParser(prog="grade doctor", description="Show every layer of the sandbox on this machine.")
     add_grading_arguments(parser)
-    options = grading_options(parser.parse_args(argv), parser).finetune_dict()
+    options = grading_options(parser.parse_args(argv), parser).check_options()
     from graders.checks.finetune import worker_readable_paths
     from graders.sandbox.doctor import diagnose, full_isolation, render
 

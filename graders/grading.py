@@ -299,16 +299,14 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                 "reason": f"{removed} lines of the reference solution in what the student's code returned, "
                           "raised or printed were removed from every output"})
     timings["total_s"] = round(time.perf_counter() - started, 3)
-    score = round(sum(p["score"] for p in parts), 4)
-    max_score = round(sum(p["max_score"] for p in parts), 4)
+    count_provisional = bool((options or {}).get("count_provisional"))
     return {
         "schema_version": SCHEMA_VERSION,
         "status": status,
         "reason": reason,
         "mode": mode,
         "seed": seed,
-        "score": score,
-        "max_score": max_score,
+        **totals(parts, count_provisional),
         "submission": {"sha256": ingested.sha256, "name": Path(source).name, "kind": ingested.kind,
                        "notes": list(ingested.notes)},
         "versions": versions(rubric),
@@ -317,6 +315,22 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         "timings": timings,
         "parts": parts,
     }
+
+
+def totals(parts, count_provisional=False):
+    """score and max_score over the parts. A provisional part (smoke-mode fine-tuning) may still
+    change, so its points stay out of the totals, where a TA would import them into a gradebook,
+    unless the instructor asks for them; `provisional` says how many there are either way."""
+    counted = [p for p in parts if count_provisional or not p["provisional"]]
+    provisional = [p for p in parts if p["provisional"]]
+    section = {"score": round(sum(p["score"] for p in counted), 4),
+               "max_score": round(sum(p["max_score"] for p in counted), 4)}
+    if provisional:
+        section["provisional"] = {"parts": [p["id"] for p in provisional],
+                                  "score": round(sum(p["score"] for p in provisional), 4),
+                                  "max_score": round(sum(p["max_score"] for p in provisional), 4),
+                                  "counted": count_provisional}
+    return section
 
 
 def part_json(part, results):

@@ -5,7 +5,7 @@ validated here once, so that an option means the same wherever it is given.
     add_grading_arguments(parser)
     options = grading_options(parser.parse_args(argv), parser)   # exits 2 on a bad value
     options.limits()          # the sandbox's budgets, the fine-tuning budget included
-    options.finetune_dict()   # what graders.grading.grade takes as `options`
+    options.check_options()   # what graders.grading.grade takes as `options`
 
 The feature cache of the fine-tuning check is found the same way everywhere: --feature-cache,
 else $TRANSFORMER_GRADER_CACHE, else the per-user (or, for root, system) default, so a cache
@@ -37,6 +37,7 @@ class GradingOptions:
     call_timeout_s: float | None = None  # per call into student code; None: Limits' default
     submission_budget_s: float | None = None  # the sandbox's budget for the whole submission
     unsafe: bool = False  # grade without full isolation; every output says so
+    count_provisional: bool = False  # provisional (smoke-mode) points in the totals
     finetune: FinetuneOptions = FinetuneOptions()
 
     def limits(self):
@@ -52,11 +53,11 @@ class GradingOptions:
             budget += self.finetune.budget_s
         return dataclasses.replace(limits, submission_budget_s=budget)
 
-    def finetune_dict(self) -> dict:
-        """The fine-tuning options as graders.grading.grade takes them."""
+    def check_options(self) -> dict:
+        """The options of the checks and totals, as graders.grading.grade takes them."""
         f = self.finetune
         return {"imdb": f.imdb, "encoder": f.encoder, "feature_cache": f.feature_cache, "device": f.device,
-                "time_budget_s": f.budget_s}
+                "time_budget_s": f.budget_s, "count_provisional": self.count_provisional}
 
     def resolved(self) -> GradingOptions:
         """The same options with the feature cache made an absolute path, for a job that runs
@@ -92,6 +93,8 @@ def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sandbox time budget of one submission (default 600, plus --finetune-budget)")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade without full isolation, for code you trust (your own); every output says so")
+    parser.add_argument("--count-provisional", action="store_true",
+                        help="count provisional points (smoke-mode fine-tuning) in the totals; they are shown apart otherwise")
     group = parser.add_argument_group("fine-tuning (the sentiment part's training check)")
     group.add_argument("--imdb", type=Path, default=None, help="IMDB: an aclImdb/ folder, parquet, CSV or JSONL")
     group.add_argument("--encoder", default=None,
@@ -129,6 +132,7 @@ def grading_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         call_timeout_s=args.timeout,
         submission_budget_s=args.timeout_per_submission,
         unsafe=args.unsafe_no_sandbox,
+        count_provisional=args.count_provisional,
         finetune=FinetuneOptions(imdb=args.imdb, encoder=encoder, feature_cache=args.feature_cache,
                                  device=args.device, budget_s=args.finetune_budget),
     )

@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 import graders
+from graders.grading import totals
 
 RESULTS_SCHEMA = Path(graders.__file__).parent / "schemas" / "results.schema.json"
 GRADESCOPE_SCHEMA = Path(graders.__file__).parent / "schemas" / "gradescope.schema.json"
@@ -73,8 +74,7 @@ def result(parts, *, mode="instructor", name="student-42.zip", status="graded", 
         "status": status,
         "reason": reason,
         "mode": mode,
-        "score": sum(p["score"] for p in parts),
-        "max_score": sum(p["max_score"] for p in parts),
+        **totals(parts),
         "submission": {
             "sha256": "3f" * 32,
             "name": name,

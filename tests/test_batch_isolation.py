@@ -71,7 +71,7 @@ def test_a_greedy_snooping_student_harms_no_neighbour(tmp_path):
         book = {row["student_id"]: row for row in csv.DictReader(handle)}
     for name in ("honest_a", "honest_b"):
         assert book[name]["status"] == "graded", book[name]
-        assert float(book[name]["total"]) == pytest.approx(honest_alone), book[name]
+        assert float(book[name]["total"]) == pytest.approx(honest_alone, abs=0.005), book[name]
         assert "sabotaged" not in (out / "submissions" / name / "results.json").read_text()
-    assert float(book["greedy"]["total"]) <= honest_alone
+    assert float(book["greedy"]["total"]) <= round(honest_alone, 2)
     assert {path: path.read_bytes() for path in before} == before

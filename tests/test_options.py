@@ -31,7 +31,7 @@ def test_an_option_means_the_same_in_grade_and_in_grade_batch(tmp_path):
     config = config_from_args(batch_parser.parse_args([str(tmp_path), "--out", str(tmp_path / "o"), *OPTIONS]),
                               batch_parser)
     assert config.limits == single.limits()
-    assert config.options == single.resolved().finetune_dict()
+    assert config.options == single.resolved().check_options()
     assert (config.parts, config.seed, config.unsafe) == (list(single.parts), single.seed, single.unsafe)
 
 

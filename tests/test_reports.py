@@ -205,10 +205,15 @@ def test_gradescope_visibility_and_scores():
             assert test["max_score"] == 0 and "status" not in test
         else:
             assert test["status"] == ("passed" if check["status"] == "passed" else "failed")
-            assert test["max_score"] == check["max_score"]
+            counted = not provisional(results, check)
+            assert test["max_score"] == (check["max_score"] if counted else 0)
     assert any(test["visibility"] == "after_due_date" for test in export["tests"])
-    automatic = sum(c["score"] for c in checks if c["status"] != "pending_manual")
+    automatic = sum(c["score"] for c in checks if c["status"] != "pending_manual" and not provisional(results, c))
     assert sum(test["score"] for test in export["tests"]) == pytest.approx(automatic, abs=1e-3)
+
+
+def provisional(results, check):
+    return any(p["provisional"] and check in p["checks"] for p in results["parts"])
 
 
 def test_gradescope_hidden_checks_reveal_nothing_before_the_due_date():
@@ -229,8 +234,25 @@ def test_gradescope_score_is_given_when_nothing_is_hidden():
     for part in results["parts"]:
         part["checks"] = [c for c in part["checks"] if c["visibility"] != "hidden"]
     export = to_gradescope(results)
-    visible = sum(c["score"] for p in results["parts"] for c in p["checks"] if c["status"] != "pending_manual")
-    assert export["score"] == pytest.approx(visible, abs=1e-3)
+    counted = sum(c["score"] for p in results["parts"] for c in p["checks"]
+                  if c["status"] != "pending_manual" and not p["provisional"])
+    assert export["score"] == pytest.approx(counted, abs=1e-3)
+
+
+def test_provisional_points_stay_out_of_every_total_unless_counted():
+    results = report_samples.buggy()
+    [part] = [p for p in results["parts"] if p["provisional"]]
+    assert results["provisional"] == {"parts": [part["id"]], "score": part["score"],
+                                      "max_score": part["max_score"], "counted": False}
+    assert results["max_score"] == sum(p["max_score"] for p in results["parts"] if not p["provisional"])
+    export = to_gradescope(results)
+    finetune = [t for t in export["tests"] if t["tags"][0] == part["id"]]
+    assert finetune and all(t["max_score"] == 0 for t in finetune)
+    assert "not in the total" in export["output"]
+    buffer = io.StringIO()
+    print_summary(results, Console(file=buffer, width=120))
+    assert "provisional points, not in the total" in buffer.getvalue()
+    assert "not in the total" in render_html(results)
 
 
 def test_gradescope_merged_written_answers_are_not_counted_twice():
@@ -288,7 +310,9 @@ def test_terminal_summary_piped_from_a_process_has_no_escape_codes():
     )
     assert "\x1b" not in run.stdout
     assert "Attention is not scaled by 1/sqrt(d_k)" in run.stdout
-    assert run.stdout.rstrip().splitlines()[-1].startswith("Score: 2.4 / 39")
+    assert run.stdout.rstrip().splitlines()[-2].startswith("Score: 0 / 31")
+    assert run.stdout.rstrip().splitlines()[-1] == ("Provisional: plus 2.4 / 8 provisional points, not in the total "
+                                                    "(they may still change)")
 
 
 def test_terminal_self_check_wording():

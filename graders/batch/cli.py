@@ -69,7 +69,7 @@ def config_from_args(args, parser):
              "wait": not args.no_wait}
     return BatchConfig(jobs=args.jobs, gpus=gpus, parts=list(options.parts) if options.parts else None,
                        seed=options.seed, limits=options.limits(), hard_timeout_s=args.hard_timeout,
-                       retries=args.retries, options=options.finetune_dict(), names=args.names,
+                       retries=args.retries, options=options.check_options(), names=args.names,
                        manifest=args.manifest, regrade=args.regrade, redo_errors=args.redo_errors,
                        backend=args.backend, slurm=slurm, progress=False if args.no_progress else None,
                        unsafe=options.unsafe)

@@ -71,13 +71,13 @@ def _number(value) -> float:
 
 
 def _fmt(value: float) -> str:
-    return f"{round(value, 4):g}"
+    return f"{round(value, 2):g}"
 
 
 def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     parts = part_ids(rows)
-    header = ["student_id", "name", "total", "max", "status", *parts, "pending_manual", "flags", "isolation",
-              "report", "reason"]
+    header = ["student_id", "name", "total", "max", "status", *parts, "provisional", "pending_manual", "flags",
+              "isolation", "report", "reason"]
     table = []
     for row in rows:
         results = row["results"]
@@ -87,10 +87,37 @@ def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         report = f"{store.SUBMISSIONS}/{row['student_id']}/report.html"
         table.append([row["student_id"], str((results.get("batch") or {}).get("name") or row["marker"].get("name") or ""),
                       _fmt(_number(results.get("score"))), _fmt(_number(results.get("max_score"))),
-                      store.outcome_of(results), *[scores.get(pid, "") for pid in parts], str(pending),
+                      store.outcome_of(results), *[scores.get(pid, "") for pid in parts],
+                      _provisional_cell(results), str(pending),
                       _flags_cell(results), "NOT ISOLATED" if isolation_warning(results) else "full", report,
                       " ".join(reason.split())[:300]])
     return header, table
+
+
+def _provisional_banner(rows: list[dict]) -> str:
+    """One sentence for the dashboard when some totals leave out (or hold) provisional points."""
+    marked = [r["results"]["provisional"] for r in rows if isinstance(r["results"].get("provisional"), dict)]
+    if not marked:
+        return ""
+    parts = sorted({str(p) for m in marked for p in m.get("parts") or []})
+    counted = sum(1 for m in marked if m.get("counted"))
+    where = f"{len(marked)} submission(s) have provisional points ({', '.join(parts)}: smoke mode, which may still change)"
+    if counted == len(marked):
+        return f"{where}; the totals include them (--count-provisional)."
+    if counted:
+        return f"{where}; {counted} of the totals include them, the others do not: grade again with the same options."
+    return f"{where}; the totals leave them out (the provisional column shows them)."
+
+
+def _provisional_cell(results: dict) -> str:
+    """Which points may still change, and whether the total holds them: a TA importing the
+    totals into a gradebook must not take smoke-mode points for final ones."""
+    provisional = results.get("provisional")
+    if not isinstance(provisional, dict):
+        return ""
+    where = " ".join(str(p) for p in provisional.get("parts") or [])
+    points = f"{_fmt(_number(provisional.get('score')))}/{_fmt(_number(provisional.get('max_score')))}"
+    return f"{where} {points} {'in total' if provisional.get('counted') else 'not in total'}"
 
 
 def _flags_cell(results: dict) -> str:
@@ -185,6 +212,7 @@ def summary_view(rows: list[dict]) -> dict:
         "checks": check_rows, "diagnoses": diagnosis_rows, "slowest": slowest, "not_graded": not_graded,
         "lowest": lowest, "pending_manual": pending, "flagged": flagged,
         "not_isolated": [r["student_id"] for r in rows if isolation_warning(r["results"])],
+        "provisional": _provisional_banner(rows),
     }
 
 
@@ -225,11 +253,13 @@ th{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .kpi{display:flex;flex-wrap:wrap;gap:1em}.kpi div{background:#f4f6f8;padding:.5em 1em;border-radius:6px}
 .kpi b{display:block;font-size:1.4em}code{font-size:.9em}a{color:#2a5db0}
 .unsafe{border:2px solid #c33;background:#ffebe9;border-radius:6px;padding:.5em 1em}
+.provisional{border:2px solid #b8860b;background:#fff8e1;border-radius:6px;padding:.5em 1em}
 </style></head><body>
 <h1>Batch summary</h1>
 {% if v.not_isolated %}<p class="unsafe" role="alert"><strong>NOT ISOLATED:</strong> {{ v.not_isolated|length }} submission(s)
 were graded with --unsafe-no-sandbox: their code ran without full isolation and could have changed their results
 ({{ v.not_isolated|join(", ") }}).</p>{% endif %}
+{% if v.provisional %}<p class="provisional" role="note"><strong>Provisional:</strong> {{ v.provisional }}</p>{% endif %}
 <div class="kpi">
 <div><b>{{ v.count }}</b>submissions</div><div><b>{{ v.graded }}</b>graded</div>
 <div><b>{{ v.rejected }}</b>rejected</div><div><b>{{ v.errors }}</b>errors</div>

@@ -24,7 +24,7 @@ class BatchConfig:
     limits: Limits = field(default_factory=Limits)
     hard_timeout_s: float | None = None  # None: 1.5 x limits.submission_budget_s + 120
     retries: int = 2  # per submission, for lost infrastructure only
-    options: dict | None = None  # fine-tuning options (graders.options.GradingOptions.finetune_dict)
+    options: dict | None = None  # fine-tuning options (graders.options.GradingOptions.check_options)
     names: str = "plain"
     manifest: Path | None = None
     regrade: bool = False  # grade everything again, whatever is done

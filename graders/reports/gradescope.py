@@ -32,6 +32,7 @@ from .summary import (
     isolation_warning,
     ungraded_title,
     one_line,
+    provisional_note,
     rejection_reason,
 )
 
@@ -55,7 +56,7 @@ def to_gradescope(results: dict) -> dict:
             results,
         )
     tests = [
-        _test(f"{p}.{c}", part, check)
+        _test(f"{p}.{c}", part, check, results)
         for p, part in enumerate(results.get("parts") or [], start=1)
         for c, check in enumerate(part.get("checks") or [], start=1)
     ]
@@ -117,6 +118,9 @@ def _overview(results: dict) -> str:
         if part.get("provisional"):
             line += f" (provisional: {md_inline(part.get('note') or 'may still change')})"
         lines.append(line)
+    provisional = provisional_note(results)
+    if provisional:
+        lines += ["", f"Provisional: {md_inline(provisional)}"]
     checks = list(all_checks(results))
     hidden = sum(1 for c in checks if not _visible(c))
     if hidden:
@@ -128,30 +132,36 @@ def _overview(results: dict) -> str:
     return "\n".join(lines)
 
 
-def _test(number: str, part: dict, check: dict) -> dict:
+def _provisional_counted(results: dict) -> bool:
+    provisional = results.get("provisional")
+    return isinstance(provisional, dict) and provisional.get("counted") is True
+
+
+def _test(number: str, part: dict, check: dict, results: dict) -> dict:
     diagnosis = check.get("diagnosis") if isinstance(check.get("diagnosis"), dict) else {}
     part_title = one_line(part.get("title") or part.get("id"), 200)
     check_title = one_line(check.get("title") or check.get("id"), 200)
     test = {
         "name": f"{part_title}: {check_title}",
         "number": number,
-        "output": _test_output(part, check, diagnosis),
+        "output": _test_output(part, check, diagnosis, results),
         "output_format": "md",
         "visibility": "after_due_date" if check.get("visibility") == "hidden" else "visible",
         "tags": [str(part.get("id"))] + ([str(diagnosis["id"])] if diagnosis.get("id") else []),
     }
     if is_hand_graded(check):
         test.update(score=0, max_score=0)
-    else:
-        test.update(
-            score=_number(check.get("score")),
-            max_score=_number(check.get("max_score")),
-            status="passed" if check.get("status") == "passed" else "failed",
-        )
+        return test
+    counted = not part.get("provisional") or _provisional_counted(results)
+    test.update(
+        score=_number(check.get("score")) if counted else 0,
+        max_score=_number(check.get("max_score")) if counted else 0,
+        status="passed" if check.get("status") == "passed" else "failed",
+    )
     return test
 
 
-def _test_output(part: dict, check: dict, diagnosis: dict) -> str:
+def _test_output(part: dict, check: dict, diagnosis: dict, results: dict) -> str:
     details = check.get("details") if isinstance(check.get("details"), dict) else {}
     blocks = []
     if is_hand_graded(check):
@@ -163,7 +173,9 @@ def _test_output(part: dict, check: dict, diagnosis: dict) -> str:
             f"recorded in its own question, not in the autograder score).{graded}"
         )
     if part.get("provisional"):
-        blocks.append(f"_Provisional:_ {md_inline(part.get('note') or 'this score may still change')}")
+        counted = "" if _provisional_counted(results) else (
+            f" Earned {format_points(check.get('score'))} / {format_points(check.get('max_score'))}, not counted in the score.")
+        blocks.append(f"_Provisional:_ {md_inline(part.get('note') or 'this score may still change')}{md_inline(counted)}")
     if diagnosis.get("text"):
         blocks.append(f"**Likely cause:** {md_inline(diagnosis['text'])}")
     numbers = _numbers_line(details.get("numbers"))

@@ -34,6 +34,7 @@ from .summary import (
     is_self_check,
     one_line,
     points_text,
+    provisional_note,
     rejection_reason,
     score_label,
 )
@@ -196,6 +197,7 @@ def build_report_view(results: dict) -> dict:
         "headline": headline(results),
         "hidden_count": counts.hidden,
         "provisional_parts": [p.title for p in parts if p.provisional],
+        "provisional_total": provisional_note(results),
         **_flags_view(results),
         "worker_measured": _worker_measured_total(results),
         "parts": parts,

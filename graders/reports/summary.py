@@ -65,6 +65,17 @@ def isolation_warning(results: dict) -> str | None:
     return UNSAFE_WARNING if isinstance(sandbox, dict) and sandbox.get("unsafe") is True else None
 
 
+def provisional_note(results: dict) -> str | None:
+    """How the provisional points (smoke-mode fine-tuning) stand to the total, or None."""
+    provisional = results.get("provisional")
+    if not isinstance(provisional, dict) or is_rejected(results):
+        return None
+    points = f"{format_points(provisional.get('score'))} / {format_points(provisional.get('max_score'))}"
+    if provisional.get("counted"):
+        return f"the total includes {points} provisional points, which may still change"
+    return f"plus {points} provisional points, not in the total (they may still change)"
+
+
 def is_self_check(results: dict) -> bool:
     return results.get("mode") == "self-check"
 

@@ -25,6 +25,7 @@ from .summary import (
     one_line,
     points_text,
     rejection_reason,
+    provisional_note,
     score_label,
 )
 
@@ -58,6 +59,9 @@ def print_summary(results: dict, console: Console | None = None) -> None:
             headline(results),
         )
     )
+    provisional = provisional_note(results)
+    if provisional:
+        console.print(Text(f"Provisional: {provisional}", style="yellow"))
     if warning:
         console.print(Text(warning, style="bold red"))
     count, kinds = flag_summary(results)
