@@ -111,7 +111,7 @@ def describe_check(check, *, verbose=False):
     untouched = not_implemented_name(check)
     if untouched and not verbose:
         return f"not implemented yet: {untouched}"
-    diagnosis = (check.get("diagnosis") or {}).get("text") if isinstance(check.get("diagnosis"), dict) else None
+    diagnosis = check["diagnosis"].get("text") if isinstance(check.get("diagnosis"), dict) else None
     message = check.get("message") or f"{check.get('status')} (no message)"
     lines = [f"likely mistake: {diagnosis}", f"  {message}"] if diagnosis else [message]
     details = check_detail_lines(check, verbose=verbose) + ([] if verbose else where_lines([check]))

@@ -174,6 +174,9 @@ def test_malformed_details_do_not_break_the_report():
     }
     html = render_html(results)
     assert "is not a rectangular (T, T) matrix" in html
+    results["parts"][0]["checks"][1].update(diagnosis="a string, not {id, text}", details=["a", "list"])
+    for verbose in (False, True):
+        print_summary(results, Console(file=io.StringIO(), width=80), verbose=verbose)
 
 
 def test_a_part_worth_no_points_gets_a_neutral_bar():

@@ -10,8 +10,9 @@ Failing checks are therefore gathered into findings, printed under the tables in
   finding; every other check is a finding of its own.
 
 Each finding shows the smallest input one of its checks failed on, and what was expected and
-what came back there. Values are student text or measurements: everything is flattened to
-printable characters, and numbers are written to 4 significant digits.
+what came back there, numbers written to 4 significant digits. Everything here is plain text,
+some of it the student's: the renderers keep it out of markup and strip control characters.
+A results.json may be malformed (a hand-edited one, an old schema): nothing here assumes a type.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .summary import as_text, clip
 # A TODO stub raises NotImplementedError("NAME is not implemented yet. TODO: ..."); the check
 # reports it as "not implemented: <that message>".
 NOT_IMPLEMENTED = re.compile(r"^not implemented: (?:(?P<name>[\w.]+) is not implemented yet\b)?")
-TRACEBACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[\w<>]+)')
+TRACEBACK_FRAME = re.compile(r'File "[^"]+", line \d+, in (?P<name>[\w<>]+)')
 
 # Lines of a student's traceback shown by default: the failing line and the exception.
 TRACEBACK_TAIL_LINES = 4
@@ -53,8 +54,8 @@ def not_implemented_name(check: dict) -> str | None:
         return None
     if match.group("name"):
         return match.group("name")
-    frames = TRACEBACK_FRAME.findall(as_text((check.get("details") or {}).get("traceback")))
-    return frames[-1][2] if frames else "a function of yours"
+    frames = TRACEBACK_FRAME.findall(as_text(_details(check).get("traceback")))
+    return frames[-1] if frames else "a function of yours"
 
 
 def gather(checks, *, merge=True) -> list[Finding]:
@@ -64,7 +65,7 @@ def gather(checks, *, merge=True) -> list[Finding]:
     for check in checks:
         if not needs_fixing(check):
             continue
-        diagnosis = check.get("diagnosis") or {}
+        diagnosis = check.get("diagnosis") if isinstance(check.get("diagnosis"), dict) else {}
         untouched = not_implemented_name(check)
         if untouched:
             key, headline = ("todo", untouched), f"not implemented yet: {untouched}"
@@ -88,8 +89,7 @@ def example_check(finding: Finding) -> dict | None:
         return None
 
     def size(check):
-        details = check.get("details") or {}
-        return (len(as_text(check["counterexample"])), "expected" not in details)
+        return (len(as_text(check["counterexample"])), "expected" not in _details(check))
 
     return min(with_input, key=size)
 
@@ -119,7 +119,7 @@ def finding_lines(finding: Finding, *, verbose=False) -> list[tuple[str, str]]:
 
 def check_detail_lines(check: dict, *, verbose=False) -> list[tuple[str, str]]:
     """The smallest input, expected and got, measured rates; with `verbose` every detail."""
-    details = check.get("details") if isinstance(check.get("details"), dict) else {}
+    details = _details(check)
     lines = []
     if check.get("counterexample"):
         lines.append(("smallest input", clip(as_text(check["counterexample"]), 2 * VALUE_LIMIT)))
@@ -149,11 +149,15 @@ def check_detail_lines(check: dict, *, verbose=False) -> list[tuple[str, str]]:
 def where_lines(checks) -> list[tuple[str, str]]:
     """Where the student's code failed: the end of the first traceback (file, line, exception)."""
     for check in checks:
-        traceback = as_text((check.get("details") or {}).get("traceback")).rstrip()
+        traceback = as_text(_details(check).get("traceback")).rstrip()
         if traceback:
             tail = traceback.splitlines()[-TRACEBACK_TAIL_LINES:]
             return [("where", "\n" + "\n".join(tail))]
     return []
+
+
+def _details(check: dict) -> dict:
+    return check.get("details") if isinstance(check.get("details"), dict) else {}
 
 
 def _proportion_text(row: dict) -> str:
