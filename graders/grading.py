@@ -331,7 +331,8 @@ def part_json(part, results):
         "id": part.id,
         "title": part.title,
         "score": part_score(part, results, every_check),
-        "max_score": part.points if set(ran) >= set(every_check) else round(sum(points[c] for c in ran), 4),
+        "max_score": (0.0 if not results else part.points if set(ran) >= set(every_check)
+                      else round(sum(points[c] for c in ran), 4)),
         "provisional": bool(provisional),
         "note": provisional[0] if provisional else None,
         "checks": [r.to_json(points[r.check.id]) for r in results],
