@@ -98,8 +98,12 @@ def finding_lines(finding: Finding, *, verbose=False) -> list[tuple[str, str]]:
     """(label, text) lines under a finding's headline; the label is "" for a plain line."""
     if finding.not_implemented and not verbose:
         return []
+    example = example_check(finding)
+    # The check whose input is shown comes last, so that its input, expected and got follow
+    # its own message: they are values of that check (attention weights, say), not of all.
+    listed = sorted(finding.checks, key=lambda check: check is example)
     lines, unexplained = [], []
-    for check in finding.checks:
+    for check in listed:
         message = as_text(check.get("message"))
         if message and message != finding.headline:
             lines.append(("", f"{check.get('id')}: {message}"))
@@ -107,7 +111,7 @@ def finding_lines(finding: Finding, *, verbose=False) -> list[tuple[str, str]]:
             unexplained.append(as_text(check.get("id")))
     if unexplained:
         lines.append(("checks" if len(unexplained) > 1 else "check", ", ".join(unexplained)))
-    shown = finding.checks if verbose else [example_check(finding)] if example_check(finding) else []
+    shown = finding.checks if verbose else [example] if example else []
     for check in shown:
         if verbose and len(finding.checks) > 1:
             lines.append(("", f"{check.get('id')}:"))
