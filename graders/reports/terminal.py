@@ -12,7 +12,8 @@ Written answers are listed apart with their points: a person grades them after t
 rich decides on colour: a Console on a terminal gets it, one writing to a pipe or a file gets
 plain text. Student text is passed as `Text`, never as a markup string, so that "[bold]" in a
 message stays literal, and it is reduced to printable characters (`one_line`, or `printable`
-line by line for a traceback, whose caret must stay under its column), so that escape codes in it never reach the terminal.
+line by line for a traceback, whose caret must stay under its column), so that escape codes in
+it never reach the terminal.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def print_summary(results: dict, console: Console | None = None, *, verbose: boo
 
 def _part_title(part: dict) -> str:
     title = one_line(part.get("title") or part.get("id"), 120)
-    if float(part.get("max_score") or 0) == 0:
+    if format_points(part.get("max_score")) == "0":
         # Practice parts (the rubric gives positional encoding 0 points) are checked, not scored.
         return f"{title} — practice, 0 points"
     title += f" — {points_text(part.get('score'), part.get('max_score'))}"
@@ -120,7 +121,8 @@ def _part_view(part, checks, numbers, verbose):
     title = _part_title(part)
     if not verbose:
         if all(c.get("status") == "passed" for c in checks):
-            return Text.assemble((title, "bold"), (f": all {len(checks)} checks passed", "green"))
+            passed = f"all {len(checks)} checks passed" if len(checks) > 1 else "its check passed"
+            return Text.assemble((title, "bold"), (f": {passed}", "green"))
         shared = {numbers.get(id(c)) for c in checks}
         if len(shared) == 1 and None not in shared:
             # One problem stops every check of the part (a module that does not import): no table.
@@ -171,15 +173,18 @@ def _by_hand_view(checks, self_check):
     grid.add_column(ratio=1, overflow="fold")
     grid.add_column(justify="right", no_wrap=True)
     grid.add_column(no_wrap=True)
+    problems = []  # why answers could not be read at all (answers.toml missing or broken)
     for check in checks:
         if check.get("status") == "pending_manual":
             state = Text("written", style="magenta")
-        elif found.needs_fixing(check):
+        elif check.get("status") == "failed":  # the only way a written answer fails: it is empty
             state = Text("not written yet", style="red")
         else:
+            if found.needs_fixing(check) and check.get("message"):
+                problems.append(one_line(check["message"], TEXT_LIMIT))
             state = Text(SHORT_LABELS.get(check.get("status"), ""), style=STATUS_STYLES.get(check.get("status"), ""))
         points = (f"{format_points(check.get('max_score'))} points" if check.get("status") == "pending_manual"
                   else points_text(check.get("score"), check.get("max_score")))
         grid.add_row(Text(one_line(check.get("title") or check.get("id"), TITLE_LIMIT)), Text(points), state)
     heading = Text(f"Written answers, graded by hand {when}", style="bold")
-    return Group(heading, grid)
+    return Group(heading, grid, *[Text(problem, style="red") for problem in dict.fromkeys(problems)])
