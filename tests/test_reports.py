@@ -324,6 +324,7 @@ def test_terminal_prints_every_diagnosis_in_full_at_80_columns():
             assert check["diagnosis"]["text"] in _flat(text), check["id"]
     assert "smallest input: q = k = v of shape (1, 1, 6, 4), seed 3, mask=None" in _flat(text)
     assert "got: tensor([[0.02, 0.01, 0.97], ...])" in _flat(text)
+    assert "measured: of selected: mask token 1 (target 0.8, accepted 0.77 to 0.83)" in _flat(text)  # no input
 
 
 def test_terminal_merges_checks_that_share_a_diagnosis():

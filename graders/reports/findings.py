@@ -82,16 +82,19 @@ def gather(checks, *, merge=True) -> list[Finding]:
 
 
 def example_check(finding: Finding) -> dict | None:
-    """The check whose failing input the finding shows: the smallest input, and among equally
-    small ones the check that also says what was expected and what came back."""
-    with_input = [c for c in finding.checks if c.get("counterexample")]
-    if not with_input:
+    """The check whose failing input and values the finding shows: the smallest input, and
+    among equally small ones the check that also says what was expected and what came back;
+    a check without an input (a statistical one) when it has measurements to show."""
+    shown = [c for c in finding.checks
+             if c.get("counterexample") or {"expected", "got", "proportions"} & _details(c).keys()]
+    if not shown:
         return None
 
     def size(check):
-        return (len(as_text(check["counterexample"])), "expected" not in _details(check))
+        text = as_text(check.get("counterexample"))
+        return (not text, len(text), "expected" not in _details(check))
 
-    return min(with_input, key=size)
+    return min(shown, key=size)
 
 
 def finding_lines(finding: Finding, *, verbose=False) -> list[tuple[str, str]]:
