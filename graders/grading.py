@@ -334,13 +334,19 @@ def totals(parts, count_provisional=False):
 
 
 def part_json(part, results):
-    points = part.check_points([r.check.id for r in results])
+    # Every check is worth its share of the part among all the part's checks, hidden ones
+    # included: the points the instructor's grade gives it, also in a self-check, which runs
+    # the public checks only (a written answer is worth 5 points there too, not 6).
+    every_check = [c.id for c in REGISTRY.get(part.id, [])]
+    ran = [r.check.id for r in results]
+    points = part.check_points(every_check if set(ran) <= set(every_check) else ran)
     provisional = [r.provisional_note for r in results if r.provisional_note]
     return {
         "id": part.id,
         "title": part.title,
-        "score": part_score(part, results),
-        "max_score": part.points if results else 0.0,
+        "score": part_score(part, results, every_check),
+        "max_score": (0.0 if not results else part.points if set(ran) >= set(every_check)
+                      else round(sum(points[c] for c in ran), 4)),
         "provisional": bool(provisional),
         "note": provisional[0] if provisional else None,
         "checks": [r.to_json(points[r.check.id]) for r in results],

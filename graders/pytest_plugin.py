@@ -7,9 +7,12 @@ tests: one test per public check of the parts that live in it, named by the chec
 
 The folder is graded once, by the same self-check as `grade check` (one worker, golden
 answers), when the first test runs, for exactly the parts of the tests that were selected; each
-test then reports its check: a failure shows the check's message, the likely mistake, the
-smallest input that shows it and, for an exception in the student's code, its traceback. The
-results also go to `.grade/results.json` and `.grade/report.html`, as with `grade check`.
+test then reports its check: a failure shows the likely mistake, the check's message, the
+smallest input that shows it, expected and got and, for an exception in the student's code, the
+end of its traceback (`pytest -v`: every detail). An untouched function fails the first test
+that needs it with one line and skips the others, so that the untouched template reads as a
+short list of functions to write. The results also go to `.grade/results.json` and
+`.grade/report.html`, as with `grade check`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from graders.reports.findings import check_detail_lines, not_implemented_name, where_lines
 
 STUDENT_CONFTEST = '''"""Lets plain `pytest` in this folder run the public checks of the assignment (like `grade check`).
 
@@ -27,6 +32,7 @@ from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  
 '''
 
 _STATE_KEY = pytest.StashKey[dict]()
+_UNTOUCHED_KEY = pytest.StashKey[dict]()  # {untouched function: the check that reported it}
 
 
 def _parts_by_file():
@@ -79,7 +85,15 @@ class CheckItem(pytest.Item):
             return
         if status == "pending_manual":
             pytest.skip("written answer: graded by hand after the deadline")
-        raise CheckNotPassed(describe_check(result))
+        untouched = not_implemented_name(result)
+        if untouched:
+            # An untouched function stops every check that needs it: the first of them fails
+            # with one line, the others are skipped, so that the TODO is reported once.
+            reported = self.session.stash.setdefault(_UNTOUCHED_KEY, {})
+            if untouched in reported:
+                pytest.skip(f"not implemented yet: {untouched} (failed in {reported[untouched]})")
+            reported[untouched] = self.check.id
+        raise CheckNotPassed(describe_check(result, verbose=self.config.option.verbose > 0))
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CheckNotPassed):
@@ -90,26 +104,22 @@ class CheckItem(pytest.Item):
         return self.path, None, f"{self.check.id}: {self.check.title}"
 
 
-def describe_check(check):
-    """The text of a check that did not pass, as a failing test shows it."""
-    lines = [f"{check.get('status', 'failed').upper()}: {check.get('title') or check.get('id')}"]
-    if check.get("message"):
-        lines.append(f"  {check['message']}")
-    diagnosis = check.get("diagnosis")
-    if diagnosis:
-        text = diagnosis.get("text") if isinstance(diagnosis, dict) else str(diagnosis)
-        lines.append(f"  likely mistake: {text}")
-    if check.get("counterexample"):
-        lines.append(f"  smallest input that shows it: {check['counterexample']}")
-    details = dict(check.get("details") or {})
-    traceback = details.pop("traceback", None)
-    output = details.pop("output", None)
-    for key, value in details.items():
-        lines.append(f"  {key}: {value}")
-    if output:
-        lines.append("  your code printed:\n" + _indent(str(output)[-2000:]))
-    if traceback:
-        lines.append("  traceback:\n" + _indent(str(traceback)[-4000:]))
+def describe_check(check, *, verbose=False):
+    """The text of a check that did not pass, as a failing test shows it: first what to fix (the
+    line pytest's short summary repeats), then what the check saw, the smallest input, expected
+    and got, and where the student's code failed; with `verbose` (pytest -v) every detail."""
+    untouched = not_implemented_name(check)
+    if untouched and not verbose:
+        return f"not implemented yet: {untouched}"
+    diagnosis = check["diagnosis"].get("text") if isinstance(check.get("diagnosis"), dict) else None
+    message = check.get("message") or f"{check.get('status')} (no message)"
+    lines = [f"likely mistake: {diagnosis}", f"  {message}"] if diagnosis else [message]
+    details = check_detail_lines(check, verbose=verbose) + ([] if verbose else where_lines([check]))
+    for label, text in details:
+        if text.startswith("\n"):
+            lines.append(f"  {label}:\n" + _indent(text[1:]))
+        else:
+            lines.append(f"  {label}: {text}" if label else f"  {text}")
     return "\n".join(lines)
 
 

@@ -45,11 +45,16 @@ def load_rubric(path=RUBRIC_PATH):
     return Rubric(int(data.get("seed", 0)), parts, hashlib.sha256(raw).hexdigest())
 
 
-def part_score(part, check_results):
+def part_score(part, check_results, every_check=()):
     """The part's points times the weighted share of credit its checks earned (computed from the
-    weights, not from rounded per-check points, so a full part is exactly its points)."""
-    weights = [float(part.weights.get(r.check.id, 1.0)) for r in check_results]
+    weights, not from rounded per-check points, so a full part is exactly its points). The share
+    is of every check of the part (`every_check`, when all that ran are among them): a self-check
+    runs the public ones only, and they earn what they are worth in the instructor's grade."""
+    ran = [r.check.id for r in check_results]
+    weights = [float(part.weights.get(cid, 1.0)) for cid in ran]
     if not weights or sum(weights) == 0:
         return 0.0
+    shared = every_check if set(ran) <= set(every_check) else ran
+    total = sum(float(part.weights.get(cid, 1.0)) for cid in shared)
     earned = sum(w * r.fraction for w, r in zip(weights, check_results))
-    return round(part.points * earned / sum(weights), 4)
+    return round(part.points * earned / total, 4)

@@ -3,6 +3,7 @@
     grade check                  every public check on the folder you are in
     grade check attention mha    only these parts
     grade check --path hw/ --out hw/.grade
+    grade check --verbose        every check, every detail of every failing one
 
 A self-check grades the student's folder exactly as an instructor would (same worker, same
 checks, same renderers), with two differences: only public checks run, and the expected
@@ -289,6 +290,8 @@ def _check_parser():
     parser.add_argument("--path", type=Path, default=Path("."), help="your homework folder (default: here)")
     parser.add_argument("--out", type=Path, default=None, help=f"where results.json and report.html go (default: PATH/{DEFAULT_OUT})")
     parser.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per call into your code")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="every check, and every failing one on its own with all its details")
     parser.add_argument("--golden", type=Path, default=None, help=argparse.SUPPRESS)
     return parser
 
@@ -322,10 +325,11 @@ def cmd_check(argv) -> int:
             return 2
     out = args.out or args.path / DEFAULT_OUT
     paths = write_self_check_reports(results, out)
-    print_summary(results, console)
+    print_summary(results, console, verbose=args.verbose)
+    # Not wrapped: a path cut in two cannot be copied.
     for note in results["submission"].get("notes", [])[1:]:
-        console.print(f"note: {note}", markup=False, highlight=False)
-    console.print(f"report: {paths['html']}", markup=False, highlight=False)
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: {paths['html']}", markup=False, highlight=False, soft_wrap=True)
     return 1 if not_passing(results) else 0
 
 

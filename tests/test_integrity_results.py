@@ -58,6 +58,10 @@ def test_flags_follow_the_schema_and_render_near_the_top_escaped():
     console = Console(file=io.StringIO(), width=200)
     print_summary(document, console)
     assert "5 integrity flags for review (grader-import, sandbox-denial)" in console.file.getvalue()
+    # They are for the course staff: a student's self-check does not mention them.
+    console = Console(file=io.StringIO(), width=200)
+    print_summary({**document, "mode": "self-check"}, console)
+    assert "integrity" not in console.file.getvalue()
 
 
 def test_gradebook_counts_flags_and_the_summary_lists_the_flagged(tmp_path):

@@ -174,6 +174,9 @@ def test_malformed_details_do_not_break_the_report():
     }
     html = render_html(results)
     assert "is not a rectangular (T, T) matrix" in html
+    results["parts"][0]["checks"][1].update(diagnosis="a string, not {id, text}", details=["a", "list"])
+    for verbose in (False, True):
+        print_summary(results, Console(file=io.StringIO(), width=80), verbose=verbose)
 
 
 def test_a_part_worth_no_points_gets_a_neutral_bar():
@@ -353,3 +356,90 @@ def test_write_reports_keeps_the_old_file_when_writing_fails(tmp_path, monkeypat
         write_reports(report_samples.buggy(), tmp_path)
     assert (tmp_path / "report.html").read_text() == "previous report"
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+# --------------------------------------------------------------------------- terminal: what to fix
+
+
+def _terminal(results, width=80, **options):
+    buffer = io.StringIO()
+    print_summary(results, Console(file=buffer, width=width), **options)
+    return buffer.getvalue()
+
+
+def _flat(text):
+    return " ".join(text.split())
+
+
+def test_terminal_prints_every_diagnosis_in_full_at_80_columns():
+    """The table has no room for the fix; the findings under it wrap it, never cut it."""
+    text = _terminal(report_samples.buggy())
+    assert all(len(line.rstrip()) <= 80 for line in text.splitlines())
+    assert "…" not in text
+    for check in report_samples.failing_checks(report_samples.buggy()):
+        if check.get("diagnosis"):
+            assert check["diagnosis"]["text"] in _flat(text), check["id"]
+    assert "smallest input: q = k = v of shape (1, 1, 6, 4), seed 3, mask=None" in _flat(text)
+    assert "got: tensor([[0.02, 0.01, 0.97], ...])" in _flat(text)
+    assert "measured: of selected: mask token 1 (target 0.8, accepted 0.77 to 0.83)" in _flat(text)  # no input
+
+
+def test_terminal_merges_checks_that_share_a_diagnosis():
+    results = report_samples.buggy()
+    twin = dict(report_samples.failing_checks(results)[1], id="sdp-mask-again", title="padding again")
+    results["parts"][0]["checks"].append(twin)
+    text = _terminal(results, width=200)
+    assert _flat(text).count(twin["diagnosis"]["text"]) == 1
+    assert "sdp-mask:" in text and "sdp-mask-again:" in text
+    assert _flat(_terminal(results, width=200, verbose=True)).count(twin["diagnosis"]["text"]) == 2
+
+
+def test_terminal_an_untouched_function_is_one_line():
+    results = report_samples.template_not_implemented()
+    text = _terminal(results)
+    assert "Traceback" not in text and "raise NotImplementedError" not in text
+    # Each part is one line naming the function (found in the traceback: the sample's stubs
+    # raise a bare NotImplementedError), and the function is not listed again under them.
+    for part in results["parts"]:
+        assert f"{part['title']} — 0 / {format_points(part['max_score'])}: not implemented yet: scaled_dot_product" in _flat(text)
+    assert "What to fix" not in text
+    assert len(text.strip().splitlines()) <= 2 * len(results["parts"]) + 3
+
+
+def test_terminal_verbose_shows_every_detail():
+    text = _flat(_terminal(report_samples.buggy(), width=120, verbose=True))
+    assert "max abs error: 0.4213" in text
+    assert "debug: scores shape" in text  # what the student's code printed
+
+
+def test_terminal_self_check_total_leaves_written_answers_out():
+    """A perfect self-check reads "N / N"; written answers are listed apart with their points."""
+    results = report_samples.self_check_all_passing()
+    results["parts"][-1]["checks"].append(report_samples.check(
+        "q-residual", "Why is the residual connection crucial?", "pending_manual", 5))
+    results["parts"][-1]["checks"][-1]["graded_by_hand"] = True
+    text = _terminal(results, width=120)
+    automatic = sum(c["max_score"] for p in results["parts"] for c in p["checks"] if c["status"] == "passed")
+    assert f"Score on public automatic checks: {format_points(automatic)} / {format_points(automatic)}" in text
+    assert "Written answers, graded by hand after the deadline" in text
+    assert re.search(r"Why is the residual connection crucial\? +5 points +written", text)
+    html = render_html(results)
+    assert f'<span class="total-score">{format_points(automatic)}</span>' in html
+
+
+def test_terminal_zero_point_part_is_marked_practice():
+    results = report_samples.self_check_all_passing()
+    encoder = results["parts"][1]
+    encoder["checks"] = [c for c in encoder["checks"] if c["max_score"] == 0]
+    encoder["max_score"] = encoder["score"] = 0
+    assert "Positional encoding and Transformer block — practice, 0 points: its check passed" in _terminal(results, 120)
+    encoder["checks"][0].update(status="failed", message="the table is a parameter")
+    text = _terminal(results, 120)
+    assert "practice, 0 points" in text and "the table is a parameter" in text
+
+
+def test_terminal_details_are_rounded():
+    results = report_samples.buggy()
+    results["parts"][0]["checks"][0]["details"]["numbers"]["max_abs_error"] = 0.014294875785708427
+    text = _terminal(results, width=120, verbose=True)
+    assert "max abs error: 0.01429" in text and "0.0142948" not in text

@@ -250,7 +250,7 @@ def test_pytest_runs_one_test_per_public_check_from_one_grade(tmp_path, monkeypa
     assert padding.failed
     text = padding.longreprtext
     assert "likely mistake: The padding mask is applied to queries, not keys" in text
-    assert "smallest input that shows it:" in text
+    assert "smallest input: MultiHeadAttention(embed_dim=" in text
     assert reports["attention.matches_reference"].passed
     results = _results(folder)
     assert {p["id"] for p in results["parts"]} == set(QUICK_PARTS)

@@ -1,6 +1,7 @@
 """Checks for the causal Transformer LM on nn.TransformerEncoder (seeds 000 and 001)."""
 
 import math
+from typing import NamedTuple
 
 import torch
 from hypothesis import strategies as st
@@ -17,6 +18,29 @@ MODULE = "causal_lm"
 # ---------------------------------------------------------------- strategies
 
 
+class LMConfig(NamedTuple):
+    ntoken: int
+    d_model: int
+    nhead: int
+    d_hid: int
+    nlayers: int
+
+
+class CausalInput(NamedTuple):
+    config: LMConfig
+    ids: torch.Tensor  # (B, T)
+    position: int  # the position j the check changes
+
+
+class HeadInput(NamedTuple):
+    d_model: int
+    n_out: int  # ntoken or n_classes
+    hidden: torch.Tensor  # (B, T, d_model)
+
+
+# Inputs are named tuples: checks unpack them like plain tuples, counterexamples name their fields.
+
+
 @st.composite
 def lm_configs(draw):
     """A small TransformerModel configuration: (ntoken, d_model, nhead, d_hid, nlayers)."""
@@ -26,12 +50,12 @@ def lm_configs(draw):
     d_model = nhead * 2 * draw(st.integers(1, 2))
     if d_model < 4:
         d_model = 4
-    return draw(st.integers(2, 30)), d_model, nhead, draw(st.integers(1, 12)), draw(st.integers(1, 3))
+    return LMConfig(draw(st.integers(2, 30)), d_model, nhead, draw(st.integers(1, 12)), draw(st.integers(1, 3)))
 
 
 @st.composite
 def causal_inputs(draw, *, square=None):
-    """(config, ids (B, T), position j to change, the new token); with `square`, B == T (True) or B != T (False)."""
+    """(config, ids (B, T), position j to change); with `square`, B == T (True) or B != T (False)."""
     config = draw(lm_configs())
     ntoken = config[0]
     T = draw(st.integers(2, 6))
@@ -45,7 +69,7 @@ def causal_inputs(draw, *, square=None):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, ntoken, (B, T), generator=g)
     j = draw(st.integers(1, T - 1))
-    return config, ids, j
+    return CausalInput(config, ids, j)
 
 
 def _changed(ids, row, j, ntoken):
@@ -335,7 +359,7 @@ def head_inputs(draw):
     n_out = draw(st.integers(1, 12))
     seed = draw(st.integers(0, 2**16))
     hidden = torch.randn(B, T, d_model, generator=torch.Generator().manual_seed(seed))
-    return d_model, n_out, hidden
+    return HeadInput(d_model, n_out, hidden)
 
 
 @check("causal_lm.lm_head", "LMHead maps (B, T, d_model) to next-token logits (B, T, ntoken), position by position")

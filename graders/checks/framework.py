@@ -15,7 +15,9 @@ traceback kept in `details["grader_traceback"]` for whoever maintains the check.
 """
 
 import collections
+import dataclasses
 import hashlib
+import inspect
 import math
 import time
 import traceback
@@ -161,6 +163,7 @@ class Context:
         """Decorator: run the property on hypothesis-drawn inputs now; raise the minimal failure."""
 
         def run(prop):
+            names = list(inspect.signature(prop).parameters)  # to name the parts of a counterexample
             failures = []
             stop = []
 
@@ -172,18 +175,18 @@ class Context:
                 except OracleUnavailable:
                     hypothesis.reject()  # self-check mode: no golden answer recorded for this input
                 except CheckFailed as failure:
-                    failure.counterexample = _describe(examples)
+                    failure.counterexample = _describe(examples, names)
                     failures.append(failure)
                     raise
                 except StudentError as error:
                     if error.exc_type == "NotImplementedError":
                         stop.append(_StopShrinking(error))
                         raise stop[0] from None
-                    error.counterexample = _describe(examples)
+                    error.counterexample = _describe(examples, names)
                     failures.append(error)
                     raise
                 except SandboxError as error:  # the worker died, hung, or sent garbage
-                    error.counterexample = _describe(examples)
+                    error.counterexample = _describe(examples, names)
                     stop.append(_StopShrinking(error))
                     raise stop[0] from None
                 except (HypothesisException, CheckSkipped):
@@ -191,7 +194,7 @@ class Context:
                 except Exception as error:  # noqa: BLE001 - the check could not use a returned value
                     # Not worth shrinking (each step would call the student's code again, to the
                     # same end): run_check reports it from what the student's code returned.
-                    _attach_counterexample(error, examples)
+                    _attach_counterexample(error, examples, names)
                     stop.append(_StopShrinking(error))
                     raise stop[0] from None
 
@@ -227,25 +230,54 @@ class Context:
         return run
 
 
-def _attach_counterexample(error, examples):
+def _attach_counterexample(error, examples, names):
     try:
-        error.counterexample = _describe(examples)
+        error.counterexample = _describe(examples, names)
     except Exception:  # noqa: BLE001 - an exception type that takes no attributes
         pass
 
 
-def _describe(examples):
-    return "; ".join(describe_value(example) for example in examples)
-
-
-def describe_value(value, limit=600):
-    """A short, readable rendering of an input: small tensors in full, large ones by shape."""
-    if isinstance(value, torch.Tensor):
-        if value.numel() <= 48:
-            body = str(value.tolist())
+def _describe(examples, names=()):
+    """The input of a failing property, each part named: by its own fields (a named tuple), by
+    its own words (an input class's repr), or else by the property's parameter name."""
+    described = []
+    for index, example in enumerate(examples):
+        if _fields(example) or _has_own_repr(example):
+            described.append(describe_value(example, top=True))
+        elif index < len(names):
+            described.append(f"{names[index]}={describe_value(example)}")
         else:
-            body = f"<{value.numel()} values>"
-        return f"tensor{tuple(value.shape)} {str(value.dtype).replace('torch.', '')} {body}"
+            described.append(describe_value(example))
+    return "; ".join(described)
+
+
+def _fields(value):
+    return getattr(value, "_fields", None) if isinstance(value, tuple) else None
+
+
+def _has_own_repr(value):
+    """An input class that words itself ("q, k, v of shape (B=1, ...)"), not a generated repr."""
+    return dataclasses.is_dataclass(value) and not hasattr(type(value).__repr__, "__wrapped__")
+
+
+def describe_value(value, limit=600, top=False):
+    """A short, readable rendering of an input: fields by name, small tensors in full with their
+    numbers rounded to 4 decimals, large ones by dtype and shape. `top`: no parentheses around
+    a named tuple's fields."""
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).replace("torch.", "")
+        if value.numel() > 48:
+            return f"{dtype} tensor of shape {tuple(value.shape)}"
+        numbers = value.detach().cpu()
+        if numbers.is_floating_point():
+            numbers = numbers.double().round(decimals=4)
+        return f"{numbers.tolist()} ({dtype}, shape {tuple(value.shape)})"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    fields = _fields(value)
+    if fields:
+        text = ", ".join(f"{name}={describe_value(item)}" for name, item in zip(fields, value))
+        return text if top else f"({text})"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}={describe_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
@@ -422,6 +454,7 @@ class CheckResult:
             "counterexample": self.counterexample,
             "details": self.details,
             "worker_measured": self.check.worker_measured,
+            "graded_by_hand": self.check.manual,
         }
 
 

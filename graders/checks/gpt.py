@@ -6,6 +6,7 @@ the student's own forward pass in eval mode, so no reference model is needed.
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +47,14 @@ def sentences(draw, *, min_len=2, max_len=7, max_count=5):
     return [draw(st.lists(st.integers(1, 30), min_size=min_len, max_size=max_len)) for _ in range(count)]
 
 
+class Prompt(NamedTuple):
+    """An input of generate; checks unpack it like a tuple, counterexamples name its fields."""
+
+    config: dict
+    idx: torch.Tensor  # (B, T)
+    max_new_tokens: int
+
+
 @st.composite
 def prompts(draw, *, max_len=None, longer_than_block=False):
     """(config, prompt (B, T), max_new_tokens)."""
@@ -60,7 +69,7 @@ def prompts(draw, *, max_len=None, longer_than_block=False):
     B = draw(st.integers(1, 3))
     seed = draw(st.integers(0, 2**16))
     idx = torch.randint(0, config["vocab_size"], (B, T), generator=torch.Generator().manual_seed(seed))
-    return config, idx, n
+    return Prompt(config, idx, n)
 
 
 # ---------------------------------------------------------------- helpers

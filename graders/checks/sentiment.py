@@ -14,6 +14,7 @@ things no output shows rest on the worker's own measurement, and their checks sa
 
 import math
 import re
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
@@ -34,10 +35,31 @@ GRU_PARAM = re.compile(r"(?:^|\.)((?:weight|bias)_(?:ih|hh)_l\d+(?:_reverse)?)$"
 # ---------------------------------------------------------------- strategies
 
 
+class GRUArch(NamedTuple):
+    hidden_dim: int
+    output_dim: int
+    n_layers: int
+    bidirectional: bool
+
+
+class SentimentInput(NamedTuple):
+    """Checks unpack it like a tuple; counterexamples name its fields."""
+
+    arch: GRUArch
+    text: torch.Tensor  # (B, T) ids
+    attention_mask: torch.Tensor  # (B, T), 1 on real tokens
+    weights_seed: int
+
+
+class AccuracyInput(NamedTuple):
+    preds: torch.Tensor  # (B,) logits
+    labels: torch.Tensor  # (B,) 0 or 1
+
+
 @st.composite
 def sentiment_inputs(draw, *, padded=False):
     """(hidden_dim, output_dim, n_layers, bidirectional), text (B, T), attention_mask (B, T), weights seed."""
-    arch = (draw(st.integers(1, 5)), draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.booleans()))
+    arch = GRUArch(draw(st.integers(1, 5)), draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.booleans()))
     B, T = draw(st.integers(1, 3)), draw(st.integers(2 if padded else 1, 6))
     seed = draw(st.integers(0, 2**16))
     g = torch.Generator().manual_seed(seed)
@@ -48,7 +70,7 @@ def sentiment_inputs(draw, *, padded=False):
         lengths[0] = draw(st.integers(1, T - 1))  # at least one padded position
         mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
         text = text * mask  # pad id 0
-    return arch, text, mask, seed + 1
+    return SentimentInput(arch, text, mask, seed + 1)
 
 
 # ---------------------------------------------------------------- BERT, computed here
@@ -350,7 +372,7 @@ def accuracy_inputs(draw):
     signs = draw(st.lists(st.booleans(), min_size=B, max_size=B))
     labels = draw(st.lists(st.booleans(), min_size=B, max_size=B))
     preds = torch.tensor([m if s else -m for m, s in zip(magnitudes, signs)], dtype=torch.float32)
-    return preds, torch.tensor(labels, dtype=torch.float32)
+    return AccuracyInput(preds, torch.tensor(labels, dtype=torch.float32))
 
 
 def _as_float(value):

@@ -37,6 +37,7 @@ from .summary import (
     provisional_note,
     rejection_reason,
     score_label,
+    shown_total,
 )
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -178,7 +179,7 @@ def build_report_view(results: dict) -> dict:
     submission = _mapping(results.get("submission"))
     parts = [_part_view(i, part) for i, part in enumerate(results.get("parts") or [])]
     counts = count_checks(results)
-    score, max_score = results.get("score", 0), results.get("max_score", 0)
+    score, max_score = shown_total(results)
     return {
         "rejected": is_rejected(results),
         "isolation_warning": isolation_warning(results),

@@ -106,8 +106,35 @@ def headline(results: dict) -> str:
     return sentence
 
 
+def is_graded_by_hand(check: dict) -> bool:
+    """A written answer: its points are given by a person, never by the machine (a results.json
+    older than the `graded_by_hand` key tells it by its status alone)."""
+    return check.get("graded_by_hand") is True or check.get("status") == MANUAL
+
+
+def shown_total(results: dict) -> tuple[float, float]:
+    """(score, max_score) as the reports show them.
+
+    A self-check totals the automatic public checks only: written answers are graded by hand
+    after the deadline, and counting their points as missing would make a perfect homework
+    look unfinished. They are listed apart, with their points. An instructor's grade is the
+    whole total of results.json."""
+    if not is_self_check(results) or is_rejected(results):
+        return results.get("score", 0), results.get("max_score", 0)
+    automatic = [c for c in all_checks(results) if not is_graded_by_hand(c)]
+    return (round(sum(_points(c.get("score")) for c in automatic), 4),
+            round(sum(_points(c.get("max_score")) for c in automatic), 4))
+
+
+def _points(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def score_label(results: dict) -> str:
-    return "Score on public checks" if is_self_check(results) else "Score"
+    return "Score on public automatic checks" if is_self_check(results) else "Score"
 
 
 def format_points(value) -> str:
@@ -156,6 +183,12 @@ def one_line(text, limit: int) -> str:
     flat = "".join(ch if ch.isprintable() else " " for ch in as_text(text))
     flat = " ".join(flat.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def printable(line) -> str:
+    """One line of a block (a traceback) with its spacing kept: only characters that are not
+    printable become spaces, so that escape codes never reach the terminal."""
+    return "".join(ch if ch.isprintable() else " " for ch in as_text(line)).rstrip()
 
 
 def check_summary_line(check: dict) -> str:

@@ -1,32 +1,46 @@
-"""A compact terminal summary: one table per part, then the total.
+"""The terminal summary: a line or a table per part, then what to fix in full, then the total.
+
+A part whose checks all pass is one line, and so is a part stopped by a single problem (an
+untouched function, a module that does not import): a student scans the parts, not every
+check. The other parts get a table of their checks, where a failing row points at a numbered
+finding under the tables; each finding says in full, wrapped to the terminal's width, what to
+fix, on which smallest input, what was expected and what came back (graders/reports/findings.py).
+`verbose` shows every table and every failing check on its own, with all its details.
+
+Written answers are listed apart with their points: a person grades them after the deadline.
 
 rich decides on colour: a Console on a terminal gets it, one writing to a pipe or a file gets
 plain text. Student text is passed as `Text`, never as a markup string, so that "[bold]" in a
-message stays literal, and it is flattened by `one_line`, so that escape codes in it never
-reach the terminal.
+message stays literal, and it is reduced to printable characters (`one_line`, or `printable`
+line by line for a traceback, whose caret must stay under its column), so that escape codes in
+it never reach the terminal.
 """
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from graders.integrity import flag_summary
 
+from . import findings as found
 from .summary import (
     STATUS_LABELS,
-    check_summary_line,
     format_points,
     headline,
+    is_graded_by_hand,
     is_rejected,
+    is_self_check,
     isolation_warning,
-    ungraded_title,
     one_line,
+    printable,
     points_text,
     rejection_reason,
     provisional_note,
     score_label,
+    shown_total,
+    ungraded_title,
 )
 
 STATUS_STYLES = {
@@ -38,10 +52,11 @@ STATUS_STYLES = {
 }
 # The table has no room for "awaiting manual grading"; the headline under it says it in full.
 SHORT_LABELS = {**STATUS_LABELS, "pending_manual": "manual"}
-LINE_LIMIT = 160
+TITLE_LIMIT = 160
+TEXT_LIMIT = 2000
 
 
-def print_summary(results: dict, console: Console | None = None) -> None:
+def print_summary(results: dict, console: Console | None = None, *, verbose: bool = False) -> None:
     console = console or Console()
     warning = isolation_warning(results)
     if warning:
@@ -50,44 +65,130 @@ def print_summary(results: dict, console: Console | None = None) -> None:
         console.print(Text(f"{ungraded_title(results)}: {one_line(rejection_reason(results), 500)}", style="bold red"))
         console.print(Text(f"{score_label(results)}: 0 / {format_points(results.get('max_score'))}"))
         return
-    for part in results.get("parts") or []:
-        console.print(_part_table(part))
-    console.print(
-        Text.assemble(
-            (f"{score_label(results)}: {points_text(results.get('score'), results.get('max_score'))}", "bold"),
-            "  ",
-            headline(results),
-        )
-    )
+    parts = [(part, [c for c in part.get("checks") or [] if not is_graded_by_hand(c)])
+             for part in results.get("parts") or []]
+    to_fix = found.gather([c for _, checks in parts for c in checks], merge=not verbose)
+    untouched = {} if verbose else {id(part): _untouched(checks, to_fix) for part, checks in parts}
+    # A function named on its part's line is not listed again under "What to fix".
+    named = {id(c) for part, checks in parts if untouched.get(id(part)) for c in checks}
+    to_fix = [finding for finding in to_fix if any(id(c) not in named for c in finding.checks)]
+    numbers = {id(check): n for n, finding in enumerate(to_fix, 1) for check in finding.checks}
+    for part, checks in parts:
+        if not checks:
+            continue
+        if untouched.get(id(part)):
+            console.print(Text.assemble((_part_title(part), "bold"), ": ", ("not implemented yet: ", "red"),
+                                        one_line(", ".join(untouched[id(part)]), TEXT_LIMIT)))
+        else:
+            console.print(_part_view(part, checks, numbers, verbose))
+    if to_fix:
+        console.print()
+        console.print(Text("What to fix", style="bold"))
+        console.print(_findings_view(to_fix, verbose))
+    by_hand = [c for part in results.get("parts") or [] for c in part.get("checks") or [] if is_graded_by_hand(c)]
+    if by_hand:
+        console.print()
+        console.print(_by_hand_view(by_hand, is_self_check(results)))
+    console.print()
+    score, max_score = shown_total(results)
+    console.print(Text.assemble((f"{score_label(results)}: {points_text(score, max_score)}", "bold"),
+                                "  ", headline(results)))
     provisional = provisional_note(results)
     if provisional:
         console.print(Text(f"Provisional: {provisional}", style="yellow"))
     if warning:
         console.print(Text(warning, style="bold red"))
     count, kinds = flag_summary(results)
-    if count:
+    if count and not is_self_check(results):  # for the course staff to review, not for the student
         console.print(Text(f"{count} integrity flag{'s' if count != 1 else ''} for review ({one_line(', '.join(kinds), 200)}): "
                            "listed in the HTML report; no points depend on them", style="yellow"))
 
 
-def _part_table(part: dict) -> Table:
-    points = points_text(part.get("score"), part.get("max_score"))
-    title = f"{one_line(part.get('title') or part.get('id'), 120)} — {points}"
-    if part.get("provisional"):
-        title += " (provisional)"
-    # Status and points keep their width; titles and diagnoses are cut with an ellipsis, so
-    # that each check stays one line on an 80-column terminal.
-    table = Table(title=Text(title), title_justify="left", expand=True, show_edge=False, pad_edge=False)
-    table.add_column("check", overflow="ellipsis", no_wrap=True, ratio=2, min_width=14)
+def _part_title(part: dict) -> str:
+    title = one_line(part.get("title") or part.get("id"), 120)
+    if format_points(part.get("max_score")) == "0":
+        # Practice parts (the rubric gives positional encoding 0 points) are checked, not scored.
+        return f"{title} — practice, 0 points"
+    title += f" — {points_text(part.get('score'), part.get('max_score'))}"
+    return title + (" (provisional)" if part.get("provisional") else "")
+
+
+def _untouched(checks, to_fix) -> list[str]:
+    """The untouched functions that stop every check of a part ([] when one passes or fails
+    for another reason): the part is then one line, a student has nothing else to read there."""
+    names = {id(c): f.not_implemented for f in to_fix for c in f.checks}
+    stopped = [names.get(id(c)) for c in checks]
+    return list(dict.fromkeys(stopped)) if all(stopped) else []
+
+
+def _part_view(part, checks, numbers, verbose):
+    title = _part_title(part)
+    if not verbose:
+        if all(c.get("status") == "passed" for c in checks):
+            passed = f"all {len(checks)} checks passed" if len(checks) > 1 else "its check passed"
+            return Text.assemble((title, "bold"), (f": {passed}", "green"))
+        shared = {numbers.get(id(c)) for c in checks}
+        if len(shared) == 1 and None not in shared:
+            # One problem stops every check of the part (a module that does not import): no table.
+            return Text.assemble((title, "bold"), ": ", (f"no check passes, see [{shared.pop()}] below", "red"))
+    table = Table(title=Text(title, style="bold"), title_justify="left", expand=True, show_edge=False,
+                  pad_edge=False)
+    table.add_column("check", ratio=1, overflow="fold")
     table.add_column("status", no_wrap=True)
     table.add_column("points", justify="right", no_wrap=True)
-    table.add_column("diagnosis", overflow="ellipsis", no_wrap=True, ratio=3, min_width=20)
-    for check in part.get("checks") or []:
+    table.add_column("fix", no_wrap=True)
+    for check in checks:
         status = check.get("status") if check.get("status") in STATUS_LABELS else "error"
+        number = numbers.get(id(check))
         table.add_row(
-            Text(one_line(check.get("title") or check.get("id"), 80)),
+            Text(one_line(check.get("title") or check.get("id"), TITLE_LIMIT)),
             Text(SHORT_LABELS[status], style=STATUS_STYLES[status]),
             Text(points_text(check.get("score"), check.get("max_score"))),
-            Text("" if status == "passed" else one_line(check_summary_line(check), LINE_LIMIT)),
+            Text(f"[{number}]" if number else ""),
         )
     return table
+
+
+def _findings_view(to_fix, verbose):
+    """Numbered findings with a hanging indent: the number, then the text wrapped beside it."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(ratio=1, overflow="fold")
+    for number, finding in enumerate(to_fix, 1):
+        body = [Text(one_line(finding.headline, TEXT_LIMIT), style="bold")]
+        for label, text in found.finding_lines(finding, verbose=verbose):
+            body.append(_labelled(label, text))
+        grid.add_row(Text(f"[{number}]", style="bold red"), Group(*body))
+    return grid
+
+
+def _labelled(label, text):
+    if text.startswith("\n"):  # a block (traceback, printed output): kept line by line
+        lines = [printable(line)[:TEXT_LIMIT] for line in text[1:].splitlines()]
+        return Text.assemble((f"{label}:", "dim"), "\n", "\n".join("  " + line for line in lines))
+    if not label:
+        return Text(one_line(text, TEXT_LIMIT))
+    return Text.assemble((f"{label}: ", "dim"), one_line(text, TEXT_LIMIT))
+
+
+def _by_hand_view(checks, self_check):
+    when = "after the deadline, not in the score above" if self_check else "by the course staff"
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(ratio=1, overflow="fold")
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(no_wrap=True)
+    problems = []  # why answers could not be read at all (answers.toml missing or broken)
+    for check in checks:
+        if check.get("status") == "pending_manual":
+            state = Text("written", style="magenta")
+        elif check.get("status") == "failed":  # the only way a written answer fails: it is empty
+            state = Text("not written yet", style="red")
+        else:
+            if found.needs_fixing(check) and check.get("message"):
+                problems.append(one_line(check["message"], TEXT_LIMIT))
+            state = Text(SHORT_LABELS.get(check.get("status"), ""), style=STATUS_STYLES.get(check.get("status"), ""))
+        points = (f"{format_points(check.get('max_score'))} points" if check.get("status") == "pending_manual"
+                  else points_text(check.get("score"), check.get("max_score")))
+        grid.add_row(Text(one_line(check.get("title") or check.get("id"), TITLE_LIMIT)), Text(points), state)
+    heading = Text(f"Written answers, graded by hand {when}", style="bold")
+    return Group(heading, grid, *[Text(problem, style="red") for problem in dict.fromkeys(problems)])
