@@ -71,7 +71,8 @@ def cmd_grade(argv):
     started = time.perf_counter()
     try:
         results = grade(args.submission, seed=options.seed, only_parts=options.parts, limits=options.limits(),
-                        options=options.check_options(), extra_secrets=[out.resolve()], unsafe=options.unsafe)
+                        options=options.check_options(), extra_secrets=[out.resolve()], unsafe=options.unsafe,
+                        progress=PartProgress(options))
     except IsolationUnavailable as refusal:  # found only once the secrets were known: still a refusal
         print(f"grade: {refusal}", file=sys.stderr)
         return EXIT_NOT_ISOLATED
@@ -91,6 +92,28 @@ def cmd_grade(argv):
     for kind, report in reports.items():
         print(f"{kind}: {report}")
     return 0
+
+
+class PartProgress:
+    """One line on stderr as each part starts, so a long grade (the fine-tuning check trains for
+    minutes) says what it is doing; stdout keeps the summary alone."""
+
+    def __init__(self, options):
+        self.options = options
+        self.part = None
+        self.started = time.perf_counter()
+
+    def __call__(self, chk) -> None:
+        part = chk.id.split(".")[0]
+        if part == self.part:
+            return
+        self.part = part
+        note = ""
+        if part == "finetune":
+            budget = self.options.finetune.budget_s
+            mode = "on IMDB" if self.options.finetune.imdb else "in smoke mode, on the small sentiment set"
+            note = f" (training {mode}{f', up to {budget:g} s' if budget else ''})"
+        print(f"[{time.perf_counter() - self.started:6.1f} s] grading {part}{note}", file=sys.stderr, flush=True)
 
 
 def cmd_report(argv):

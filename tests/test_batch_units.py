@@ -18,6 +18,7 @@ from graders.batch.cli import cmd_batch, cmd_merge
 from graders.batch.discover import DiscoveryError, discover, id_from_entry
 from graders.batch.gradebook import rebuild
 from graders.batch.merge import merge_manual
+from graders.batch.run import Eta
 from graders.batch.supervise import Job, run_pool
 
 
@@ -197,6 +198,52 @@ def test_gpus_are_handed_out_round_robin_per_slot(tmp_path):
     assert [job.gpu for job in jobs[:2]] == ["0", "1"] and jobs[2].gpu in ("0", "1")
     for job in jobs:  # what the job process saw
         assert store.read_marker(tmp_path / "out", job.student_id)["gpu"] == job.gpu
+
+
+def test_the_running_submissions_are_reported_as_they_change(tmp_path):
+    jobs = stand_in_jobs(tmp_path, ["ok1", "ok2", "ok3"])
+    seen = []
+    run_pool(jobs, slots=2, on_running=lambda ids: seen.append(list(ids)))
+    assert seen[0] == ["ok1", "ok2"]
+    assert seen[-1] == []
+    assert any("ok3" in ids for ids in seen)
+
+
+def test_the_eta_comes_from_measured_times():
+    eta = Eta(remaining=10, slots=2)
+    assert eta.seconds() is None and eta.text() == "-:--:--"
+    eta.finished(30.0)
+    eta.finished(50.0)
+    assert eta.seconds() == pytest.approx(40.0 * 8 / 2)
+    assert eta.text() == "0:02:40"
+    for _ in range(7):
+        eta.finished(40.0)
+    assert eta.seconds() == pytest.approx(40.0)  # one left: it takes one submission's time, not half
+    eta.finished(40.0)
+    assert eta.seconds() == 0
+
+
+def test_an_interrupted_batch_still_rebuilds_its_gradebook(tmp_path, monkeypatch):
+    import graders.batch.run as batch_run
+    from graders.batch.supervise import Interrupted
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("a", "b"):
+        (subs / f"{name}.zip").write_bytes(name.encode())
+    out = tmp_path / "out"
+
+    def graded_one_then_interrupted(todo, out, config, **_):
+        store.publish(out, todo[0]["student_id"], fake_results(6.0), {"key": todo[0]["key"]})
+        raise Interrupted("SIGINT")
+
+    monkeypatch.setattr(batch_run, "_run_local", graded_one_then_interrupted)
+    with pytest.raises(Interrupted):
+        batch_run.run_batch(subs, out, batch_run.BatchConfig(parts=["attention"], progress=False))
+    with (out / "gradebook.csv").open() as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert rows["a"]["total"] == "6"
+    assert (out / "summary.html").is_file()
 
 
 # ------------------------------------------------------------------------- gradebook, summary

@@ -77,6 +77,7 @@ def test_an_unsafe_grade_says_so_in_every_output(tmp_path):
     assert NOT_ISOLATED in graded.stdout
     assert NOT_ISOLATED in (out / "report.html").read_text()
     assert NOT_ISOLATED in json.loads((out / "gradescope.json").read_text())["output"]
+    assert "] grading attention" in graded.stderr and "grading" not in graded.stdout  # progress, apart from the summary
 
 
 @needs_full

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,16 +109,18 @@ def run_batch(folder: Path | None, out: Path, config: BatchConfig | None = None)
         skipped = len(specs) - len(todo)
         finished: list[Finished] = []
         submitted, slurm_job = 0, None
-        if config.backend == "local":
-            finished = _run_local(todo, out, config, total=len(specs), skipped=skipped)
-        elif config.backend == "slurm":
-            from graders.batch import slurm
+        try:
+            if config.backend == "local":
+                finished = _run_local(todo, out, config, total=len(specs), skipped=skipped)
+            elif config.backend == "slurm":
+                from graders.batch import slurm
 
-            outcome = slurm.submit(todo, out, config)
-            finished, submitted, slurm_job = outcome.finished, outcome.submitted, outcome.job_id
-        else:
-            raise ValueError(f"unknown backend {config.backend!r} (local or slurm)")
-        gradebook, summary = rebuild(out)
+                outcome = slurm.submit(todo, out, config)
+                finished, submitted, slurm_job = outcome.finished, outcome.submitted, outcome.job_id
+            else:
+                raise ValueError(f"unknown backend {config.backend!r} (local or slurm)")
+        finally:  # an interrupt too: the gradebook and summary show every result finished so far
+            gradebook, summary = rebuild(out)
     return BatchSummary(len(specs), skipped, finished, gradebook, summary, submitted, slurm_job)
 
 
@@ -128,18 +131,57 @@ def _run_local(todo: list[dict], out: Path, config: BatchConfig, *, total: int, 
     show = sys.stderr.isatty() if config.progress is None else config.progress
     if not show:
         return run_pool(jobs, slots=slots, gpus=config.gpus)
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = [TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    eta = Eta(remaining=len(todo), slots=slots)
+    columns = [TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA {task.fields[eta]}"), TextColumn("{task.fields[status]}")]
     with Progress(*columns, transient=False) as progress:
-        task = progress.add_task("grading", total=total, completed=skipped, last="")
+        task = progress.add_task("grading", total=total, completed=skipped, eta=eta.text(), status="")
+        last = {"finished": "", "running": []}
 
-        def advance(result: Finished) -> None:
-            progress.update(task, advance=1, last=f"{result.student_id}: {result.outcome}")
+        def show_status() -> None:
+            running = ", ".join(last["running"][:4]) + (" ..." if len(last["running"]) > 4 else "")
+            status = f"running: {running}" if running else ""
+            progress.update(task, eta=eta.text(), status=f"{last['finished']}  {status}".strip())
 
-        return run_pool(jobs, slots=slots, gpus=config.gpus, on_finish=advance)
+        def finished(result: Finished) -> None:
+            eta.finished(result.wall_s)
+            last["finished"] = f"{result.student_id}: {result.outcome}"
+            progress.update(task, advance=1)
+            show_status()
+
+        def running(ids: list[str]) -> None:
+            last["running"] = ids
+            show_status()
+
+        return run_pool(jobs, slots=slots, gpus=config.gpus, on_finish=finished, on_running=running)
+
+
+@dataclass
+class Eta:
+    """Time left, from the wall times of the submissions finished in this run: the mean time
+    per submission times the submissions left, over the slots that grade them at once. Unknown
+    until one finishes (a guess from nothing would read as a promise)."""
+    remaining: int
+    slots: int
+    walls: list[float] = field(default_factory=list)
+
+    def finished(self, wall_s: float) -> None:
+        self.remaining = max(self.remaining - 1, 0)
+        self.walls.append(wall_s)
+
+    def seconds(self) -> float | None:
+        if not self.walls:
+            return None
+        return statistics.fmean(self.walls) * self.remaining / max(min(self.slots, self.remaining), 1)
+
+    def text(self) -> str:
+        left = self.seconds()
+        if left is None:
+            return "-:--:--"
+        minutes, seconds = divmod(round(left), 60)
+        return f"{minutes // 60}:{minutes % 60:02d}:{seconds:02d}"
 
 
 def replace(config: BatchConfig, **changes) -> BatchConfig:

@@ -208,9 +208,12 @@ def _raise_interrupted(signum, frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
-def run_pool(jobs: list[Job], *, slots: int, gpus: list[str] | None = None, on_finish=None) -> list[Finished]:
+def run_pool(jobs: list[Job], *, slots: int, gpus: list[str] | None = None, on_finish=None,
+             on_running=None) -> list[Finished]:
     """Run the jobs, `slots` at a time; GPU i % len(gpus) goes to slot i. SIGINT/SIGTERM kill
-    every running job (by process group) and raise Interrupted; finished results stay."""
+    every running job (by process group) and raise Interrupted; finished results stay.
+    `on_finish(result)` follows each finished job, `on_running(student ids)` each change of the
+    running set."""
     pending = list(reversed(jobs))
     running: dict[int, Job] = {}
     finished: list[Finished] = []
@@ -219,19 +222,24 @@ def run_pool(jobs: list[Job], *, slots: int, gpus: list[str] | None = None, on_f
         previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         while pending or running:
+            changed = False
             for slot in range(slots):
                 if slot not in running and pending:
                     job = pending.pop()
                     job.gpu = gpus[slot % len(gpus)] if gpus else None
                     job.start()
                     running[slot] = job
+                    changed = True
             for slot, job in list(running.items()):
                 result = job.poll()
                 if result is not None:
                     del running[slot]
                     finished.append(result)
+                    changed = True
                     if on_finish:
                         on_finish(result)
+            if changed and on_running:
+                on_running([job.student_id for _, job in sorted(running.items())])
             time.sleep(POLL_S)
     finally:
         for job in running.values():
