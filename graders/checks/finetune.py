@@ -17,16 +17,20 @@ import torch
 from graders.checks.framework import HIDDEN, CheckFailed, CheckOutcome, check
 from graders.diagnoses import DIAGNOSES
 
-SMOKE_BUDGET_S = 90.0
 FULL_BUDGET_S = 600.0
-SMOKE_PASS_ACCURACY = 0.7  # the small set: clearly above chance, with room for any sane model
-# The small set has 400 training reviews: at IMDB's batch sizes it gives a handful of optimizer
-# steps per epoch. Smoke mode keeps the student's model, learning rate and code, and trains about
-# as many steps as one IMDB epoch would have.
-SMOKE_OVERRIDES = {"batch_size": 32, "n_epochs": 10}
+# Smoke mode shows that the loop runs and learns; it cannot show 90%. It keeps the student's
+# model, learning rate and code, and trains a fixed amount so that the same submission gets the
+# same score on any machine: the budget is only a cap for a runaway loop, never the usual stop.
+# The small set has 400 training reviews: batch size 16 gives 25 optimizer steps an epoch.
+SMOKE_OVERRIDES = {"batch_size": 16, "n_epochs": 4}
+SMOKE_BUDGET_S = 120.0
+SMOKE_PROBE_REVIEWS = 64  # the reviews evaluate() is observed on each epoch (the whole set otherwise)
+# Above chance by a wide margin on 200 validation reviews (chance is 50% +- 3.5%), reached by
+# any sane model in four epochs.
+SMOKE_PASS_ACCURACY = 0.6
 PROVISIONAL_NOTE = (
     "Provisional: trained in smoke mode on the project's small sentiment set over a tiny CPU encoder. "
-    "Batch size 32 and 10 epochs replace the student's for this set. "
+    "Batch size 16 and 4 epochs replace the student's for this set. "
     "The real check needs IMDB, bert-base-uncased and a GPU: "
     "grade SUBMISSION --imdb PATH --encoder PATH (docs/finetune.md)."
 )
@@ -121,7 +125,8 @@ def finetune_accuracy(ctx):
     budget = options.get("time_budget_s") or (SMOKE_BUDGET_S if data.provisional else FULL_BUDGET_S)
     run = ctx.student.task("finetune.train", features=_views(data), train_labels=torch.tensor(data.train_labels),
                            time_budget_s=budget, device=device, seed=ctx.seed, timeout=budget + 120,
-                           overrides=SMOKE_OVERRIDES if data.provisional else {})
+                           overrides=SMOKE_OVERRIDES if data.provisional else {},
+                           probe_size=SMOKE_PROBE_REVIEWS if data.provisional else None)
     summary, valid_logits, test_logits = run["summary"], run["valid_logits"], run["test_logits"]
     epochs = summary["epochs"]
     valid_acc = [accuracy(logits, data.valid_labels) for logits in valid_logits]

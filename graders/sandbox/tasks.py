@@ -209,7 +209,7 @@ def finetune_check_frozen(ctx: TaskContext, encoder_dir: str, text: torch.Tensor
 
 @task("finetune.train")
 def finetune_train(ctx: TaskContext, *, features: dict, train_labels: torch.Tensor, time_budget_s: float,
-                   device: str, seed: int, overrides: dict) -> dict:
+                   device: str, seed: int, overrides: dict, probe_size: int | None = None) -> dict:
     """The student's model, hyper-parameters (with `overrides`), train and evaluate on cached features.
     `features` maps train / valid / test to (cache folder, rows); only the training labels are here.
     Returns the logits of every epoch on validation and test, and what the harness observed."""
@@ -223,5 +223,6 @@ def finetune_train(ctx: TaskContext, *, features: dict, train_labels: torch.Tens
     student = ctx.student_module("sentiment")
     hyperparameters = {**student.HYPERPARAMETERS, **overrides}
     run = run_training(student, hyperparameters, views["train"], train_labels.numpy(), views["valid"],
-                       views["test"], time_budget_s, device, seed=seed)
+                       views["test"], time_budget_s, device, seed=seed,
+                       **({} if probe_size is None else {"probe_size": probe_size}))
     return {"summary": run.summary(), **run.tensors()}
