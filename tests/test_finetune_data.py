@@ -177,3 +177,19 @@ def test_small_sentiment_set_is_balanced_and_matches_its_generator():
         assert sum(r.label for r in reviews) == len(reviews) // 2
     texts = [r.text for reviews in splits.values() for r in reviews]
     assert len(set(texts)) == len(texts)
+
+
+def test_the_rehearsal_writes_imdb_that_the_loader_reads(tmp_path):
+    """benchmarks/bench_gpu_rehearsal.py's synthetic IMDB: aclImdb's layout, balanced labels, and
+    IMDB-like lengths (its GPU run is owed; its data is checked here, on the CPU)."""
+    import statistics
+
+    spec = importlib.util.spec_from_file_location("rehearsal", REPO_ROOT / "benchmarks" / "bench_gpu_rehearsal.py")
+    rehearsal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rehearsal)
+    rehearsal.write_synthetic_imdb(tmp_path, 200)
+    splits = load_imdb(tmp_path / "aclImdb")
+    assert {name: len(reviews) for name, reviews in splits.items()} == {"train": 200, "test": 200}
+    assert sum(r.label for r in splits["train"]) == 100
+    words = [len(r.text.split()) for r in splits["train"]]
+    assert 120 < statistics.median(words) < 250 and max(words) <= 2500

@@ -1,0 +1,187 @@
+"""The GPU runner's rehearsal: the real fine-tuning path, end to end, on synthetic IMDB.
+
+    python benchmarks/bench_gpu_rehearsal.py --device cuda                 # IMDB's scale, bert-base size
+    python benchmarks/bench_gpu_rehearsal.py --device cpu --scale 0.02 --encoder-size small   # reduced, on CPU
+
+Everything goes through the commands an instructor runs, as subprocesses of this script:
+  data      synthetic reviews in aclImdb's layout (25,000 + 25,000 times --scale), with IMDB's
+            length distribution (log-normal words per review, median ~175, mean ~230, long tail)
+            and sentiment words that carry the label, so a model can learn from them
+  encoder   a random-weight BERT (bert-base's shape, or a small one) and a WordPiece tokenizer,
+            saved with save_pretrained: loaded the way a real one is
+  build     python -m graders.finetune --imdb ... --encoder ...   (cold cache), and again (warm)
+  grade     grade reference/ --parts finetune ... with the warm cache, through the sandbox
+  batch     grade batch over --submissions copies of the reference sharing the device and the cache
+Prints a table; --json writes the figures. On CUDA the peak memory of the GPU is sampled with
+nvidia-smi while each step runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+IMDB_REVIEWS = 25_000
+POSITIVE = ["great", "wonderful", "superb", "moving", "brilliant", "loved", "best", "touching"]
+NEGATIVE = ["awful", "boring", "worst", "dull", "terrible", "hated", "waste", "mess"]
+ENCODER_SIZES = {  # hidden, layers, heads, intermediate
+    "base": (768, 12, 12, 3072),
+    "small": (256, 4, 4, 1024),
+}
+
+
+def review_words(rng: random.Random) -> int:
+    """Words in one review: log-normal as IMDB's (median ~175, mean ~230), clipped to 10..2,500."""
+    return max(10, min(2500, round(rng.lognormvariate(math.log(175), 0.75))))
+
+
+def write_synthetic_imdb(root: Path, n_per_split: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    vocabulary = [f"w{i}" for i in range(5000)]
+    for split in ("train", "test"):
+        for polarity, cue in (("neg", NEGATIVE), ("pos", POSITIVE)):
+            folder = root / "aclImdb" / split / polarity
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(n_per_split // 2):
+                n = review_words(rng)
+                words = [rng.choice(cue) if rng.random() < 0.04 else rng.choice(vocabulary) for _ in range(n)]
+                (folder / f"{i}_{8 if polarity == 'pos' else 2}.txt").write_text(" ".join(words) + ".")
+
+
+def write_encoder(folder: Path, size: str) -> None:
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from graders.finetune.encoder import _wordpiece_vocab
+
+    texts = [" ".join(POSITIVE + NEGATIVE + [f"w{i}" for i in range(5000)])]
+    tokenizer = BertTokenizerFast(vocab=_wordpiece_vocab(texts))
+    hidden, layers, heads, intermediate = ENCODER_SIZES[size]
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
+                                 num_attention_heads=heads, intermediate_size=intermediate))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+class GpuMemory:
+    """Peak memory in use on the GPU while a step runs, sampled by nvidia-smi (None without it)."""
+
+    def __init__(self, device: str):
+        self.enabled = device == "cuda" and shutil.which("nvidia-smi") is not None
+        self.peak_mib: int | None = None
+
+    def __enter__(self):
+        self.running = True
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        if self.enabled:
+            self.thread.start()
+        return self
+
+    def _sample(self):
+        while self.running:
+            done = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                  capture_output=True, text=True)
+            values = [int(v) for v in done.stdout.split() if v.strip().isdigit()]
+            if values:
+                self.peak_mib = max(self.peak_mib or 0, max(values))
+            time.sleep(0.5)
+
+    def __exit__(self, *exc):
+        self.running = False
+        if self.enabled:
+            self.thread.join()
+
+
+def timed(name: str, command: list[str], figures: dict, device: str, env: dict) -> subprocess.CompletedProcess:
+    print(f"{name}: {' '.join(command)}", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    with GpuMemory(device) as memory:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+    figures[name] = {"wall_s": round(time.perf_counter() - started, 1), "gpu_peak_mib": memory.peak_mib,
+                     "exit": done.returncode}
+    if done.returncode != 0:
+        print(done.stdout[-3000:] + done.stderr[-3000:], file=sys.stderr)
+    return done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of IMDB's 25,000 + 25,000 reviews")
+    parser.add_argument("--encoder-size", choices=sorted(ENCODER_SIZES), default="base")
+    parser.add_argument("--submissions", type=int, default=4, help="copies of the reference in the batch")
+    parser.add_argument("--budget", type=float, default=600, help="--finetune-budget of each grade")
+    parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder, removed after")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="rehearsal-"))
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o755)  # the sandbox user reads the encoder and the cache below it
+    cache = work / "cache"
+    env = {**os.environ, "TRANSFORMER_GRADER_CACHE": str(cache)}
+    n = max(2, round(IMDB_REVIEWS * args.scale))
+    figures: dict = {"device": args.device, "reviews_per_split": n, "encoder_size": args.encoder_size,
+                     "submissions": args.submissions}
+    try:
+        started = time.perf_counter()
+        write_synthetic_imdb(work, n)
+        write_encoder(work / "encoder", args.encoder_size)
+        for path in work.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        figures["make_data_s"] = round(time.perf_counter() - started, 1)
+        finetune = ["--imdb", str(work / "aclImdb"), "--encoder", str(work / "encoder"), "--device", args.device]
+        build = [sys.executable, "-m", "graders.finetune", *finetune]
+        timed("cache_build", build, figures, args.device, env)
+        timed("cache_warm", build, figures, args.device, env)
+
+        grade = [sys.executable, "-m", "graders.cli"]
+        done = timed("grade", [*grade, "reference", "--parts", "finetune", "--out", str(work / "one"),
+                               "--finetune-budget", str(args.budget), *finetune], figures, args.device, env)
+        if done.returncode == 0:
+            check = json.loads((work / "one" / "results.json").read_text())["parts"][0]["checks"][0]
+            curve = check.get("details", {}).get("training_curve", {})
+            numbers = check.get("details", {}).get("numbers", {})
+            figures["grade"].update(training_s=numbers.get("seconds"), epochs=len(curve.get("epoch", [])),
+                                    valid_acc=curve.get("valid_acc"), message=check.get("message"))
+
+        subs = work / "subs"
+        for i in range(args.submissions):
+            shutil.copytree(REPO / "reference", subs / f"student{i:02d}", ignore=shutil.ignore_patterns("__pycache__"))
+        gpus = ["--gpus", "0"] if args.device == "cuda" else []
+        done = timed("batch", [*grade, "batch", str(subs), "--out", str(work / "batch"), "--parts", "finetune",
+                               "--jobs", str(args.submissions), *gpus, "--finetune-budget", str(args.budget),
+                               "--no-progress", *finetune], figures, args.device, env)
+        logs = "".join(p.read_text(errors="replace") for p in (work / "batch" / ".batch" / "logs").glob("*.log"))
+        figures["batch"]["encoded_again"] = "encod" in logs.lower()
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\nrehearsal on {args.device}: {n} + {n} reviews, {args.encoder_size} encoder, "
+          f"{args.submissions} submissions in the batch")
+    for name in ("cache_build", "cache_warm", "grade", "batch"):
+        step = figures.get(name, {})
+        extra = "" if step.get("gpu_peak_mib") is None else f", GPU peak {step['gpu_peak_mib']} MiB"
+        print(f"  {name:12} {step.get('wall_s', '-'):>8} s  (exit {step.get('exit')}{extra})")
+    if "training_s" in figures.get("grade", {}):
+        g = figures["grade"]
+        print(f"  one grade's training: {g['training_s']} s over {g['epochs']} epochs; {g['message']}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
