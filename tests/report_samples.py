@@ -396,6 +396,13 @@ def notebook_handin():
                   details={"traceback": traceback})
             for name in ("rate", "mask_token", "random_token", "padding")
         ]),
+        part("answers", "Written answers", [
+            {**check("answers.layer_norm", "Why Layer Normalization?", "pending_manual", 5,
+                     message="waiting for a grader", details={"answer": "It keeps activations in range."}),
+             "graded_by_hand": True},
+            *({**check(f"answers.{key}", f"Why {key}?", "failed", 5, message=f"no answer written for: Why {key}?"),
+               "graded_by_hand": True} for key in ("residual_connection", "scaling_factor")),
+        ]),
         part("gpt", "minGPT", [
             check(f"gpt.{name}", f"GPT {name}", "skipped", 2,
                   message="the notebook 'hw.ipynb' defines none of gpt.py's names (GPTConfig, GPT, ...)")
@@ -440,9 +447,9 @@ def failing_checks(results):
 
 def shown_summary_line(check):
     """What the report must show for a failing check: its diagnosis or message, or for a check
-    stopped by an untouched function, the one line that names the function."""
-    from graders.reports.findings import not_implemented_name
+    that shows nothing of the student's work (an untouched function, a missing module, a blank
+    written answer), the one line that says so."""
+    from graders.reports.html import not_attempted_label
     from graders.reports.summary import check_summary_line
 
-    untouched = not_implemented_name(check)
-    return f"not implemented yet: {untouched}" if untouched else check_summary_line(check)
+    return not_attempted_label(check) or check_summary_line(check)

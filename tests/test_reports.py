@@ -470,9 +470,10 @@ def test_mistakes_found_lists_each_diagnosis_once_with_its_checks_and_points():
     assert "weights differ" not in mistakes and "outputs change with padding" not in mistakes
     assert 'id="mistake-2"' not in mistakes and "Mistakes found (1)" in mistakes
     # Parts never attempted (a TODO stub, a module the notebook leaves out) are one line each, apart.
-    not_attempted = _section(mistakes, "<strong>Not attempted:</strong>", "</p>")
+    not_attempted = _section(mistakes, "<strong>Not attempted:</strong>", "</ul>")
     assert "not implemented yet: mask_inputs (4 checks, −8 points)" in not_attempted
     assert "defines none of gpt.py&#39;s names (GPTConfig, GPT, ...) (3 checks, −6 points)" in not_attempted
+    assert "no written answer given (2 checks, −10 points)" in not_attempted
 
 
 def test_failures_without_a_known_cause_follow_the_known_mistakes():
@@ -491,7 +492,10 @@ def test_a_part_not_attempted_is_one_line_without_tracebacks():
     assert pretraining.count('<details class="not-attempted">') == 1
     assert "not implemented yet: mask_inputs" in pretraining and "4 checks · −8 points" in pretraining
     assert "Traceback" not in pretraining and "<article" not in pretraining
-    gpt = _section(html, '<section class="part" id="part-3">', "</section>")
+    answers = _section(html, '<section class="part" id="part-3">', "</section>")
+    assert "no written answer given <span class=\"muted\">· 2 checks · −10 points" in answers
+    assert '<article class="check pending_manual"' in answers  # the answer given is shown in full
+    gpt = _section(html, '<section class="part" id="part-4">', "</section>")
     assert gpt.count('<details class="not-attempted">') == 1 and "<article" not in gpt
     # A part with a real failure still shows it in full.
     assert '<article class="check failed"' in _section(html, '<section class="part" id="part-1">', "</section>")
@@ -502,7 +506,7 @@ def test_timings_are_folded_away_and_the_total_stays_in_view():
     footer = html[html.index("<footer>"):]
     assert "<dt>total time</dt><dd>41.70 s</dd>" in footer
     folded = _section(footer, '<details class="timings">', "</details>")
-    assert "<summary>Timings (80)</summary>" in folded  # the worker start, 4 parts, 75 checks
+    assert "<summary>Timings (81)</summary>" in folded  # the worker start, 5 parts, 75 checks
     assert folded.count("checks time: check_") == 75
     assert footer.count("checks time: check_") == 75
 

@@ -264,30 +264,47 @@ def _points_lost(checks: list[dict]) -> str:
 def _mistakes_view(results: dict, anchors: dict[int, tuple[str, str]]
                    ) -> tuple[list[MistakeView], list[NotAttemptedView]]:
     """The "Mistakes found" box: each diagnosis (or repeated message) once, known mistakes first,
-    with the checks it failed and the points it cost; untouched functions apart, one line each."""
+    with the checks it failed and the points it cost; what was not attempted apart, one line each."""
     checks = [c for c in all_checks(results) if isinstance(c, dict) and id(c) in anchors]
-    mistakes, not_attempted = [], []
-    findings = gather(checks)
-    # Checks that never ran the student's code (a missing module) are not attempted, like the
-    # untouched TODO stubs: the parts show both as one line.
-    unattempted = [f for f in findings
-                   if f.not_implemented or all(c.get("status") == "skipped" for c in f.checks)]
-    attempted = [f for f in findings if f not in unattempted]
-    known = [f for f in attempted if _diagnosis_id(f.checks[0])]
-    others = [f for f in attempted if not _diagnosis_id(f.checks[0])]
-    for number, finding in enumerate(known + others, start=1):
-        mistakes.append(MistakeView(
-            anchor=f"mistake-{number}",
-            headline=clip(finding.headline, LIMITS["diagnosis"]),
-            known=finding in known,
-            points_lost=_points_lost(finding.checks),
-            checks=[anchors[id(c)] for c in finding.checks],
-        ))
-    for finding in unattempted:
-        not_attempted.append(NotAttemptedView(
-            label=clip(finding.headline, LIMITS["message"]), points=_points_lost(finding.checks),
-            titles=[anchors[id(c)][0] for c in finding.checks]))
+    unattempted: dict[str, list[dict]] = {}
+    attempted = []
+    for check in checks:
+        label = not_attempted_label(check)
+        if label:
+            unattempted.setdefault(label, []).append(check)
+        else:
+            attempted.append(check)
+    findings = gather(attempted)
+    known = [f for f in findings if _diagnosis_id(f.checks[0])]
+    others = [f for f in findings if not _diagnosis_id(f.checks[0])]
+    mistakes = [
+        MistakeView(anchor=f"mistake-{number}", headline=clip(finding.headline, LIMITS["diagnosis"]),
+                    known=finding in known, points_lost=_points_lost(finding.checks),
+                    checks=[anchors[id(c)] for c in finding.checks])
+        for number, finding in enumerate(known + others, start=1)
+    ]
+    not_attempted = [NotAttemptedView(label=clip(label, LIMITS["message"]), points=_points_lost(members),
+                                      titles=[anchors[id(c)][0] for c in members])
+                     for label, members in unattempted.items()]
     return mistakes, not_attempted
+
+
+def not_attempted_label(check: dict) -> str | None:
+    """Why a check shows nothing of the student's work, when that is so: an untouched TODO stub,
+    a check that could not run (its module is missing), a written answer left blank. Such checks
+    are one line per reason: their messages and tracebacks would all say the same."""
+    status = check.get("status")
+    if status not in ("failed", "error", "skipped"):
+        return None
+    untouched = not_implemented_name(check)
+    if untouched:
+        return f"not implemented yet: {untouched}"
+    if status == "skipped":
+        return as_text(check.get("message")) or "not run"
+    # A written answer fails before a person grades it only when nothing was written.
+    if check.get("graded_by_hand") is True and status == "failed" and "manual" not in _mapping(check.get("details")):
+        return "no written answer given"
+    return None
 
 
 def _diagnosis_id(check: dict) -> str:
@@ -392,15 +409,11 @@ def _part_view(index: int, part: dict) -> PartView:
     raw_checks = list(part.get("checks") or [])
     checks = [_check_view(index, i, c) for i, c in enumerate(raw_checks)]
     automatic = [c for c in checks if c.status != MANUAL]
-    # Checks stopped by the same untouched function, or skipped for the same reason (a missing
-    # module), become one line: their messages and tracebacks would all say the same.
     groups: dict[str, list[tuple[dict, CheckView]]] = {}
     for raw, view in zip(raw_checks, checks):
-        untouched = not_implemented_name(raw) if view.status in ("failed", "error", "skipped") else None
-        if untouched:
-            groups.setdefault(f"not implemented yet: {untouched}", []).append((raw, view))
-        elif view.status == "skipped":
-            groups.setdefault(view.message or "not run", []).append((raw, view))
+        label = not_attempted_label(raw) if isinstance(raw, dict) else None
+        if label:
+            groups.setdefault(label, []).append((raw, view))
     collapsed = {id(view) for members in groups.values() for _, view in members}
     not_attempted = [NotAttemptedView(label=clip(label, LIMITS["message"]), points=_points_lost([r for r, _ in members]),
                                       titles=[view.title for _, view in members])
