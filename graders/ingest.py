@@ -516,10 +516,14 @@ def _locate(raw: Path, notes: list[str]) -> tuple[Path | None, PurePosixPath | N
     notebooks = sorted(p for p in files if p.suffix.lower() == ".ipynb")
     module_dirs = {p.parent for p in files if p.name in EXPECTED_FILES}
     if len(notebooks) == 1 and {p.name for p in files if p.name in EXPECTED_FILES} == {ANSWERS_FILE}:
-        # A notebook with answers.toml beside it and no module file: the notebook holds the
-        # code, and the answers file is read with it (the notebook's answers fill its gaps).
-        answers_dirs = sorted(module_dirs, key=lambda folder: len(folder.parts))
-        return raw.joinpath(*answers_dirs[0].parts), notebooks[0]
+        # A notebook and answers.toml but no module file: the notebook holds the code, and an
+        # answers.toml in its own folder is read with it (the notebook's answers fill its gaps).
+        notebook = notebooks[0]
+        elsewhere = sorted(module_dirs - {notebook.parent})
+        if elsewhere:
+            notes.append(f"{ANSWERS_FILE} in {', '.join(_folder(f) for f in elsewhere)} is not read: only the one "
+                         f"beside the notebook ({_folder(notebook.parent)}) is")
+        return (raw.joinpath(*notebook.parent.parts) if notebook.parent in module_dirs else None), notebook
     if module_dirs:
         shallowest = min(len(folder.parts) for folder in module_dirs)
         candidates = sorted(folder for folder in module_dirs if len(folder.parts) == shallowest)

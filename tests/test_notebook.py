@@ -409,3 +409,28 @@ def test_a_module_the_notebook_leaves_out_is_named_with_its_expected_names(tmp_p
     assert ingested.missing_reasons["gpt.py"] == ("the notebook 'hw.ipynb' defines none of gpt.py's names "
                                                   "(GPTConfig, GPT, LanguageModelingDataset, lm_collate_fn, ...)")
     assert "attention.py" not in ingested.missing_reasons
+
+
+def test_only_an_answers_toml_beside_the_notebook_is_read(tmp_path):
+    import tomllib
+
+    from graders.ingest import ingest
+
+    folder = tmp_path / "hand-in"
+    (folder / "old").mkdir(parents=True)
+    write_notebook(folder / "hw.ipynb", ANSWER_CELLS)
+    (folder / "old" / "answers.toml").write_text('[written]\nlayer_norm = "an old draft"\n')
+    ingested = ingest(folder, tmp_path / "dest")
+    assert ingested.kind == "notebook"
+    assert tomllib.loads((ingested.root / "answers.toml").read_text())["written"]["layer_norm"] == \
+        "It keeps activations in range."
+    assert "answers.toml in old/ is not read: only the one beside the notebook (the top level) is" in ingested.notes
+
+
+def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path):
+    from graders.ingest import EXPECTED_FILES, ingest
+
+    cells = [("markdown", "## answers.layer_norm\nMy answer.")]
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
+    assert ingested.files == ["answers.toml"]
+    assert ingested.missing == [name for name in EXPECTED_FILES if name != "answers.toml"]
