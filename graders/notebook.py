@@ -61,9 +61,10 @@ _IPYTHON_LINE = re.compile(r"\s*(?:[!%]|[\w.]+\s*=\s*[!%])")
 # An answer cell's first line: a Markdown heading (up to 3 spaces of indent, 1 to 6 `#`) whose
 # whole text is a question's id, optionally in backticks and with closing `#`s.
 _ANSWER_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+`?(?P<id>[\w.]+)`?(?:[ \t]+#+)?[ \t]*")
-# The grader reads at most this much of one written answer: a grader reads it all, a student
-# who pastes megabytes does not slow the grade down.
-MAX_ANSWER_CHARS = 20_000
+# The written-answer check shows a grader 5,000 characters of an answer; reading no more keeps
+# the generated answers.toml (9 answers, at most 4 bytes a character) under the 256 KiB the
+# grader reads of that file, so a long honest answer cannot make every answer unreadable.
+MAX_ANSWER_CHARS = 5_000
 _HELP_LINE = re.compile(r"\s*(?:\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*")
 
 
@@ -122,6 +123,7 @@ def read_answer_cells(markdown_cells: list[tuple[int, str]]
     answers: dict[str, dict[str, str]] = {}
     cells: dict[str, int] = {}
     given_in: dict[str, list[int]] = defaultdict(list)
+    cut: set[str] = set()
     for number, source in markdown_cells:
         lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         first = next((index for index, line in enumerate(lines) if line.strip()), None)
@@ -135,6 +137,7 @@ def read_answer_cells(markdown_cells: list[tuple[int, str]]
         text = "\n".join(lines[first + 1:]).strip()
         given_in[key].append(number)
         if len(text) > MAX_ANSWER_CHARS:
+            cut.add(key)
             text = text[:MAX_ANSWER_CHARS]
         if section == "numeric":
             text = text.strip("`").strip()  # `10,050,201` as inline code
@@ -146,6 +149,8 @@ def read_answer_cells(markdown_cells: list[tuple[int, str]]
         line = f"answers.toml {key}: {answered} in cell {numbers[-1]}"
         if len(numbers) > 1:
             line += f" (also headed in cells {', '.join(map(str, numbers[:-1]))}; the last is used)"
+        if key in cut:
+            line += f"; only its first {MAX_ANSWER_CHARS:,} characters are read"
         notes.append(line)
     return answers, cells, notes
 

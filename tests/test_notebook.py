@@ -434,3 +434,18 @@ def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path)
     ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
     assert ingested.files == ["answers.toml"]
     assert ingested.missing == [name for name in EXPECTED_FILES if name != "answers.toml"]
+
+
+def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
+    from graders.grading import read_answers
+    from graders.ingest import ANSWER_HEADINGS, ingest
+    from graders.notebook import MAX_ANSWER_CHARS
+
+    keys = sorted({key for _, key in ANSWER_HEADINGS.values()})
+    cells = [("markdown", f"## {key}\n" + "\U0001F600" * (3 * MAX_ANSWER_CHARS)) for key in keys]
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
+    answers = read_answers(ingested.root)  # None would fail every answer as unreadable
+    assert answers is not None
+    assert all(len(text) == MAX_ANSWER_CHARS for section in answers.values() for text in section.values())
+    assert f"answers.toml layer_norm: answered in cell {keys.index('layer_norm') + 1}; only its first " \
+           f"{MAX_ANSWER_CHARS:,} characters are read" in ingested.notes
