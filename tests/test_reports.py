@@ -528,3 +528,11 @@ def test_notebook_text_in_the_cell_map_stays_text():
     results["submission"]["origin"]["notebook"] = report_samples.SCRIPT
     html = render_html(results)
     assert report_samples.SCRIPT not in html and "&lt;script&gt;" in html
+
+
+def test_a_template_handed_in_as_it_is_has_no_mistakes_only_parts_not_attempted():
+    html = render_html(report_samples.template_not_implemented())
+    mistakes = _section(html, '<section class="mistakes"', "</section>")
+    assert "Mistakes found: none in what was attempted" in mistakes and '<li id="mistake-' not in mistakes
+    assert "not implemented yet: scaled_dot_product" in mistakes
+    assert "Traceback" not in html and "<article" not in html

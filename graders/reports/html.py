@@ -157,10 +157,10 @@ class CheckView:
 
 @dataclass
 class NotAttemptedView:
-    """Checks of a part stopped by one untouched function (or one reason they could not run),
-    shown as one line: their tracebacks all say the same thing."""
+    """Checks that show nothing of the student's work for one reason (`not_attempted_label`),
+    shown as one line: their messages and tracebacks all say the same thing."""
 
-    label: str  # "not implemented yet: NAME", or the reason the checks did not run
+    label: str  # "not implemented yet: NAME", why the checks did not run, "no written answer given"
     points: str
     titles: list[str]
 
