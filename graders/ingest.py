@@ -32,6 +32,8 @@ EXPECTED_FILES: tuple[str, ...] = (
     "answers.toml",
 )
 ANSWERS_FILE = "answers.toml"
+# The grader reads no more of answers.toml than this (graders/grading.py, MAX_ANSWERS_BYTES).
+MAX_ANSWERS_BYTES = 256 * 1024
 
 # The public names each template module defines. A notebook definition goes to the first
 # module that lists its name, so `PositionalEncoding` lands in encoder.py and causal_lm.py
@@ -578,7 +580,6 @@ def _modules_from_notebook(notebook: Path, answers_dir: Path | None, out: Path, 
     return out, missing_reasons, origin
 
 
-
 def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dict[str, int],
                             answers_dir: Path | None, out: Path, notes: list[str]) -> dict[str, int]:
     """Write out/answers.toml from the notebook's answer cells and an answers.toml handed in
@@ -592,12 +593,14 @@ def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dic
             return {}
         (out / ANSWERS_FILE).write_text(answers_toml_text(from_notebook), encoding="utf-8")
         return dict(cells)
-    text = handed_in.read_text(encoding="utf-8", errors="replace")
     try:
-        file_answers = tomllib.loads(text)
-    except ValueError:
-        # The broken file is graded as the student handed it in: its parts report it unreadable.
-        notes.append(f"{ANSWERS_FILE} beside the notebook cannot be read as TOML; the notebook's answers are not used")
+        if handed_in.stat().st_size > MAX_ANSWERS_BYTES:
+            raise ValueError(f"it is over {MAX_ANSWERS_BYTES // 1024} KiB")
+        file_answers = tomllib.loads(handed_in.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as error:
+        # The file is graded as the student handed it in: the answers part says it is unreadable.
+        notes.append(f"{ANSWERS_FILE} beside the notebook cannot be read ({_show(str(error), 120)}); "
+                     "the notebook's answers are not used")
         shutil.copyfile(handed_in, out / ANSWERS_FILE)
         return {}
     merged: dict[str, dict[str, str]] = {}

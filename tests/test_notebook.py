@@ -449,3 +449,18 @@ def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
     assert all(len(text) == MAX_ANSWER_CHARS for section in answers.values() for text in section.values())
     assert f"answers.toml layer_norm: answered in cell {keys.index('layer_norm') + 1}; only its first " \
            f"{MAX_ANSWER_CHARS:,} characters are read" in ingested.notes
+
+
+def test_an_unreadable_answers_toml_beside_the_notebook_is_graded_as_handed_in(tmp_path):
+    from graders import grading, ingest as ingest_module
+    from graders.ingest import ingest
+
+    assert ingest_module.MAX_ANSWERS_BYTES == grading.MAX_ANSWERS_BYTES
+    folder = tmp_path / "hand-in"
+    folder.mkdir()
+    write_notebook(folder / "hw.ipynb", ANSWER_CELLS)
+    (folder / "answers.toml").write_text("[written\nlayer_norm = ")
+    ingested = ingest(folder, tmp_path / "dest")
+    assert (ingested.root / "answers.toml").read_text() == "[written\nlayer_norm = "
+    assert grading.read_answers(ingested.root) is None  # its part says the file cannot be read
+    assert any(note.startswith("answers.toml beside the notebook cannot be read (") for note in ingested.notes)
