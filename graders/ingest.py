@@ -589,7 +589,7 @@ def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dic
     if handed_in is None or not handed_in.is_file():
         if not from_notebook:
             notes.append(f"{ANSWERS_FILE}: the notebook answers no question (no markdown cell is headed with a "
-                         "question's id, e.g. '## answers.layer_norm'); see the notebook guidance")
+                         "question's id, e.g. '## answers.layer_norm'; the template's answers.toml says how)")
             return {}
         (out / ANSWERS_FILE).write_text(answers_toml_text(from_notebook), encoding="utf-8")
         return dict(cells)
