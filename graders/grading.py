@@ -117,13 +117,14 @@ class _ModuleGate:
     def __init__(self, worker, ingested):
         self.worker = worker
         self.missing = {name.removesuffix(".py") for name in ingested.missing}
+        self.missing_reasons = {name.removesuffix(".py"): reason for name, reason in ingested.missing_reasons.items()}
         self.problems = {}
 
     def problem(self, module):
         if module.endswith(".toml"):
             return None
         if module in self.missing:
-            return f"{module}.py is missing from the submission"
+            return self.missing_reasons.get(module) or f"{module}.py is missing from the submission"
         if module not in self.problems:
             try:
                 self.worker.import_module(module)
@@ -308,7 +309,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         "seed": seed,
         **totals(parts, count_provisional),
         "submission": {"sha256": ingested.sha256, "name": Path(source).name, "kind": ingested.kind,
-                       "notes": list(ingested.notes)},
+                       "notes": list(ingested.notes), **({"origin": ingested.origin} if ingested.origin else {})},
         "versions": versions(rubric),
         "sandbox": sandbox,
         "integrity": integrity,  # for a person to review; no points depend on it

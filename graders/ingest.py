@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import os
 import re
 import shutil
 import stat
 import struct
+import tomllib
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -29,6 +31,9 @@ EXPECTED_FILES: tuple[str, ...] = (
     "gpt.py",
     "answers.toml",
 )
+ANSWERS_FILE = "answers.toml"
+# The grader reads no more of answers.toml than this (graders/grading.py, MAX_ANSWERS_BYTES).
+MAX_ANSWERS_BYTES = 256 * 1024
 
 # The public names each template module defines. A notebook definition goes to the first
 # module that lists its name, so `PositionalEncoding` lands in encoder.py and causal_lm.py
@@ -48,6 +53,29 @@ MODULE_NAMES: dict[str, tuple[str, ...]] = {
         "closed_form_parameter_count",
     ),
     "gpt.py": ("GPTConfig", "GPT", "LanguageModelingDataset", "lm_collate_fn", "generate"),
+}
+
+# The questions of answers.toml, by the ids a notebook's markdown cell may be headed with to
+# answer one (docs/submissions.md): the check id (`answers.lm_head_parameters`) and the key in
+# answers.toml (`causal_lm_lm_head_parameters`), with or without the `answers.` prefix; each
+# maps to its (section, key) in answers.toml. tests/test_notebook.py checks this table against
+# the template's answers.toml and the checks' ids.
+_ANSWER_QUESTIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("numeric", "causal_lm_base_parameters"): ("base_parameters",),
+    ("numeric", "causal_lm_classification_head_parameters"): ("classification_head_parameters",),
+    ("numeric", "causal_lm_lm_head_parameters"): ("lm_head_parameters",),
+    ("written", "residual_connection"): (),
+    ("written", "layer_norm"): (),
+    ("written", "scaling_factor"): (),
+    ("written", "square_mask_and_positional_encoding"): (),
+    ("written", "head_replacement"): (),
+    ("written", "lm_objective_limitation"): (),
+}
+ANSWER_HEADINGS: dict[str, tuple[str, str]] = {
+    f"{prefix}{name}": question
+    for question, check_names in _ANSWER_QUESTIONS.items()
+    for name in (question[1], *check_names)
+    for prefix in ("", "answers.")
 }
 
 # Folders and files that operating systems and editors add on their own. They are skipped
@@ -91,6 +119,11 @@ class Ingested:
     files: list[str]  # paths relative to root, sorted
     missing: list[str]  # entries of EXPECTED_FILES not found in root
     notes: list[str] = field(default_factory=list)
+    # Why a missing module is missing, when there is more to say than "not in the submission".
+    missing_reasons: dict[str, str] = field(default_factory=dict)
+    # A notebook hand-in's map: {"notebook", "definitions": [{name, cell, module}],
+    # "answers": [{key, cell}]}; None for modules handed in as files.
+    origin: dict | None = None
 
 
 def ingest(source: Path, dest: Path, *, limits: IngestLimits = IngestLimits()) -> Ingested:
@@ -141,16 +174,18 @@ def _ingest_into(source: Path, dest: Path, limits: IngestLimits) -> Ingested:
         sha256 = _hash_file(source)
 
     module_dir, notebook = _locate(raw, notes)
+    missing_reasons, origin = {}, None
     if notebook is None:
         root = module_dir
     else:
         kind = "notebook"
-        root = _modules_from_notebook(raw / notebook, dest / NOTEBOOK_FOLDER, notes)
+        root, missing_reasons, origin = _modules_from_notebook(raw / notebook, module_dir, dest / NOTEBOOK_FOLDER, notes)
 
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     missing = [name for name in EXPECTED_FILES if not (root / name).is_file()]
     notes.extend(_near_miss_notes(missing, raw))
-    return Ingested(root=root, kind=kind, sha256=sha256, files=files, missing=missing, notes=notes)
+    return Ingested(root=root, kind=kind, sha256=sha256, files=files, missing=missing, notes=notes,
+                    missing_reasons=missing_reasons, origin=origin)
 
 
 # --- zip -------------------------------------------------------------------------------------
@@ -472,8 +507,9 @@ def _copy_stream(src: BinaryIO, target: Path, shown: str, limits: IngestLimits, 
 # --- finding the modules ---------------------------------------------------------------------
 
 
-def _locate(raw: Path, notes: list[str]) -> tuple[Path, PurePosixPath | None]:
-    """The folder holding the modules, or the one notebook to read when there are no modules.
+def _locate(raw: Path, notes: list[str]) -> tuple[Path | None, PurePosixPath | None]:
+    """The folder holding the modules, or the one notebook to read when there are no modules
+    (with the folder of an answers.toml handed in beside it, or None).
 
     The shallowest folder holding module files wins; two at the same depth (say `v1/` and
     `v2/`) are ambiguous and rejected rather than guessed between.
@@ -481,6 +517,15 @@ def _locate(raw: Path, notes: list[str]) -> tuple[Path, PurePosixPath | None]:
     files = [PurePosixPath(p.relative_to(raw).as_posix()) for p in raw.rglob("*") if p.is_file()]
     notebooks = sorted(p for p in files if p.suffix.lower() == ".ipynb")
     module_dirs = {p.parent for p in files if p.name in EXPECTED_FILES}
+    if len(notebooks) == 1 and {p.name for p in files if p.name in EXPECTED_FILES} == {ANSWERS_FILE}:
+        # A notebook and answers.toml but no module file: the notebook holds the code, and an
+        # answers.toml in its own folder is read with it (the notebook's answers fill its gaps).
+        notebook = notebooks[0]
+        elsewhere = sorted(module_dirs - {notebook.parent})
+        if elsewhere:
+            notes.append(f"{ANSWERS_FILE} in {', '.join(_folder(f) for f in elsewhere)} is not read: only the one "
+                         f"beside the notebook ({_folder(notebook.parent)}) is")
+        return (raw.joinpath(*notebook.parent.parts) if notebook.parent in module_dirs else None), notebook
     if module_dirs:
         shallowest = min(len(folder.parts) for folder in module_dirs)
         candidates = sorted(folder for folder in module_dirs if len(folder.parts) == shallowest)
@@ -501,7 +546,7 @@ def _locate(raw: Path, notes: list[str]) -> tuple[Path, PurePosixPath | None]:
             notes.append(f"notebook {shown} {verb} not read: the module files are graded")
         return raw.joinpath(*chosen.parts), None
     if len(notebooks) == 1:
-        return raw, notebooks[0]
+        return None, notebooks[0]
     if notebooks:
         shown = ", ".join(_show(n.as_posix()) for n in notebooks[:5])
         raise Rejected(f"found {len(notebooks)} notebooks ({shown}) and no module files; hand in one notebook or the module files")
@@ -509,17 +554,99 @@ def _locate(raw: Path, notes: list[str]) -> tuple[Path, PurePosixPath | None]:
     raise Rejected(f"found none of the module files ({', '.join(EXPECTED_FILES)}) and no notebook; the submission holds: {found}")
 
 
-def _modules_from_notebook(notebook: Path, out: Path, notes: list[str]) -> Path:
+def _modules_from_notebook(notebook: Path, answers_dir: Path | None, out: Path, notes: list[str]
+                           ) -> tuple[Path, dict[str, str], dict]:
+    """Write the notebook's modules and answers.toml into `out`: (out, missing reasons, origin)."""
     # Imported here because notebook.py imports the module table from this file.
     from .notebook import extract_notebook
 
     extraction = extract_notebook(notebook, out)
-    if not extraction.modules:
+    if not extraction.modules and not extraction.answers:
         expected = ", ".join(name for names in MODULE_NAMES.values() for name in names)
         raise Rejected(f"the notebook {_show(notebook.name)} defines none of the graded names ({expected})")
     notes.extend(extraction.notes)
-    notes.append("answers.toml: written answers are not read from a notebook; read them in the notebook")
-    return out
+    answer_cells = _write_notebook_answers(extraction.answers, extraction.answer_cells, answers_dir, out, notes)
+    missing_reasons = {
+        module: (f"the notebook {_show(notebook.name)} defines none of {module}'s names "
+                 f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})")
+        for module, names in MODULE_NAMES.items() if module not in extraction.modules
+    }
+    origin = {
+        "notebook": notebook.name,
+        "definitions": [{"name": name, "cell": cell, "module": module}
+                        for name, cell, module in extraction.definition_cells],
+        "answers": [{"key": key, "cell": cell} for key, cell in answer_cells.items()],
+    }
+    return out, missing_reasons, origin
+
+
+def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dict[str, int],
+                            answers_dir: Path | None, out: Path, notes: list[str]) -> dict[str, int]:
+    """Write out/answers.toml from the notebook's answer cells and an answers.toml handed in
+    beside the notebook. Where both answer a question, answers.toml wins (it is the documented
+    file) and a note says so. Returns the notebook cell of each answer used."""
+    handed_in = answers_dir / ANSWERS_FILE if answers_dir is not None else None
+    if handed_in is None or not handed_in.is_file():
+        if not from_notebook:
+            notes.append(f"{ANSWERS_FILE}: the notebook answers no question (no markdown cell is headed with a "
+                         "question's id, e.g. '## answers.layer_norm'; the template's answers.toml says how)")
+            return {}
+        (out / ANSWERS_FILE).write_text(answers_toml_text(from_notebook), encoding="utf-8")
+        return dict(cells)
+    try:
+        if handed_in.stat().st_size > MAX_ANSWERS_BYTES:
+            raise ValueError(f"it is over {MAX_ANSWERS_BYTES // 1024} KiB")
+        file_answers = tomllib.loads(handed_in.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as error:
+        # The file is graded as the student handed it in: the answers part says it is unreadable.
+        notes.append(f"{ANSWERS_FILE} beside the notebook cannot be read ({_show(str(error), 120)}); "
+                     "the notebook's answers are not used")
+        shutil.copyfile(handed_in, out / ANSWERS_FILE)
+        return {}
+    merged: dict[str, dict[str, str]] = {}
+    used_cells: dict[str, int] = {}
+    in_both = []
+    for section, answers in from_notebook.items():
+        given = file_answers.get(section) if isinstance(file_answers.get(section), dict) else {}
+        for key, answer in answers.items():
+            if given.get(key) not in ("", None):
+                if answer:
+                    in_both.append(f"{key} (cell {cells[key]})")
+                continue
+            merged.setdefault(section, {})[key] = answer
+            used_cells[key] = cells[key]
+    for section, answers in file_answers.items():
+        if isinstance(answers, dict):
+            for key, answer in answers.items():
+                if answer not in ("", None) and isinstance(answer, (str, int, float)) and not isinstance(answer, bool):
+                    merged.setdefault(section, {})[key] = answer
+    if in_both:
+        notes.insert(0, f"answered in both {ANSWERS_FILE} and the notebook: {', '.join(in_both)}; "
+                        f"the {ANSWERS_FILE} answers are graded")
+    notes.append(f"{ANSWERS_FILE}: the file handed in beside the notebook is read; the notebook's answers fill its gaps")
+    (out / ANSWERS_FILE).write_text(answers_toml_text(merged), encoding="utf-8")
+    return used_cells
+
+
+def answers_toml_text(answers: dict[str, dict]) -> str:
+    """answers.toml text for {section: {key: str or number}}, however hostile the strings are.
+
+    Keys come from ANSWER_HEADINGS or a parsed TOML file; values are written as TOML basic
+    strings, every character TOML forbids raw escaped (JSON's escapes are TOML's, but not for
+    DEL, which TOML also wants escaped, nor for lone surrogates, which TOML cannot hold)."""
+    lines = ["# Written by the grader from a notebook hand-in."]
+    for section, answers in answers.items():
+        lines.append(f"\n[{_toml_string(section)}]")
+        for key, value in answers.items():
+            # Python writes numbers as TOML does (repr gives inf and nan for those floats).
+            shown = _toml_string(value) if isinstance(value, str) else repr(value)
+            lines.append(f"{_toml_string(key)} = {shown}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_string(text: str) -> str:
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _near_miss_notes(missing: list[str], raw: Path) -> list[str]:

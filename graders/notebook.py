@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from .ingest import MODULE_NAMES, IngestLimits, Rejected
+from .ingest import ANSWER_HEADINGS, MODULE_NAMES, IngestLimits, Rejected
 
 HEADER_IMPORTS = (
     "import math",
@@ -58,6 +58,13 @@ _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
 
 # `!pip install x`, `%matplotlib inline`, `files = !ls`, and help lines `obj?`, `??obj`.
 _IPYTHON_LINE = re.compile(r"\s*(?:[!%]|[\w.]+\s*=\s*[!%])")
+# An answer cell's first line: a Markdown heading (up to 3 spaces of indent, 1 to 6 `#`) whose
+# whole text is a question's id, optionally in backticks and with closing `#`s.
+_ANSWER_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+`?(?P<id>[\w.]+)`?(?:[ \t]+#+)?[ \t]*")
+# The written-answer check shows a grader 5,000 characters of an answer; reading no more keeps
+# the generated answers.toml (9 answers, at most 4 bytes a character) under the 256 KiB the
+# grader reads of that file, so a long honest answer cannot make every answer unreadable.
+MAX_ANSWER_CHARS = 5_000
 _HELP_LINE = re.compile(r"\s*(?:\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*")
 
 
@@ -67,6 +74,10 @@ class NotebookExtraction:
     modules: list[str]  # generated module files, in MODULE_NAMES order
     missing_names: dict[str, list[str]]  # per module file: its names the notebook does not define
     notes: list[str] = field(default_factory=list)
+    # Answers from markdown cells, shaped like answers.toml: {"written": {key: text}, "numeric": {...}}
+    answers: dict[str, dict[str, str]] = field(default_factory=dict)
+    answer_cells: dict[str, int] = field(default_factory=dict)  # answers.toml key -> its cell
+    definition_cells: list[tuple[str, int, str]] = field(default_factory=list)  # (name, cell, module)
 
 
 @dataclass(eq=False)
@@ -84,22 +95,74 @@ def extract_notebook(ipynb: Path, dest: Path, *, max_bytes: int = IngestLimits.m
                      ) -> NotebookExtraction:
     """Write the notebook's definitions as template modules into `dest`; never run any of it."""
     ipynb, dest = Path(ipynb), Path(dest)
-    cells, format_notes = _read_cells(ipynb, max_bytes)
+    cells, markdown_cells, format_notes = _read_cells(ipynb, max_bytes)
     reader = _NotebookReader()
     for number, source in cells:
         reader.read_cell(number, source)
+    answers, answer_cells, answer_notes = read_answer_cells(markdown_cells)
     builder = _ModuleBuilder(reader.statements, reader.future_features, reader.set_by_code_not_run)
     dest.mkdir(parents=True, exist_ok=True)
     for module, text in builder.texts.items():
         (dest / module).write_text(text, encoding="utf-8")
-    notes = builder.notes + format_notes + reader.cell_notes
+    notes = builder.notes + answer_notes + format_notes + reader.cell_notes
     if len(notes) > MAX_NOTES:
         notes = notes[: MAX_NOTES - 1] + [f"... and {len(notes) - MAX_NOTES + 1} more notes"]
-    return NotebookExtraction(root=dest, modules=list(builder.texts), missing_names=builder.missing, notes=notes)
+    return NotebookExtraction(root=dest, modules=list(builder.texts), missing_names=builder.missing, notes=notes,
+                              answers=answers, answer_cells=answer_cells, definition_cells=builder.definition_cells())
 
 
-def _read_cells(ipynb: Path, max_bytes: int) -> tuple[list[tuple[int, str | None]], list[str]]:
-    """(cell number, source) of each code cell (source None when it is not text), and notes.
+def read_answer_cells(markdown_cells: list[tuple[int, str]]
+                      ) -> tuple[dict[str, dict[str, str]], dict[str, int], list[str]]:
+    """Answers from markdown cells headed by a question's id, shaped like answers.toml.
+
+    A cell answers a question when its first non-empty line is a heading whose whole text is
+    the question's id (`## answers.layer_norm`, or its answers.toml key `## layer_norm`); the
+    rest of the cell is the answer. Any other heading is an ordinary markdown cell. As with
+    definitions, the last cell answering a question wins. Returns (answers, key -> cell, notes).
+    """
+    answers: dict[str, dict[str, str]] = {}
+    cells: dict[str, int] = {}
+    given_in: dict[str, list[int]] = defaultdict(list)
+    cut: set[str] = set()
+    for number, source in markdown_cells:
+        lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        first = next((index for index, line in enumerate(lines) if line.strip()), None)
+        if first is None:
+            continue
+        heading = _ANSWER_HEADING.fullmatch(lines[first].rstrip())
+        target = ANSWER_HEADINGS.get(heading.group("id").lower()) if heading else None
+        if target is None:
+            continue
+        section, key = target
+        text = "\n".join(lines[first + 1:]).strip()
+        given_in[key].append(number)
+        if len(text) > MAX_ANSWER_CHARS:
+            cut.add(key)
+            text = text[:MAX_ANSWER_CHARS]
+        if section == "numeric":
+            text = text.strip("`").strip()  # `10,050,201` as inline code
+        answers.setdefault(section, {})[key] = text
+        cells[key] = number
+    notes = []
+    for key, numbers in given_in.items():
+        answered = "answered" if answers[_section_of(key)][key] else "headed but left empty"
+        line = f"answers.toml {key}: {answered} in cell {numbers[-1]}"
+        if len(numbers) > 1:
+            line += f" (also headed in cells {', '.join(map(str, numbers[:-1]))}; the last is used)"
+        if key in cut:
+            line += f"; only its first {MAX_ANSWER_CHARS:,} characters are read"
+        notes.append(line)
+    return answers, cells, notes
+
+
+def _section_of(key: str) -> str:
+    return next(section for section, known in ANSWER_HEADINGS.values() if known == key)
+
+
+def _read_cells(ipynb: Path, max_bytes: int
+                ) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]], list[str]]:
+    """(cell number, source) of each code cell (source None when it is not text), of each
+    markdown cell whose source is text, and notes.
 
     Validation is loose: a notebook that breaks the format's schema here and there is still
     read, cell by cell, and a note says so; only one that is not a notebook at all is rejected.
@@ -127,14 +190,18 @@ def _read_cells(ipynb: Path, max_bytes: int) -> tuple[list[tuple[int, str | None
     except Exception as error:  # a schema error, or a validator tripping over odd content
         notes.append(f"the notebook does not fully follow the notebook format "
                      f"({_short(str(error).splitlines()[0] if str(error) else type(error).__name__, 120)}); read anyway")
-    code_cells = []
+    code_cells, markdown_cells = [], []
     for number, cell in enumerate(cells, start=1):
-        if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            source = cell.get("source")
-            if isinstance(source, list) and all(isinstance(line, str) for line in source):
-                source = "".join(source)
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown"):
+            continue
+        source = cell.get("source")
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            source = "".join(source)
+        if cell["cell_type"] == "code":
             code_cells.append((number, source if isinstance(source, str) else None))
-    return code_cells, notes
+        elif isinstance(source, str):
+            markdown_cells.append((number, source))
+    return code_cells, markdown_cells, notes
 
 
 class _NotebookReader:
@@ -491,6 +558,12 @@ class _ModuleBuilder:
         for statement in [s for s in ordered if s.kind == "definition"]:
             lines += ["", "", f"# cell {statement.cell}", statement.source]
         return "\n".join(lines) + "\n"
+
+    def definition_cells(self) -> list[tuple[str, int, str]]:
+        """(graded name, cell, module) of each graded definition, in notebook order."""
+        return [(name, statement.cell, self.home[name])
+                for statement in self.statements if statement in self.placed_in
+                for name in statement.names if name in self.home]
 
     def _missing_notes(self, module: str, missing: list[str]) -> list[str]:
         if not missing:

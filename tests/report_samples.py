@@ -370,6 +370,59 @@ def full_size(parts_count=8, checks_per_part=10, maps=6, map_size=32):
     return result(parts, name="full-size.zip")
 
 
+MASK_ON_QUERIES = ("mask_on_query_axis", "The padding mask is applied to queries, not keys: mask the last axis of the scores.")
+
+
+def notebook_handin():
+    """A notebook hand-in as a TA meets it: one mistake failing three checks in two parts, a part
+    never attempted (a TODO stub), a module the notebook does not define, and a timing per check."""
+    traceback = ('Traceback (most recent call last):\n  File "bert.py", line 9, in mask_inputs\n'
+                 '    raise NotImplementedError("mask_inputs is not implemented yet. TODO: ...")\nNotImplementedError')
+    parts = [
+        part("attention", "Scaled dot-product attention", [
+            check("attention.padding", "masked keys get zero weight", "failed", 3, message="weights differ",
+                  diagnosis=MASK_ON_QUERIES, counterexample="q, k, v of shape (1, 1, 2, 1), padding mask [[0, 1]]"),
+            check("attention.values", "values match the reference", "passed", 3),
+        ]),
+        part("mha", "Multi-head attention", [
+            check("mha.padding", "padding keys are ignored", "failed", 2, message="outputs change with padding",
+                  diagnosis=MASK_ON_QUERIES),
+            check("mha.mask_broadcast", "a (B, T) mask broadcasts", "failed", 2, score=0.5, message="weights differ",
+                  diagnosis=MASK_ON_QUERIES),
+        ]),
+        part("pretraining", "Masking and pre-training", [
+            check(f"pretraining.{name}", f"mask_inputs {name.replace('_', ' ')}", "error", 2,
+                  message="not implemented: mask_inputs is not implemented yet. TODO: select 15% of the tokens",
+                  details={"traceback": traceback})
+            for name in ("rate", "mask_token", "random_token", "padding")
+        ]),
+        part("answers", "Written answers", [
+            {**check("answers.layer_norm", "Why Layer Normalization?", "pending_manual", 5,
+                     message="waiting for a grader", details={"answer": "It keeps activations in range."}),
+             "graded_by_hand": True},
+            *({**check(f"answers.{key}", f"Why {key}?", "failed", 5, message=f"no answer written for: Why {key}?"),
+               "graded_by_hand": True} for key in ("residual_connection", "scaling_factor")),
+        ]),
+        part("gpt", "minGPT", [
+            check(f"gpt.{name}", f"GPT {name}", "skipped", 2,
+                  message="the notebook 'hw.ipynb' defines none of gpt.py's names (GPTConfig, GPT, ...)")
+            for name in ("shapes", "causal", "generate")
+        ]),
+    ]
+    results = result(parts, name="hw.ipynb", notes=[
+        "scaled_dot_product: cell 6 -> attention.py", "MultiHeadAttention: cell 7 -> attention.py",
+        "answers.toml layer_norm: answered in cell 12", "cell 23: top-level code not run: 2 loops"])
+    results["submission"]["kind"] = "notebook"
+    results["submission"]["origin"] = {
+        "notebook": "hw.ipynb",
+        "definitions": [{"name": "scaled_dot_product", "cell": 6, "module": "attention.py"},
+                        {"name": "MultiHeadAttention", "cell": 7, "module": "attention.py"}],
+        "answers": [{"key": "layer_norm", "cell": 12}],
+    }
+    results["timings"]["checks"] = {f"check_{i}": 0.25 for i in range(75)}
+    return results
+
+
 SAMPLES = {
     "full_marks": full_marks,
     "self_check_all_passing": self_check_all_passing,
@@ -378,6 +431,7 @@ SAMPLES = {
     "rejected": rejected,
     "hostile": hostile,
     "full_size": full_size,
+    "notebook_handin": notebook_handin,
 }
 
 
@@ -389,3 +443,13 @@ def failing_checks(results):
         for c in p["checks"]
         if c["status"] in ("failed", "error", "skipped")
     ]
+
+
+def shown_summary_line(check):
+    """What the report must show for a failing check: its diagnosis or message, or for a check
+    that shows nothing of the student's work (an untouched function, a missing module, a blank
+    written answer), the one line that says so."""
+    from graders.reports.html import not_attempted_label
+    from graders.reports.summary import check_summary_line
+
+    return not_attempted_label(check) or check_summary_line(check)

@@ -456,7 +456,7 @@ def test_notebook_file_is_a_notebook_submission(tmp_path):
     result = ingest(source, tmp_path / "out")
     assert result.kind == "notebook"
     assert result.sha256 == hashlib.sha256(source.read_bytes()).hexdigest()
-    assert any(note.startswith("answers.toml: written answers are not read") for note in result.notes)
+    assert any(note.startswith("answers.toml: the notebook answers no question") for note in result.notes)
 
 
 def test_folder_with_one_notebook_is_a_notebook_submission(tmp_path):

@@ -297,3 +297,170 @@ def test_fixture_modules_import_as_a_package_without_running_training(tmp_path, 
     finally:
         for name in [name for name in sys.modules if name.startswith("seed004_submission")]:
             del sys.modules[name]
+
+
+# ------------------------------------------------------------------------------- answers
+
+
+def test_answer_headings_cover_every_question_of_the_template_and_the_checks():
+    import tomllib
+
+    from graders.build import REPO_ROOT
+    from graders.checks.answers import NUMERIC, WRITTEN
+    from graders.ingest import ANSWER_HEADINGS
+
+    template = tomllib.loads((REPO_ROOT / "student_template" / "answers.toml").read_text())
+    questions = {(section, key) for section, answers in template.items() for key in answers}
+    assert set(ANSWER_HEADINGS.values()) == questions
+    for section, key in questions:  # the key as in answers.toml, with or without the prefix
+        assert ANSWER_HEADINGS[key] == ANSWER_HEADINGS[f"answers.{key}"] == (section, key)
+    for name, (key, _) in NUMERIC.items():  # and the check's own id
+        assert ANSWER_HEADINGS[f"answers.{name}"] == ("numeric", key)
+    for key in WRITTEN:
+        assert ANSWER_HEADINGS[f"answers.{key}"] == ("written", key)
+
+
+ANSWER_CELLS = [
+    ("markdown", "# Homework 4"),  # 1
+    ("code", "def scaled_dot_product(q, k, v, attn_drop_rate=0.1, mask=None):\n    return q, k"),  # 2
+    ("markdown", "## answers.layer_norm\n\nIt keeps activations in range."),  # 3
+    ("markdown", "### `residual_connection`\nFirst try."),  # 4
+    ("markdown", "## residual_connection ##\n\nGradients flow around\nevery sub-layer."),  # 5
+    ("markdown", "## answers.lm_head_parameters\n`10,050,201`"),  # 6
+    ("markdown", "## Layer norm, in my words\nnot an answer cell: the heading is not an id"),  # 7
+    ("markdown", "## answers.scaling_factor\n"),  # 8
+    ("code", "# answers.head_replacement\nx = 1"),  # 9: a code cell never answers
+]
+
+
+def test_markdown_cells_headed_with_a_question_id_are_answers(tmp_path):
+    import tomllib
+
+    extraction = extract_notebook(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "out")
+    assert extraction.answers == {
+        "written": {"layer_norm": "It keeps activations in range.",
+                    "residual_connection": "Gradients flow around\nevery sub-layer.",
+                    "scaling_factor": ""},
+        "numeric": {"causal_lm_lm_head_parameters": "10,050,201"},
+    }
+    assert extraction.answer_cells == {"layer_norm": 3, "residual_connection": 5, "causal_lm_lm_head_parameters": 6,
+                                       "scaling_factor": 8}
+    assert "answers.toml residual_connection: answered in cell 5 (also headed in cells 4; the last is used)" \
+        in extraction.notes
+    assert "answers.toml scaling_factor: headed but left empty in cell 8" in extraction.notes
+    assert extraction.definition_cells == [("scaled_dot_product", 2, "attention.py")]
+    assert not (tmp_path / "out" / "answers.toml").exists()  # ingest writes it, with any file handed in
+
+
+def test_ingest_writes_the_notebook_answers_as_answers_toml(tmp_path):
+    import tomllib
+
+    from graders.ingest import ingest
+
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "dest")
+    assert "answers.toml" not in ingested.missing
+    written = tomllib.loads((ingested.root / "answers.toml").read_text())
+    assert written["written"]["layer_norm"] == "It keeps activations in range."
+    assert written["numeric"] == {"causal_lm_lm_head_parameters": "10,050,201"}
+    assert ingested.origin == {
+        "notebook": "hw.ipynb",
+        "definitions": [{"name": "scaled_dot_product", "cell": 2, "module": "attention.py"}],
+        "answers": [{"key": "layer_norm", "cell": 3}, {"key": "residual_connection", "cell": 5},
+                    {"key": "causal_lm_lm_head_parameters", "cell": 6}, {"key": "scaling_factor", "cell": 8}],
+    }
+
+
+def test_answers_toml_beside_the_notebook_wins_and_the_notes_say_so(tmp_path):
+    import tomllib
+
+    from graders.ingest import ingest
+
+    folder = tmp_path / "hand-in"
+    folder.mkdir()
+    write_notebook(folder / "hw.ipynb", ANSWER_CELLS)
+    (folder / "answers.toml").write_text('[written]\nlayer_norm = "from the file"\nresidual_connection = ""\n')
+    ingested = ingest(folder, tmp_path / "dest")
+    assert ingested.kind == "notebook"
+    written = tomllib.loads((ingested.root / "answers.toml").read_text())["written"]
+    assert written["layer_norm"] == "from the file"
+    assert written["residual_connection"].startswith("Gradients flow")  # empty in the file: the notebook's
+    assert ingested.notes[0] == ("answered in both answers.toml and the notebook: layer_norm (cell 3); "
+                                 "the answers.toml answers are graded")
+    assert {"key": "layer_norm", "cell": 3} not in ingested.origin["answers"]
+
+
+def test_hostile_answer_text_round_trips_through_answers_toml(tmp_path):
+    import tomllib
+
+    from graders.ingest import ingest
+
+    nasty = 'end """ \'\'\' \\u0000 \x7f \x1b[31m ] [numeric]\ncausal_lm_base_parameters = 1'
+    cells = [("code", "def generate(model):\n    return model"), ("markdown", "## head_replacement\n" + nasty)]
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
+    parsed = tomllib.loads((ingested.root / "answers.toml").read_text())
+    assert parsed == {"written": {"head_replacement": nasty.strip()}}
+
+
+def test_a_module_the_notebook_leaves_out_is_named_with_its_expected_names(tmp_path):
+    from graders.ingest import ingest
+
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "dest")
+    assert "gpt.py" in ingested.missing
+    assert ingested.missing_reasons["gpt.py"] == ("the notebook 'hw.ipynb' defines none of gpt.py's names "
+                                                  "(GPTConfig, GPT, LanguageModelingDataset, lm_collate_fn, ...)")
+    assert "attention.py" not in ingested.missing_reasons
+
+
+def test_only_an_answers_toml_beside_the_notebook_is_read(tmp_path):
+    import tomllib
+
+    from graders.ingest import ingest
+
+    folder = tmp_path / "hand-in"
+    (folder / "old").mkdir(parents=True)
+    write_notebook(folder / "hw.ipynb", ANSWER_CELLS)
+    (folder / "old" / "answers.toml").write_text('[written]\nlayer_norm = "an old draft"\n')
+    ingested = ingest(folder, tmp_path / "dest")
+    assert ingested.kind == "notebook"
+    assert tomllib.loads((ingested.root / "answers.toml").read_text())["written"]["layer_norm"] == \
+        "It keeps activations in range."
+    assert "answers.toml in old/ is not read: only the one beside the notebook (the top level) is" in ingested.notes
+
+
+def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path):
+    from graders.ingest import EXPECTED_FILES, ingest
+
+    cells = [("markdown", "## answers.layer_norm\nMy answer.")]
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
+    assert ingested.files == ["answers.toml"]
+    assert ingested.missing == [name for name in EXPECTED_FILES if name != "answers.toml"]
+
+
+def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
+    from graders.grading import read_answers
+    from graders.ingest import ANSWER_HEADINGS, ingest
+    from graders.notebook import MAX_ANSWER_CHARS
+
+    keys = sorted({key for _, key in ANSWER_HEADINGS.values()})
+    cells = [("markdown", f"## {key}\n" + "\U0001F600" * (3 * MAX_ANSWER_CHARS)) for key in keys]
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
+    answers = read_answers(ingested.root)  # None would fail every answer as unreadable
+    assert answers is not None
+    assert all(len(text) == MAX_ANSWER_CHARS for section in answers.values() for text in section.values())
+    assert f"answers.toml layer_norm: answered in cell {keys.index('layer_norm') + 1}; only its first " \
+           f"{MAX_ANSWER_CHARS:,} characters are read" in ingested.notes
+
+
+def test_an_unreadable_answers_toml_beside_the_notebook_is_graded_as_handed_in(tmp_path):
+    from graders import grading, ingest as ingest_module
+    from graders.ingest import ingest
+
+    assert ingest_module.MAX_ANSWERS_BYTES == grading.MAX_ANSWERS_BYTES
+    folder = tmp_path / "hand-in"
+    folder.mkdir()
+    write_notebook(folder / "hw.ipynb", ANSWER_CELLS)
+    (folder / "answers.toml").write_text("[written\nlayer_norm = ")
+    ingested = ingest(folder, tmp_path / "dest")
+    assert (ingested.root / "answers.toml").read_text() == "[written\nlayer_norm = "
+    assert grading.read_answers(ingested.root) is None  # its part says the file cannot be read
+    assert any(note.startswith("answers.toml beside the notebook cannot be read (") for note in ingested.notes)

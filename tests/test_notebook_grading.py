@@ -87,3 +87,54 @@ def test_notes_say_which_cell_each_definition_came_from(graded):
     assert any(note.startswith("cell 2: IPython commands ignored: !pip install") for note in notes)
     training = [note for note in notes if note.startswith("cell 23: top-level code not run")]
     assert training and "loops" in training[0] and "sys.exit" in training[0]
+
+
+# Written and numeric answers in markdown cells headed with the question's id (docs/submissions.md).
+ANSWERS_NOTEBOOK_CELLS = [
+    ("markdown", "# Homework"),
+    ("code", "def scaled_dot_product(q, k, v, attn_drop_rate=0.1, mask=None):\n    return q, k"),
+    ("markdown", "## answers.layer_norm\nIt normalises each token's features."),
+    ("markdown", "## answers.lm_head_parameters\n10,050,201"),
+    ("markdown", "## answers.base_parameters\n12"),
+]
+
+
+@pytest.fixture(scope="module")
+def answers_graded(tmp_path_factory):
+    from tests.test_notebook import write_notebook
+
+    folder = tmp_path_factory.mktemp("answers")
+    return grade(write_notebook(folder / "hw.ipynb", ANSWERS_NOTEBOOK_CELLS), only_parts=["answers"])
+
+
+def test_notebook_answers_are_graded_like_answers_toml(answers_graded):
+    checks = _checks(answers_graded)
+    assert checks["answers.layer_norm"]["status"] == "pending_manual"
+    assert checks["answers.layer_norm"]["details"]["answer"] == "It normalises each token's features."
+    assert checks["answers.lm_head_parameters"]["status"] == "passed"
+    assert checks["answers.base_parameters"]["status"] == "failed"
+    assert checks["answers.residual_connection"]["status"] == "failed"  # not answered: as in answers.toml
+    assert answers_graded["submission"]["origin"]["answers"][0] == {"key": "layer_norm", "cell": 3}
+
+
+def test_grade_merge_accepts_notebook_answers(answers_graded, tmp_path):
+    import json
+
+    from graders.batch import store
+    from graders.batch.merge import merge_manual
+
+    store.publish(tmp_path, "alice", answers_graded, {"key": "a"})
+    manual = tmp_path / "manual.csv"
+    manual.write_text("student_id,check_id,score,comment\nalice,answers.layer_norm,4,clear\n")
+    report = merge_manual(manual, tmp_path)
+    assert report.ok and report.applied == [("alice", "answers.layer_norm", 4.0)]
+    merged = json.loads((tmp_path / "submissions" / "alice" / "results.json").read_text())
+    assert _checks(merged)["answers.layer_norm"]["score"] == 4.0
+    assert merged["score"] == pytest.approx(answers_graded["score"] + 4.0)
+
+
+def test_a_module_the_notebook_does_not_define_is_not_called_missing():
+    results = grade(NOTEBOOK, only_parts=["gpt"])
+    messages = {c["message"] for part in results["parts"] for c in part["checks"]}
+    assert messages == {"the notebook 'seed004_student.ipynb' defines none of gpt.py's names "
+                        "(GPTConfig, GPT, LanguageModelingDataset, lm_collate_fn, ...)"}

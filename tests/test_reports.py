@@ -79,7 +79,7 @@ def test_html_shows_score_parts_and_every_failing_diagnosis(sample):
     for part in results["parts"]:
         assert str(escape(part["title"])) in html
     for check in report_samples.failing_checks(results):
-        assert str(escape(check_summary_line(check))) in html, check["id"]
+        assert str(escape(report_samples.shown_summary_line(check))) in html, check["id"]
 
 
 def test_html_loads_nothing_from_outside(sample):
@@ -443,3 +443,96 @@ def test_terminal_details_are_rounded():
     results["parts"][0]["checks"][0]["details"]["numbers"]["max_abs_error"] = 0.014294875785708427
     text = _terminal(results, width=120, verbose=True)
     assert "max abs error: 0.01429" in text and "0.0142948" not in text
+
+
+# --------------------------------------------------------------------------- what a TA reads first
+
+
+def _section(html: str, start_marker: str, end_marker: str) -> str:
+    start = html.index(start_marker)
+    return html[start: html.index(end_marker, start)]
+
+
+def test_mistakes_found_lists_each_diagnosis_once_with_its_checks_and_points():
+    results = report_samples.notebook_handin()
+    html = render_html(results)
+    mistakes = _section(html, '<section class="mistakes"', "</section>")
+    diagnosis = str(escape(report_samples.MASK_ON_QUERIES[1]))
+    assert mistakes.count(diagnosis) == 1
+    entry = _section(mistakes, '<li id="mistake-1">', "</li>")
+    assert diagnosis in entry and "3 checks" in entry
+    assert "−6.5 points" in entry  # 3 + 2 + (2 - 0.5)
+    for title in ("masked keys get zero weight", "padding keys are ignored", "a (B, T) mask broadcasts"):
+        assert title in entry
+    # The checks themselves link to it instead of repeating it: the text is in full only once more.
+    assert html.count(diagnosis) == 2
+    assert html.count('the same as <a href="#mistake-1">mistake 1</a>') == 2
+    assert "weights differ" not in mistakes and "outputs change with padding" not in mistakes
+    assert 'id="mistake-2"' not in mistakes and "Mistakes found (1)" in mistakes
+    # Parts never attempted (a TODO stub, a module the notebook leaves out) are one line each, apart.
+    not_attempted = _section(mistakes, "<strong>Not attempted:</strong>", "</ul>")
+    assert "not implemented yet: mask_inputs (4 checks, −8 points)" in not_attempted
+    assert "defines none of gpt.py&#39;s names (GPTConfig, GPT, ...) (3 checks, −6 points)" in not_attempted
+    assert "no written answer given (2 checks, −10 points)" in not_attempted
+
+
+def test_failures_without_a_known_cause_follow_the_known_mistakes():
+    results = report_samples.buggy()
+    first = report_samples.failing_checks(results)[0]
+    first["diagnosis"] = None  # now the first failure has no known cause
+    mistakes = _section(render_html(results), '<section class="mistakes"', "</section>")
+    entries = re.findall(r'<li id="mistake-\d+">(.*?)</li>', mistakes, re.DOTALL)
+    assert ["Likely cause:" in entry for entry in entries] == [True] * (len(entries) - 1) + [False]
+    assert str(escape(first["message"])) in entries[-1]
+
+
+def test_a_part_not_attempted_is_one_line_without_tracebacks():
+    html = render_html(report_samples.notebook_handin())
+    pretraining = _section(html, '<section class="part" id="part-2">', "</section>")
+    assert pretraining.count('<details class="not-attempted">') == 1
+    assert "not implemented yet: mask_inputs" in pretraining and "4 checks · −8 points" in pretraining
+    assert "Traceback" not in pretraining and "<article" not in pretraining
+    answers = _section(html, '<section class="part" id="part-3">', "</section>")
+    assert "no written answer given <span class=\"muted\">· 2 checks · −10 points" in answers
+    assert '<article class="check pending_manual"' in answers  # the answer given is shown in full
+    gpt = _section(html, '<section class="part" id="part-4">', "</section>")
+    assert gpt.count('<details class="not-attempted">') == 1 and "<article" not in gpt
+    # A part with a real failure still shows it in full.
+    assert '<article class="check failed"' in _section(html, '<section class="part" id="part-1">', "</section>")
+
+
+def test_timings_are_folded_away_and_the_total_stays_in_view():
+    html = render_html(report_samples.notebook_handin())
+    footer = html[html.index("<footer>"):]
+    assert "<dt>total time</dt><dd>41.70 s</dd>" in footer
+    folded = _section(footer, '<details class="timings">', "</details>")
+    assert "<summary>Timings (81)</summary>" in folded  # the worker start, 5 parts, 75 checks
+    assert folded.count("checks time: check_") == 75
+    assert footer.count("checks time: check_") == 75
+
+
+def test_the_notebook_cell_map_comes_before_the_parts():
+    html = render_html(report_samples.notebook_handin())
+    origin = _section(html, '<section class="origin"', "</section>")
+    assert "Hand-in: notebook hw.ipynb" in origin
+    assert "<tr><td><code>MultiHeadAttention</code></td><td>7</td><td>attention.py</td></tr>" in origin
+    assert "<tr><td><code>layer_norm</code></td><td>12</td></tr>" in origin
+    assert "cell 23: top-level code not run: 2 loops" in origin  # the notes, folded under the map
+    assert html.index('<section class="origin"') < html.index('<section class="part"')
+    assert "<h3>Notes</h3>" not in html
+
+
+def test_notebook_text_in_the_cell_map_stays_text():
+    results = report_samples.notebook_handin()
+    results["submission"]["origin"]["definitions"][0]["name"] = report_samples.SCRIPT
+    results["submission"]["origin"]["notebook"] = report_samples.SCRIPT
+    html = render_html(results)
+    assert report_samples.SCRIPT not in html and "&lt;script&gt;" in html
+
+
+def test_a_template_handed_in_as_it_is_has_no_mistakes_only_parts_not_attempted():
+    html = render_html(report_samples.template_not_implemented())
+    mistakes = _section(html, '<section class="mistakes"', "</section>")
+    assert "Mistakes found: none in what was attempted" in mistakes and '<li id="mistake-' not in mistakes
+    assert "not implemented yet: scaled_dot_product" in mistakes
+    assert "Traceback" not in html and "<article" not in html

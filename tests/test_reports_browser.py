@@ -20,7 +20,7 @@ import pytest
 
 import report_samples
 from graders.reports import render_html
-from graders.reports.summary import check_summary_line, format_points
+from graders.reports.summary import format_points
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -37,8 +37,9 @@ pytestmark = [
 
 DESKTOP = (1280, 900)
 PHONE = (390, 844)
-BROWSER_SAMPLES = ["buggy", "hostile", "template_not_implemented", "self_check_all_passing", "rejected", "full_size"]
-SCREENSHOT_SAMPLES = {"buggy", "hostile", "self_check_all_passing", "rejected"}
+BROWSER_SAMPLES = ["buggy", "hostile", "template_not_implemented", "self_check_all_passing", "rejected", "full_size",
+                   "notebook_handin"]
+SCREENSHOT_SAMPLES = {"buggy", "hostile", "self_check_all_passing", "rejected", "notebook_handin"}
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +136,7 @@ def test_report_shows_what_matters_and_loads_nothing(browser, name, tmp_path, sc
     for part in results["parts"]:
         assert part["title"] in visible
     for check in report_samples.failing_checks(results):
-        assert check_summary_line(check) in visible, check["id"]
+        assert report_samples.shown_summary_line(check) in visible, check["id"]
     assert all(element.is_displayed() for element in browser.find_elements(By.CSS_SELECTOR, ".diagnosis"))
     assert "all tests passed" not in visible.lower()
     if results["mode"] == "self-check":
@@ -152,7 +153,7 @@ def test_report_shows_what_matters_and_loads_nothing(browser, name, tmp_path, sc
                 print(f"\nscreenshot: {shot}")
 
 
-@pytest.mark.parametrize("name", ["buggy", "hostile"])
+@pytest.mark.parametrize("name", ["buggy", "hostile", "notebook_handin"])
 def test_report_fits_a_phone_screen(browser, name, tmp_path):
     page = tmp_path / f"{name}.html"
     page.write_text(render_html(report_samples.SAMPLES[name]()), encoding="utf-8")
@@ -195,6 +196,79 @@ def test_batch_summary_loads_nothing_and_runs_nothing(browser, tmp_path):
     assert SCRIPT in browser.find_element(By.TAG_NAME, "body").text  # shown as text
     assert browser.find_elements(By.TAG_NAME, "script") == []
     assert browser.find_elements(By.TAG_NAME, "svg")  # the histogram still draws
+
+
+def _class_batch(out: Path) -> Path:
+    """A batch whose summary has wide tables: long unbroken ids, many columns, 30 students."""
+    from graders.batch import store
+    from graders.batch.gradebook import rebuild
+
+    for number in range(30):
+        score = float(number % 11) * 4.5
+        checks = [{"id": f"answers.square_mask_and_positional_encoding_{i}", "title": "a long title " * 4,
+                   "status": "passed" if i < number % 5 else "failed", "score": 1.0, "max_score": 1.0,
+                   "visibility": "public", "message": "",
+                   "diagnosis": {"id": f"diagnosis_with_a_long_identifier_{i}", "text": "x" * 120}} for i in range(5)]
+        results = {"schema_version": 1, "status": "graded", "reason": None, "mode": "instructor", "score": score,
+                   "max_score": 45.0, "submission": {"sha256": "0" * 64, "name": "s.zip", "kind": "zip", "notes": []},
+                   "versions": {"grader": "0.1.0"}, "timings": {"total_s": 1.0},
+                   "parts": [{"id": "attention", "title": "Attention", "score": score, "max_score": 45.0,
+                              "checks": checks}],
+                   "batch": {"input_sha256": "0" * 64, "wall_s": 1.5}}
+        store.publish(out, f"student_with_a_very_long_identifier_{number:03d}", results, {"key": str(number)})
+    return rebuild(out)[1]
+
+
+def _at_phone_width(browser, script):
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 1, "mobile": True},
+    )
+    try:
+        return browser.execute_script(script)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_batch_summary_fits_a_phone_and_its_tables_scroll_in_their_own_box(browser, tmp_path, screenshot_dir, capsys):
+    page = _class_batch(tmp_path / "batch")
+    open_page(browser, page)
+    overflow = _at_phone_width(
+        browser, "return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the summary is {overflow}px wider than a phone screen"
+    boxes = _at_phone_width(
+        browser, "return [...document.querySelectorAll('table')].map(t => [t.parentElement.className, "
+                 "t.parentElement.getBoundingClientRect().right <= window.innerWidth])")
+    assert boxes and all(box == ["table-scroll", True] for box in boxes)
+    shot = full_page_png(browser, screenshot_dir / "summary-phone.png", PHONE[0], PHONE[1], True)
+    with capsys.disabled():
+        print(f"\nscreenshot: {shot}")
+
+
+@pytest.mark.parametrize("width", [DESKTOP[0], PHONE[0]])
+def test_histogram_labels_sit_under_bin_edges_without_overlapping(browser, tmp_path, width):
+    page = _class_batch(tmp_path / "batch")
+    open_page(browser, page)
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width == PHONE[0]},
+    )
+    try:
+        labels, bars = browser.execute_script(
+            "const svg = document.querySelector('svg.histogram');"
+            "const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.right, r.top, r.bottom]; };"
+            "return [[...svg.querySelectorAll('text.axis')].map(t => [t.textContent, ...box(t)]),"
+            "        [...svg.querySelectorAll('rect.bar')].map(box)];")
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert len(bars) == 10 and len(labels) >= 3
+    pitch = bars[1][0] - bars[0][0]
+    edges = [bars[0][0] - (bars[1][0] - bars[0][1]) / 2 + i * pitch for i in range(11)]
+    for text, left, right, _, _ in labels:
+        centre = (left + right) / 2
+        assert min(abs(centre - edge) for edge in edges) < 1.5, f"label {text} is not under a bin edge"
+    for (t1, _, right, top1, bottom1), (t2, left, _, top2, bottom2) in zip(labels, labels[1:]):
+        assert right < left, f"labels {t1} and {t2} overlap"
 
 
 @pytest.mark.parametrize("page_kind", ["report", "summary"])

@@ -216,28 +216,58 @@ def summary_view(rows: list[dict]) -> dict:
     }
 
 
+# Histogram geometry, in SVG units: the plot is PLOT_WIDTH wide between side margins wide enough
+# for a label centred on the outermost edges. An axis label is AXIS_FONT_PX high and about
+# AXIS_CHAR_PX per character wide (digits of a system sans-serif); labels closer than LABEL_GAP
+# would read as one number, so some edges go unlabelled when the bins are narrow.
+PLOT_WIDTH, PLOT_HEIGHT, SIDE_MARGIN, TOP_MARGIN = 520, 200, 24, 20
+AXIS_FONT_PX, AXIS_CHAR_PX, LABEL_GAP = 12, 7.5, 8
+
+
 def histogram_svg(values: list[float], top: float, bins: int = BINS) -> str:
-    """Bars of how many totals fall in each tenth of the maximum (the last bin includes it)."""
+    """Bars of how many totals fall in each tenth of the maximum (the last bin includes it).
+
+    Each bar spans its bin, so the axis is labelled at the bin edges, under the edges (a label
+    under a bar's centre would read as that bin's value). Labels that would overlap are thinned
+    to every k-th edge, always keeping 0 and the maximum; the axis is titled."""
     counts = [0] * bins
     for value in values:
         index = min(bins - 1, max(0, int(value / top * bins))) if top > 0 else 0
         counts[index] += 1
-    width, height, pad, bar = 520, 200, 28, 520 // bins
+    bar = PLOT_WIDTH / bins
+    edges = [top * i / bins for i in range(bins + 1)]
+    labels = [_axis_number(edge) for edge in edges]
+    widest = max(len(label) for label in labels) * AXIS_CHAR_PX
+    step = max(1, math.ceil((widest + LABEL_GAP) / bar))
+    shown = [i for i in range(0, bins + 1, step)]
+    if shown[-1] != bins:  # the maximum is always labelled; drop the edge it would crowd
+        shown = shown[:-1] + [bins] if bins - shown[-1] < step and len(shown) > 1 else shown + [bins]
+    axis_y = TOP_MARGIN + PLOT_HEIGHT
+    width, height = PLOT_WIDTH + 2 * SIDE_MARGIN, axis_y + 2 * AXIS_FONT_PX + 16
     tallest = max(counts) or 1
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height + 2 * pad}" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" class="histogram" '
              f'role="img" aria-label="histogram of total scores">']
     for i, count in enumerate(counts):
-        h = round(height * count / tallest)
-        x = i * bar
-        low, high = top * i / bins, top * (i + 1) / bins
-        parts.append(f'<rect x="{x + 2}" y="{pad + height - h}" width="{bar - 4}" height="{h}" class="bar">'
-                     f'<title>{count} with {low:g}–{high:g}</title></rect>')
+        h = round(PLOT_HEIGHT * count / tallest)
+        x = SIDE_MARGIN + i * bar
+        parts.append(f'<rect x="{x + 2:g}" y="{axis_y - h}" width="{bar - 4:g}" height="{h}" class="bar">'
+                     f'<title>{count} with {labels[i]}–{labels[i + 1]}</title></rect>')
         if count:
-            parts.append(f'<text x="{x + bar / 2}" y="{pad + height - h - 4}" text-anchor="middle">{count}</text>')
-        parts.append(f'<text x="{x + bar / 2}" y="{pad + height + 16}" text-anchor="middle" class="axis">{low:g}</text>')
-    parts.append(f'<text x="{width - 2}" y="{pad + height + 16}" text-anchor="end" class="axis">{top:g}</text>')
+            parts.append(f'<text x="{x + bar / 2:g}" y="{axis_y - h - 4}" text-anchor="middle" class="count">{count}</text>')
+    parts.append(f'<line x1="{SIDE_MARGIN}" y1="{axis_y}" x2="{SIDE_MARGIN + PLOT_WIDTH}" y2="{axis_y}" class="axis-line"/>')
+    for i in shown:
+        x = SIDE_MARGIN + i * bar
+        parts.append(f'<line x1="{x:g}" y1="{axis_y}" x2="{x:g}" y2="{axis_y + 4}" class="axis-line"/>')
+        parts.append(f'<text x="{x:g}" y="{axis_y + 4 + AXIS_FONT_PX}" text-anchor="middle" class="axis">{labels[i]}</text>')
+    parts.append(f'<text x="{SIDE_MARGIN + PLOT_WIDTH / 2:g}" y="{height - 4}" text-anchor="middle" class="axis-title">'
+                 f'total points (bars: number of submissions)</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _axis_number(value: float) -> str:
+    """Bin edges to at most 2 decimals: 4.5, 9, 13.5 (a tenth of 45), 0.33 (of 3.3)."""
+    return f"{round(value, 2):g}"
 
 
 _TEMPLATE = """<!doctype html>
@@ -247,9 +277,12 @@ _TEMPLATE = """<!doctype html>
 body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1000px;padding:1em;color:#222}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;width:100%;font-size:.92em}th,td{text-align:left;padding:.25em .5em;border-bottom:1px solid #eee;vertical-align:top}
+.table-scroll{max-width:100%;overflow-x:auto}body{overflow-wrap:anywhere}
+table.wide{min-width:40em}/* on a phone these scroll sideways in their box rather than squeeze a word a line */
 th{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .rate{display:inline-block;height:.7em;background:#c33;vertical-align:middle}.rate.ok{background:#393}
-.bar{fill:#4a78b5}svg{max-width:100%;height:auto}svg text{font-size:12px}svg .axis{fill:#666}
+.bar{fill:#4a78b5}svg{max-width:100%;height:auto}.histogram{display:block;width:100%;max-width:600px}
+svg text{font-size:12px}svg .axis,svg .axis-title{fill:#555}svg .axis-line{stroke:#888}
 .kpi{display:flex;flex-wrap:wrap;gap:1em}.kpi div{background:#f4f6f8;padding:.5em 1em;border-radius:6px}
 .kpi b{display:block;font-size:1.4em}code{font-size:.9em}a{color:#2a5db0}
 .unsafe{border:2px solid #c33;background:#ffebe9;border-radius:6px;padding:.5em 1em}
@@ -270,31 +303,31 @@ were graded with --unsafe-no-sandbox: their code ran without full isolation and 
 <h2>Totals (graded submissions)</h2>
 {{ v.histogram }}
 <h2>Checks, by pass rate (the class's most common mistakes first)</h2>
-<table><tr><th>check</th><th>part</th><th>pass rate</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr>
+<div class="table-scroll"><table class="wide"><tr><th>check</th><th>part</th><th>pass rate</th><th>passed</th><th>failed</th><th>error</th><th>skipped</th></tr>
 {% for c in v.checks %}<tr><td><code>{{ c.id }}</code><br>{{ c.title }}</td><td>{{ c.part }}</td>
 <td class="n"><span class="rate{% if c.rate >= 0.8 %} ok{% endif %}" style="width:{{ (c.rate * 60)|round(0, 'floor')|int }}px"></span> {{ (c.rate * 100)|round|int }}%</td>
 <td class="n">{{ c.passed }}/{{ c.ran }}</td><td class="n">{{ c.failed }}</td><td class="n">{{ c.error }}</td><td class="n">{{ c.skipped }}</td></tr>
-{% else %}<tr><td colspan="7">no checks ran</td></tr>{% endfor %}</table>
+{% else %}<tr><td colspan="7">no checks ran</td></tr>{% endfor %}</table></div>
 <h2>Diagnoses, by number of students</h2>
-<table><tr><th>students</th><th>mistake</th><th>seen in checks</th></tr>
+<div class="table-scroll"><table class="wide"><tr><th>students</th><th>mistake</th><th>seen in checks</th></tr>
 {% for d in v.diagnoses %}<tr><td class="n">{{ d.count }}</td><td>{{ d.text or d.id }}<br><code>{{ d.id }}</code></td><td><code>{{ d.checks }}</code></td></tr>
-{% else %}<tr><td colspan="3">no known mistake was diagnosed</td></tr>{% endfor %}</table>
+{% else %}<tr><td colspan="3">no known mistake was diagnosed</td></tr>{% endfor %}</table></div>
 <h2>Not graded (rejected or error)</h2>
-<table><tr><th>student</th><th>status</th><th>reason</th></tr>
+<div class="table-scroll"><table><tr><th>student</th><th>status</th><th>reason</th></tr>
 {% for r in v.not_graded %}<tr><td><a href="submissions/{{ r.id|urlencode }}/report.html">{{ r.id }}</a></td><td>{{ r.status }}</td><td>{{ r.reason }}</td></tr>
-{% else %}<tr><td colspan="3">none</td></tr>{% endfor %}</table>
+{% else %}<tr><td colspan="3">none</td></tr>{% endfor %}</table></div>
 <h2>Flagged for review</h2>
 <p>Code that reaches into the grader or the sandbox, or that the sandbox refused while it ran: for a person to
 review, not a penalty (no points depend on it). Each report lists its flags at the top.</p>
-<table><tr><th>student</th><th>flags</th><th>kinds</th></tr>
+<div class="table-scroll"><table><tr><th>student</th><th>flags</th><th>kinds</th></tr>
 {% for f in v.flagged %}<tr><td><a href="submissions/{{ f.id|urlencode }}/report.html">{{ f.id }}</a></td><td class="n">{{ f.count }}</td><td>{{ f.kinds }}</td></tr>
-{% else %}<tr><td colspan="3">none</td></tr>{% endfor %}</table>
+{% else %}<tr><td colspan="3">none</td></tr>{% endfor %}</table></div>
 <h2>Lowest totals</h2>
-<table><tr><th>student</th><th>total</th></tr>
-{% for sid, score in v.lowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ "%g"|format(score) }}</td></tr>{% endfor %}</table>
+<div class="table-scroll"><table><tr><th>student</th><th>total</th></tr>
+{% for sid, score in v.lowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ "%g"|format(score) }}</td></tr>{% endfor %}</table></div>
 <h2>Slowest submissions</h2>
-<table><tr><th>student</th><th>seconds</th></tr>
-{% for sid, seconds in v.slowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ "%.1f"|format(seconds) }}</td></tr>{% endfor %}</table>
+<div class="table-scroll"><table><tr><th>student</th><th>seconds</th></tr>
+{% for sid, seconds in v.slowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ "%.1f"|format(seconds) }}</td></tr>{% endfor %}</table></div>
 <p>Rebuilt from the submissions' results.json; the gradebook is <a href="gradebook.csv">gradebook.csv</a>.</p>
 </body></html>
 """

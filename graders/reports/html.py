@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from . import svg
+from .findings import gather, not_implemented_name
 from .summary import (
     MANUAL,
     STATUS_LABELS,
@@ -148,6 +149,31 @@ class CheckView:
     rubric: str
     elapsed: str
     worker_measured: bool = False
+    # The "Mistakes found" entry of this check's diagnosis, and whether an earlier check already
+    # showed it in full (then only a link is shown: one mistake, one explanation).
+    mistake_anchor: str = ""
+    diagnosis_repeated: bool = False
+
+
+@dataclass
+class NotAttemptedView:
+    """Checks that show nothing of the student's work for one reason (`not_attempted_label`),
+    shown as one line: their messages and tracebacks all say the same thing."""
+
+    label: str  # "not implemented yet: NAME", why the checks did not run, "no written answer given"
+    points: str
+    titles: list[str]
+
+
+@dataclass
+class MistakeView:
+    """One distinct thing that went wrong, with the checks it failed and the points it cost."""
+
+    anchor: str
+    headline: str
+    known: bool  # a diagnosis (a known mistake) rather than a message
+    points_lost: str
+    checks: list[tuple[str, str]]  # (title, anchor)
 
 
 @dataclass
@@ -168,6 +194,7 @@ class PartView:
     provisional: bool
     note: str
     checks: list[CheckView] = field(default_factory=list)
+    not_attempted: list[NotAttemptedView] = field(default_factory=list)
 
 
 def render_html(results: dict) -> str:
@@ -177,7 +204,10 @@ def render_html(results: dict) -> str:
 
 def build_report_view(results: dict) -> dict:
     submission = _mapping(results.get("submission"))
+    anchors = _check_anchors(results)
+    mistakes, not_attempted = _mistakes_view(results, anchors)
     parts = [_part_view(i, part) for i, part in enumerate(results.get("parts") or [])]
+    _link_diagnoses(parts, mistakes)
     counts = count_checks(results)
     score, max_score = shown_total(results)
     return {
@@ -191,6 +221,9 @@ def build_report_view(results: dict) -> dict:
         "submission_kind": as_text(submission.get("kind")),
         "sha256": as_text(submission.get("sha256")),
         "notes": [clip(n, LIMITS["note"]) for n in submission.get("notes") or []],
+        "origin": _origin_view(submission.get("origin")),
+        "mistakes": mistakes,
+        "not_attempted": not_attempted,
         "score": format_points(0 if is_rejected(results) else score),
         "max_score": format_points(max_score),
         "score_label": score_label(results),
@@ -203,8 +236,110 @@ def build_report_view(results: dict) -> dict:
         "worker_measured": _worker_measured_total(results),
         "parts": parts,
         "versions": _flat_items(results.get("versions")),
-        "timings": _timing_items(results.get("timings")),
+        **_timings_view(results.get("timings")),
         "schema_version": as_text(results.get("schema_version")),
+    }
+
+
+def _check_anchors(results: dict) -> dict[int, tuple[str, str]]:
+    """id() of each check dict -> (its title, its anchor), as the parts render them."""
+    anchors = {}
+    for part_index, part in enumerate(results.get("parts") or []):
+        for index, check in enumerate(part.get("checks") or [] if isinstance(part, dict) else []):
+            if isinstance(check, dict):
+                title = clip(check.get("title") or check.get("id") or "check", LIMITS["title"])
+                anchors[id(check)] = (title, f"part-{part_index}-check-{index}")
+    return anchors
+
+
+def _points_lost(checks: list[dict]) -> str:
+    lost = 0.0
+    for check in checks:
+        score, maximum = svg.as_number(check.get("score", 0)), svg.as_number(check.get("max_score", 0))
+        if math.isfinite(score) and math.isfinite(maximum):
+            lost += max(0.0, maximum - score)
+    return format_points(lost)
+
+
+def _mistakes_view(results: dict, anchors: dict[int, tuple[str, str]]
+                   ) -> tuple[list[MistakeView], list[NotAttemptedView]]:
+    """The "Mistakes found" box: each diagnosis (or repeated message) once, known mistakes first,
+    with the checks it failed and the points it cost; what was not attempted apart, one line each."""
+    checks = [c for c in all_checks(results) if isinstance(c, dict) and id(c) in anchors]
+    unattempted: dict[str, list[dict]] = {}
+    attempted = []
+    for check in checks:
+        label = not_attempted_label(check)
+        if label:
+            unattempted.setdefault(label, []).append(check)
+        else:
+            attempted.append(check)
+    findings = gather(attempted)
+    known = [f for f in findings if _diagnosis_id(f.checks[0])]
+    others = [f for f in findings if not _diagnosis_id(f.checks[0])]
+    mistakes = [
+        MistakeView(anchor=f"mistake-{number}", headline=clip(finding.headline, LIMITS["diagnosis"]),
+                    known=finding in known, points_lost=_points_lost(finding.checks),
+                    checks=[anchors[id(c)] for c in finding.checks])
+        for number, finding in enumerate(known + others, start=1)
+    ]
+    not_attempted = [NotAttemptedView(label=clip(label, LIMITS["message"]), points=_points_lost(members),
+                                      titles=[anchors[id(c)][0] for c in members])
+                     for label, members in unattempted.items()]
+    return mistakes, not_attempted
+
+
+def not_attempted_label(check: dict) -> str | None:
+    """Why a check shows nothing of the student's work, when that is so: an untouched TODO stub,
+    a check that could not run (its module is missing), a written answer left blank. Such checks
+    are one line per reason: their messages and tracebacks would all say the same."""
+    status = check.get("status")
+    if status not in ("failed", "error", "skipped"):
+        return None
+    untouched = not_implemented_name(check)
+    if untouched:
+        return f"not implemented yet: {untouched}"
+    if status == "skipped":
+        return as_text(check.get("message")) or "not run"
+    # A written answer fails before a person grades it only when nothing was written.
+    if check.get("graded_by_hand") is True and status == "failed" and "manual" not in _mapping(check.get("details")):
+        return "no written answer given"
+    return None
+
+
+def _diagnosis_id(check: dict) -> str:
+    diagnosis = _mapping(check.get("diagnosis"))
+    return as_text(diagnosis.get("id")) if diagnosis.get("text") else ""
+
+
+def _link_diagnoses(parts: list[PartView], mistakes: list[MistakeView]) -> None:
+    """Point each check's diagnosis at its "Mistakes found" entry; show it in full only once."""
+    entry_of = {anchor: mistake for mistake in mistakes if mistake.known for _, anchor in mistake.checks}
+    shown = set()
+    for part in parts:
+        for check in part.checks:
+            mistake = entry_of.get(check.anchor)
+            if mistake is None or not check.diagnosis:
+                continue
+            check.mistake_anchor = mistake.anchor
+            check.diagnosis_repeated = mistake.anchor in shown
+            shown.add(mistake.anchor)
+
+
+def _origin_view(origin) -> dict | None:
+    """A notebook hand-in's map: which cell gave each graded definition and each answer."""
+    origin = _mapping(origin)
+    if not origin:
+        return None
+
+    def rows(key, fields):
+        items = origin.get(key) if isinstance(origin.get(key), list) else []
+        return [tuple(clip(_mapping(item).get(name), LIMITS["title"]) for name in fields) for item in items]
+
+    return {
+        "notebook": clip(origin.get("notebook"), LIMITS["title"]),
+        "definitions": rows("definitions", ("name", "cell", "module")),
+        "answers": rows("answers", ("key", "cell")),
     }
 
 
@@ -243,6 +378,13 @@ def _flat_items(mapping) -> list[tuple[str, str]]:
     return [(as_text(k), clip(v, LIMITS["title"])) for k, v in _mapping(mapping).items()]
 
 
+def _timings_view(timings) -> dict:
+    """The total time, shown; every other timing (one per check: 75 rows) folded away."""
+    items = _timing_items(timings)
+    total = [value for name, value in items if name == "total time"]
+    return {"total_time": total[0] if total else "", "timings": [item for item in items if item[0] != "total time"]}
+
+
 def _timing_items(timings) -> list[tuple[str, str]]:
     items = []
     for key, value in _mapping(timings).items():
@@ -264,8 +406,18 @@ def _seconds(value) -> str:
 
 
 def _part_view(index: int, part: dict) -> PartView:
-    checks = [_check_view(index, i, c) for i, c in enumerate(part.get("checks") or [])]
+    raw_checks = list(part.get("checks") or [])
+    checks = [_check_view(index, i, c) for i, c in enumerate(raw_checks)]
     automatic = [c for c in checks if c.status != MANUAL]
+    groups: dict[str, list[tuple[dict, CheckView]]] = {}
+    for raw, view in zip(raw_checks, checks):
+        label = not_attempted_label(raw) if isinstance(raw, dict) else None
+        if label:
+            groups.setdefault(label, []).append((raw, view))
+    collapsed = {id(view) for members in groups.values() for _, view in members}
+    not_attempted = [NotAttemptedView(label=clip(label, LIMITS["message"]), points=_points_lost([r for r, _ in members]),
+                                      titles=[view.title for _, view in members])
+                     for label, members in groups.items()]
     passed = sum(1 for c in automatic if c.status == "passed")
     score, max_score = part.get("score", 0), part.get("max_score", 0)
     title = clip(part.get("title") or part.get("id") or f"Part {index + 1}", LIMITS["title"])
@@ -277,7 +429,8 @@ def _part_view(index: int, part: dict) -> PartView:
         passed_line=f"{passed}/{len(automatic)} checks passed" if automatic else "",
         provisional=bool(part.get("provisional")),
         note=clip(part.get("note"), LIMITS["note"]),
-        checks=checks,
+        checks=[c for c in checks if id(c) not in collapsed],
+        not_attempted=not_attempted,
     )
 
 
