@@ -26,8 +26,8 @@ from graders.integrity import results_section, scan_folder
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
 from graders.redact import redact_results, solution_lines
-from graders.sandbox import (BudgetExhausted, Handle, Limits, ProtocolError, SandboxError, StudentError, Worker,
-                             WorkerCrashed, WorkerTimeout)
+from graders.sandbox import (BudgetExhausted, Handle, Limits, MissingDependency, ProtocolError, SandboxError,
+                             StudentError, Worker, WorkerCrashed, WorkerTimeout)
 from graders.sandbox.isolation import require_full_isolation
 from graders.scoring import load_rubric, part_score
 
@@ -130,6 +130,8 @@ class _ModuleGate:
                 self.problems[module] = None
             except StudentError as error:
                 self.problems[module] = (f"{module}.py could not be imported: {error.exc_type}: {error.message}", error)
+            except MissingDependency as error:  # a string: the part is skipped, nobody's code is blamed
+                self.problems[module] = f"{module}.py was not run: {error}"
             except BudgetExhausted as error:
                 self.problems[module] = (f"{module}.py was not imported: {error}", None)
             except ProtocolError as error:

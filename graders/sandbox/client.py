@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any, Iterable, NoReturn
 
 import graders
+from graders.dependencies import missing_dependency_message
 
 from . import audit, isolation, uids
-from .errors import (BudgetExhausted, ProtocolError, RequestError, StudentError, WorkerCrashed,
-                     WorkerTimeout)
+from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, StudentError,
+                     WorkerCrashed, WorkerTimeout)
 from .isolation import IsolationUnavailable, Layers
 from .limits import Limits
 from .output import OutputTail
@@ -322,6 +323,12 @@ class Worker:
                                debug_traceback=_text(error, "debug_traceback"), output=self.last_output)
         if kind == "request":
             raise RequestError(_text(error, "message"), output=self.last_output)
+        if kind == "environment":
+            module = _text(error, "module")
+            message = missing_dependency_message(module)
+            if message is None:  # only a dependency of the grader's may be blamed on the environment
+                raise ProtocolError(f"the worker blamed the environment for {module[:100]!r}, not a grader dependency")
+            raise MissingDependency(message, module=module, output=self.last_output)
         if kind == "exit":
             code = _text(error, "code")
             try:

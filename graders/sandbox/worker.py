@@ -36,6 +36,7 @@ import numpy
 import safetensors.torch  # noqa: F401  (imported before the audit hook, like torch)
 import torch
 
+from graders.dependencies import missing_module
 from graders.sandbox import audit
 from graders.sandbox import tasks  # noqa: F401  (the built-in tasks are always available)
 from graders.sandbox.harness import TASKS
@@ -397,6 +398,9 @@ def answer(session: Session, header: dict, tensors: dict) -> tuple[dict, dict, i
         code, shown = exit_status(exit_request.code)
         return {"id": request_id, "ok": False, "error": {"kind": "exit", "code": shown}}, {}, code
     except BaseException as error:  # noqa: BLE001  everything the student's code raises
+        missing = missing_module(error)
+        if missing is not None:  # transformers & co. are the grader's to provide, whoever imports them
+            return failure({"kind": "environment", "module": missing})
         return failure(describe_exception(error, session.submission_dir))
     encoder = Encoder(session.keep)
     try:
