@@ -239,7 +239,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         fine_tuning = mode == INSTRUCTOR and (not only_parts or "finetune" in only_parts)
         worker = Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
                         allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else (),
-                        require_isolation=isolated)
+                        require_isolation=isolated, containment_only=mode == SELF_CHECK)
         try:
             starter = _Starter(worker)
             starter.ensure_running()

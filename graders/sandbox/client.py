@@ -12,7 +12,6 @@ Every method sends one request and waits for its reply. Failures are exceptions 
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import json
 import os
@@ -29,7 +28,7 @@ from typing import Any, Iterable, NoReturn
 import graders
 from graders.dependencies import missing_dependency_message
 
-from . import audit, isolation, uids
+from . import audit, isolation
 from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, StudentError,
                      WorkerCrashed, WorkerTimeout)
 from .isolation import IsolationUnavailable, Layers
@@ -62,12 +61,17 @@ class Worker:
     modules that register harness tasks, imported in the worker before student code.
     `readable_paths`: what the worker may read besides the system folders and its own Python
     (feature caches, an encoder); under bubblewrap nothing else of the machine is there.
+    `containment_only` (a self-check: the student's own code on the student's own machine,
+    Linux, macOS or a notebook) contains crashes and hangs and nothing more: no bubblewrap, no
+    user switch, no audit hook, rlimits where the platform has them; it uses no Linux-only
+    facility of the grader's (docs/selfcheck.md).
     """
 
     def __init__(self, submission_dir: str | os.PathLike, *, limits: Limits = Limits(),
                  secret_paths: Iterable[str | os.PathLike] = (), allow_gpu: bool = False,
                  use_bwrap: bool | None = None, task_modules: Iterable[str] = (),
-                 readable_paths: Iterable[str | os.PathLike] = (), require_isolation: bool = True) -> None:
+                 readable_paths: Iterable[str | os.PathLike] = (), require_isolation: bool = True,
+                 containment_only: bool = False) -> None:
         self.submission_dir = Path(submission_dir).resolve()
         if not self.submission_dir.is_dir():
             raise NotADirectoryError(f"no submission folder at {self.submission_dir}")
@@ -79,26 +83,16 @@ class Worker:
             raise ValueError(f"the secret path {conflict[0]} would hide {conflict[1]}, which the worker needs")
         self.allow_gpu = allow_gpu
         self.task_modules = list(task_modules)
-        if require_isolation:
-            if use_bwrap is False:
-                raise ValueError("full isolation needs bubblewrap: use_bwrap=False goes with require_isolation=False")
-            isolation.require_full_isolation()
-            use_bwrap = True
-        self._uid_lease = (uids.lease(base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid,
-                                      slots=limits.sandbox_slots)
-                           if os.geteuid() == 0 else None)
-        self._lease_finalizer = weakref.finalize(self, self._uid_lease.release) if self._uid_lease else None
-        try:
-            self.layers: Layers = isolation.choose_layers(
-                use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid)
-            self._protect_secrets(require_isolation)
-        except BaseException:
-            self._release_uid()
-            raise
-        if self.layers.sandbox_uid is None:
-            # Root without a reachable interpreter (only without isolation: unsafe or a self-check);
-            # `layers.note` says so in the results, and an unsafe grade warns in every output.
-            self._release_uid()
+        self.containment_only = containment_only
+        if containment_only:
+            if require_isolation or use_bwrap:
+                raise ValueError("containment_only runs without isolation: require_isolation=False, use_bwrap not True")
+            self._uid_lease = self._lease_finalizer = None
+            self.layers: Layers = Layers(False, None, note="self-check: the student's own code on their own machine, "
+                                                           "contained (crashes, hangs), not isolated",
+                                         containment_only=True)
+        else:
+            self._choose_isolation(limits, use_bwrap, require_isolation)
         self.last_output = ""  # what the student's code printed during the last request
         self.time_used_s = 0.0  # counted against limits.submission_budget_s
         self.starts = 0  # worker processes started so far; handles carry it as their generation
@@ -141,6 +135,30 @@ class Worker:
                 self._ask_to_exit()
                 self._stop()
             self._closed = True
+            self._release_uid()
+
+    def _choose_isolation(self, limits: Limits, use_bwrap: bool | None, require_isolation: bool) -> None:
+        from . import uids  # POSIX-only (file locks): never imported by a self-check
+
+        if require_isolation:
+            if use_bwrap is False:
+                raise ValueError("full isolation needs bubblewrap: use_bwrap=False goes with require_isolation=False")
+            isolation.require_full_isolation()
+            use_bwrap = True
+        self._uid_lease = (uids.lease(base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid,
+                                      slots=limits.sandbox_slots)
+                           if os.geteuid() == 0 else None)
+        self._lease_finalizer = weakref.finalize(self, self._uid_lease.release) if self._uid_lease else None
+        try:
+            self.layers = isolation.choose_layers(
+                use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid)
+            self._protect_secrets(require_isolation)
+        except BaseException:
+            self._release_uid()
+            raise
+        if self.layers.sandbox_uid is None:
+            # Root without a reachable interpreter (only without isolation: unsafe or a self-check);
+            # `layers.note` says so in the results, and an unsafe grade warns in every output.
             self._release_uid()
 
     def _release_uid(self) -> None:
@@ -382,6 +400,7 @@ class Worker:
             "private_source": isolation.SUBMISSION_SOURCE if private else None,
             # Without bwrap the worker's parent is this process, and it checks that it still is.
             "parent_pid": None if self.layers.bwrap else os.getpid(),
+            "containment_only": self.containment_only,
         }
         command = [sys.executable, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
         if self.layers.bwrap:
@@ -447,6 +466,8 @@ class Worker:
         _kill_group(process.pid, None)
         process.wait()
         if self._uid_lease is not None and self.layers.sandbox_uid is not None:
+            from . import uids
+
             uids.kill_processes_of(self._uid_lease.uid)  # also those that left the group (setsid)
         for fd in (self._request_fd, self._reply_fd):
             os.close(fd)
@@ -538,9 +559,14 @@ def _pipe() -> tuple[int, int]:
     few activations takes several switches between the two processes."""
     read, write = os.pipe()
     try:
-        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except OSError:
-        pass  # above /proc/sys/fs/pipe-max-size for this user: keep the default
+        import fcntl
+    except ImportError:  # Windows
+        return read, write
+    if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux only: elsewhere pipes keep the system's size
+        try:
+            fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:
+            pass  # above /proc/sys/fs/pipe-max-size for this user: keep the default
     return read, write
 
 

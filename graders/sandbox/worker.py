@@ -27,6 +27,7 @@ import shutil
 import signal
 import threading
 import sys
+import time
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -49,6 +50,8 @@ MS_NOSUID, MS_NODEV = 2, 4
 PACKAGE = "submission"
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 20_000
+# How often a self-check's worker without a parent-death signal looks for its grader.
+PARENT_WATCH_INTERVAL_S = 1.0
 # What the audit hook refused since the last reply; each reply carries it to the grader (a
 # tripwire for review: the student's code shares this process and could empty it).
 DENIALS = audit.DenialLog()
@@ -61,10 +64,14 @@ def main(argv: list[str]) -> None:
     if sys.path and sys.path[0] == os.getcwd():
         sys.path.pop(0)
     limits = Limits.from_json(config["limits"])
+    containment_only = config["containment_only"]
     if config["private_source"]:
         make_private_space(Path(config["workdir"]), Path(config["private_source"]), limits, config["run_as"])
-    apply_rlimits(limits, gpu=config["gpu"])
-    harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"])
+    apply_rlimits(limits, gpu=config["gpu"], best_effort=containment_only)
+    if containment_only:
+        die_with_parent(config["parent_pid"])
+    else:
+        harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"])
     torch.set_num_threads(limits.threads)
     torch.set_num_interop_threads(limits.threads)
     for name in config["task_modules"]:
@@ -72,7 +79,8 @@ def main(argv: list[str]) -> None:
 
     session = Session(Path(config["submission_dir"]), Path(config["workdir"]))
     session.make_submission_importable()
-    audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"], denials=DENIALS)
+    if not containment_only:  # a tripwire against hostile code: the instructor's threat model
+        audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"], denials=DENIALS)
     os.chdir(session.submission_dir)
     warm_up_in_background()
     serve(session, config["request_fd"], config["reply_fd"])
@@ -141,6 +149,34 @@ def harden_process(*, run_as: list[int] | None, parent_pid: int | None) -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)  # the grader died before the signal was armed
+
+
+def linux_prctl() -> Callable[..., int] | None:
+    """libc's prctl, or None on a system without it (macOS, Windows)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Crash containment for a self-check: the worker must not outlive the grader, even while
+    the student's code hangs. Linux has a parent-death signal; elsewhere a thread watches for
+    the grader's exit (the worker is then re-parented, so its parent pid changes)."""
+    prctl = linux_prctl()
+    if prctl is not None and prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+        if os.getppid() != parent_pid:
+            os._exit(1)  # the grader died before the signal was armed
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_WATCH_INTERVAL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class BadRequest(Exception):

@@ -1,0 +1,211 @@
+"""A self-check runs where students are, not only on Linux: with the Linux-only facilities the
+grader itself uses made unavailable to the grader's code (the `fcntl` and `resource` modules,
+libc's `prctl` through ctypes, /proc, `os.fork`), and multiprocessing set to spawn, it gives the
+same results as on Linux. torch and the other libraries keep whatever they import themselves.
+
+The simulation is a module run at interpreter start by a `.pth` file of a virtual environment
+(so it is active in the grading process and in its worker, whose environment is scrubbed); the
+environment sees this checkout's `graders` and this environment's packages, nothing else. A
+second run hides transformers from everyone: the checks that need it are skipped with the
+command that installs it, and nobody's code is blamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from graders.build import REFERENCE_DIR, REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+TEMPLATE = REPO_ROOT / "student_template"
+STUDENT = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+TIMEOUT_S = 900
+
+SIMULATION = textwrap.dedent('''
+    """Makes this interpreter look like a platform without Linux's facilities, to the grader's code."""
+    import builtins
+    import ctypes
+    import json
+    import multiprocessing
+    import os
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    _HERE = Path(__file__).resolve().parent
+    _CONFIG = json.loads((_HERE / "_simulated_platform.json").read_text())
+    _GRADERS = _CONFIG["graders_dir"] + os.sep
+    _STDLIB = (sysconfig.get_paths()["stdlib"] + os.sep, "<frozen")
+    _LOG = _HERE / "_simulated_platform.log"
+
+
+    def _log(line):
+        with open(_LOG, "a") as log:
+            log.write(f"{os.getpid()} {line}\\n")
+
+
+    def _grader_file(filename):
+        return bool(filename) and os.path.realpath(filename).startswith(_GRADERS)
+
+
+    def _caller_is_grader():
+        """Whether the nearest frame outside the standard library is the grader's."""
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.startswith(_STDLIB):
+            frame = frame.f_back
+        return frame is not None and _grader_file(frame.f_code.co_filename)
+
+
+    _real_import = builtins.__import__
+
+
+    def _import(name, globals=None, locals=None, fromlist=(), level=0):
+        top = name.partition(".")[0] if level == 0 else ""
+        if top in _CONFIG["hidden_everywhere"] or (
+                top in _CONFIG["hidden_from_grader"] and _grader_file((globals or {}).get("__file__"))):
+            _log(f"blocked import {name} from {(globals or {}).get('__name__')}")
+            raise ModuleNotFoundError(f"No module named {top!r} (simulated platform)", name=top)
+        return _real_import(name, globals, locals, fromlist, level)
+
+
+    builtins.__import__ = _import
+
+    _real_cdll_getattr = ctypes.CDLL.__getattr__
+
+
+    def _cdll_getattr(self, name):
+        if name == "prctl" and _grader_file(sys._getframe(1).f_code.co_filename):
+            _log("blocked ctypes prctl")
+            raise AttributeError(name)
+        return _real_cdll_getattr(self, name)
+
+
+    ctypes.CDLL.__getattr__ = _cdll_getattr
+
+
+    def _audit(event, args):
+        if event == "os.fork" and _caller_is_grader():
+            _log("blocked os.fork")
+            raise OSError("fork is not available (simulated platform)")
+        if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)) \\
+                and os.fsdecode(args[0]).startswith("/proc") and _caller_is_grader():
+            _log(f"blocked {event} {os.fsdecode(args[0])}")
+            raise FileNotFoundError(f"no /proc on this platform (simulated): {os.fsdecode(args[0])}")
+
+
+    sys.addaudithook(_audit)
+    multiprocessing.set_start_method("spawn", force=True)
+    _log(f"started {' '.join(sys.orig_argv)}")
+''')
+
+LINUX_ONLY = ["fcntl", "resource"]
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """(python, folder of the simulation): a virtual environment whose interpreter runs the
+    simulation first thing, in every process it starts."""
+    base = Path(tempfile.mkdtemp(prefix="portable-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else None))
+    try:
+        venv = base / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
+        (site / "_simulated_platform.py").write_text(SIMULATION)
+        (site / "simulated_platform.pth").write_text(
+            f"{REPO_ROOT}\n{sysconfig.get_paths()['purelib']}\nimport _simulated_platform\n")
+        yield venv / "bin" / "python", site
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def configure(site: Path, *, hidden_everywhere=()):
+    (site / "_simulated_platform.json").write_text(json.dumps({
+        "graders_dir": str((REPO_ROOT / "graders").resolve()), "hidden_from_grader": LINUX_ONLY,
+        "hidden_everywhere": list(hidden_everywhere)}))
+    (site / "_simulated_platform.log").unlink(missing_ok=True)
+
+
+def homework(tmp_path: Path, name: str, modules: Path) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(TEMPLATE, folder)
+    for path in modules.glob("*.py"):
+        if path.name != "__init__.py":
+            shutil.copy(path, folder / path.name)
+    return folder
+
+
+def self_check(python, folder: Path, out: Path, *parts: str) -> subprocess.Popen:
+    """`grade check` as a separate process. Its workers' folders go to a temporary folder of its
+    own: graders that read /proc and graders that cannot tell each other's folders apart only
+    by the pid, and a machine that runs both is this test's alone."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    environment["TMPDIR"] = str(out.with_name(out.name + "-tmp"))
+    os.makedirs(environment["TMPDIR"])
+    return subprocess.Popen([str(python), "-P", "-m", "graders.selfcheck", "check", *parts, "--path", str(folder),
+                             "--out", str(out)], cwd=folder, env=environment, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def finished(process: subprocess.Popen, out: Path) -> tuple[int, str, dict]:
+    output, _ = process.communicate(timeout=TIMEOUT_S)
+    return process.returncode, output, json.loads((out / "results.json").read_text())
+
+
+def outcomes(results: dict) -> dict:
+    return {c["id"]: (c["status"], c["score"], (c["diagnosis"] or {}).get("id"), c["counterexample"])
+            for part in results["parts"] for c in part["checks"]}
+
+
+def test_the_simulation_takes_the_linux_facilities_from_the_grader(simulated):
+    python, site = simulated
+    configure(site)
+    probe = subprocess.run([str(python), "-c", "import torch, graders.sandbox.uids"], capture_output=True, text=True)
+    assert "No module named 'fcntl' (simulated platform)" in probe.stderr, probe.stderr[-2000:]
+    probe = subprocess.run([str(python), "-c", "import torch, graders.sandbox.worker as w; print(w.linux_prctl())"],
+                           capture_output=True, text=True)
+    assert probe.returncode == 0 and probe.stdout.strip() == "None", probe.stdout + probe.stderr[-2000:]
+
+
+def test_a_self_check_without_linux_facilities_gives_the_linux_results(simulated, tmp_path):
+    python, site = simulated
+    configure(site)
+    folder = homework(tmp_path, "student", STUDENT)
+    runs = {name: self_check(interpreter, folder, tmp_path / name)
+            for name, interpreter in (("linux", sys.executable), ("simulated", python))}
+    linux_status, linux_output, linux = finished(runs["linux"], tmp_path / "linux")
+    status, output, results = finished(runs["simulated"], tmp_path / "simulated")
+    assert results["status"] == "graded", output[-3000:]
+    assert (status, outcomes(results)) == (linux_status, outcomes(linux)), output[-3000:] + linux_output[-3000:]
+    assert results["score"] == linux["score"] and linux_status == 1
+    assert {"passed", "failed"} <= {status for status, *_ in outcomes(results).values()}
+
+    log = (site / "_simulated_platform.log").read_text()
+    assert "graders.sandbox.worker" in log, log  # the worker ran under the simulation too
+    assert results["sandbox"]["audit_hook"] is False and results["sandbox"]["bwrap"] is False
+
+
+def test_a_missing_transformers_is_the_environments_problem_with_its_fix(simulated, tmp_path):
+    python, site = simulated
+    configure(site, hidden_everywhere=["transformers"])
+    folder = homework(tmp_path, "correct", REFERENCE_DIR)
+    status, output, results = finished(self_check(python, folder, tmp_path / "out", "sentiment"), tmp_path / "out")
+    assert status == 1, output[-3000:]
+    checks = [c for part in results["parts"] for c in part["checks"]]
+    needing = [c for c in checks if c["status"] != "passed"]
+    assert needing, output[-3000:]
+    for check in needing:
+        assert check["status"] == "skipped", check
+        assert "the grader's environment lacks transformers: run `pip install 'transformers>=4.40,<6'`" in check["message"]
+        assert "your code" not in check["message"].split("(a problem of")[0]
+        assert check["details"]["environment"]["missing"] == "transformers"
