@@ -78,8 +78,9 @@ STUDENT_README = """# Transformers assignment: your homework folder and its chec
 
 ## 1. Install (once)
 
-Python 3.11 or newer, on Linux, macOS or Windows, or in a Jupyter or Colab notebook (below).
-No GPU is needed. In this folder (the one holding this README):
+Python 3.11 or newer, on Linux or macOS, or in a Jupyter or Colab notebook (below); on
+Windows, inside WSL (Windows Subsystem for Linux), where the Linux commands apply. No GPU is
+needed. In this folder (the one holding this README):
 
 ```bash
 python3 -m venv .venv
@@ -88,9 +89,8 @@ pip install torch --index-url https://download.pytorch.org/whl/cpu
 pip install .
 ```
 
-On Windows, the same in PowerShell: `py -m venv .venv`, then `.venv\\Scripts\\Activate.ps1`,
-then the two `pip install` lines. The first one installs the CPU build of PyTorch (much smaller
-than the default one on Linux); skip it if PyTorch 2.1 or newer is already installed. The second
+The first `pip install` installs the CPU build of PyTorch (much smaller than the default one
+on Linux); skip it if PyTorch 2.1 or newer is already installed. The second
 installs the `grade` command and everything the checks need (PyTorch, transformers, hypothesis,
 pytest, ...), nothing else.
 

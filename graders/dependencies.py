@@ -22,13 +22,15 @@ SELF_CHECK_REQUIREMENTS = (
     ("safetensors", "safetensors", ">=0.4,<1"),  # tensors across the worker's pipes, golden answers
     ("transformers", "transformers", ">=4.40,<6"),  # the sentiment checks' tiny BertModel, in the worker
     ("jinja2", "jinja2", ">=3.1,<4"),  # report.html
+    ("markupsafe", "markupsafe", ">=2,<4"),  # report.html's escaping (also a dependency of jinja2)
     ("nbformat", "nbformat", ">=5.9,<6"),  # a notebook handed in instead of the module files
     ("rich", "rich", ">=13,<16"),  # the terminal summary
     ("pytest", "pytest", ">=8,<10"),  # plain `pytest` in the homework folder
     ("hypothesis", "hypothesis", ">=6.100,<7"),  # pinned to the golden answers' version when they exist
 )
 # Imported only by instructor features that a self-check never reaches.
-INSTRUCTOR_ONLY_MODULES = {"pyarrow": "IMDB from parquet or Arrow files", "submitit": "batch grading on Slurm"}
+INSTRUCTOR_ONLY_MODULES = {"pyarrow": "IMDB from parquet or Arrow files", "submitit": "batch grading on Slurm",
+                           "huggingface_hub": "the fine-tuning's encoder from the local Hugging Face cache"}
 
 _GOLDEN_MANIFEST = Path(__file__).resolve().parent / "golden" / "manifest.json"
 
