@@ -6,9 +6,11 @@ Started by `graders.sandbox.client.Worker` as `python -s -m graders.sandbox.work
   2. mounts its private, size-limited writable space and copies the submission in (when the
      grader asks for private mounts: bubblewrap as root), applies its rlimits, forbids gaining
      privileges, becomes the sandbox user if asked, and arranges to die with the grader;
+     a self-check's worker (`containment_only`) only applies the rlimits the platform has and
+     arranges to die with the grader, with nothing Linux-only where it is not there;
   3. imports the harness task modules;
   4. makes the submission folder importable as the package `submission`;
-  5. installs the audit hook (`graders.sandbox.audit`);
+  5. installs the audit hook (`graders.sandbox.audit`), except in a self-check;
 then answers requests on its two protocol pipes until the grader closes them. Its stdout and
 stderr are the student's: the grader drains them separately and never parses them.
 """
