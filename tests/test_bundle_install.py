@@ -120,8 +120,12 @@ def test_the_untouched_template_fails_every_check_with_its_todo(installed):
     results = json.loads((homework / ".grade" / "results.json").read_text())
     code_checks = [c for c in checks_of(results) if c["status"] != "pending_manual"]
     assert code_checks
+    # A function's TODO is its NotImplementedError's text; answers.toml's TODOs are comments
+    # above empty answers, which the checks report as not written.
     without_todo = [(c["id"], c["status"], c["message"]) for c in code_checks
-                    if c["status"] == "passed" or "TODO" not in (c["message"] or "")]
+                    if c["status"] == "passed" or not re.search(
+                        r"^no answer written for: " if c["id"].startswith("answers.") else r"^not implemented: .*TODO",
+                        c["message"] or "")]
     assert not without_todo, without_todo
 
     tests = in_venv(bin_dir, ["pytest", "-q", "-p", "no:cacheprovider"], cwd=homework)

@@ -1,7 +1,9 @@
 """A self-check runs where students are, not only on Linux: with the Linux-only facilities the
 grader itself uses made unavailable to the grader's code (the `fcntl` and `resource` modules,
-libc's `prctl` through ctypes, /proc, `os.fork`), and multiprocessing set to spawn, it gives the
-same results as on Linux. torch and the other libraries keep whatever they import themselves.
+libc's `prctl` through ctypes, /proc, `os.fork`, `pass_fds`), the POSIX functions Windows lacks
+removed for everyone (`select.poll`, `os.writev`, `os.set_blocking`, `os.killpg`, `os.geteuid`),
+and multiprocessing set to spawn, it gives the same results as on Linux. torch and the other
+libraries keep whatever they import themselves.
 
 The simulation is a module run at interpreter start by a `.pth` file of a virtual environment
 (so it is active in the grading process and in its worker, whose environment is scrubbed); the
@@ -106,6 +108,24 @@ SIMULATION = textwrap.dedent('''
 
     sys.addaudithook(_audit)
     multiprocessing.set_start_method("spawn", force=True)
+
+    # POSIX, not only Linux: absent on Windows, so absent here for everyone.
+    import select
+    import subprocess
+
+    for owner, name in ((select, "poll"), (os, "writev"), (os, "set_blocking"), (os, "killpg"), (os, "geteuid")):
+        delattr(owner, name)
+    _real_popen_init = subprocess.Popen.__init__
+
+
+    def _popen_init(self, *args, **kwargs):
+        if kwargs.get("pass_fds") and _grader_file(sys._getframe(1).f_code.co_filename):
+            _log("blocked pass_fds")
+            raise ValueError("pass_fds is not supported on this platform (simulated)")
+        _real_popen_init(self, *args, **kwargs)
+
+
+    subprocess.Popen.__init__ = _popen_init
     _log(f"started {' '.join(sys.orig_argv)}")
 ''')
 

@@ -34,10 +34,14 @@ from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestE
 from .isolation import IsolationUnavailable, Layers
 from .limits import Limits
 from .output import OutputTail
-from .protocol import Encoder, Handle, decode, receive_message, send_message
+from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
+from .protocol import Encoder, Handle, decode
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+# Passed on to a self-check's worker: Windows's Python needs SYSTEMROOT to start, and its
+# libraries are found through PATH there.
+PLATFORM_VARIABLES = ("PATH", "SYSTEMROOT", "WINDIR")
 MAX_ERROR_TEXT = 50_000
 PIPE_BYTES = 1 << 20  # the request and reply pipes (default 64 KiB); see `_pipe`
 # How long a dead worker's processes get to release their pipes after the kill.
@@ -274,7 +278,7 @@ class Worker:
             started = time.monotonic()
             try:
                 try:
-                    send_message(self._request_fd, header, encoder.tensors, deadline=deadline)
+                    self._channel.send(header, encoder.tensors, deadline)
                 except BrokenPipeError:
                     pass  # the worker is gone; reading its reply tells how it went
                 except TimeoutError:
@@ -295,9 +299,7 @@ class Worker:
     def _await_reply(self, request_id: int, deadline: float, limit: float, budget_bound: bool,
                      starting: bool = False) -> Any:
         try:
-            header, tensors = receive_message(self._reply_fd, max_bytes=self.limits.max_message_bytes,
-                                              max_header_bytes=self.limits.max_header_bytes,
-                                              deadline=deadline)
+            header, tensors = self._channel.receive(deadline)
         except TimeoutError:
             self._timed_out(limit, budget_bound, starting)
         except (EOFError, OSError):
@@ -389,11 +391,7 @@ class Worker:
         run_as = (self.layers.sandbox_uid, self._uid_lease.gid) if self.layers.sandbox_uid is not None else None
         private = self.layers.private_mounts
         workdir = isolation.make_workdir(self.submission_dir, owner=None if private else run_as)
-        request_read, request_write = _pipe()
-        reply_read, reply_write = _pipe()
-        output_read, output_write = os.pipe()
         config = {
-            "request_fd": request_read, "reply_fd": reply_write,
             "submission_dir": str(workdir / "submission"), "workdir": str(workdir),
             "secret_paths": self.secret_paths, "task_modules": self.task_modules,
             "limits": self.limits.to_json(), "gpu": self.allow_gpu, "run_as": run_as,
@@ -402,12 +400,37 @@ class Worker:
             "parent_pid": None if self.layers.bwrap else os.getpid(),
             "containment_only": self.containment_only,
         }
+        try:
+            if self.containment_only:
+                process, channel, output = self._start_contained(workdir, config)
+            else:
+                process, channel, output = self._start_isolated(workdir, config)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        self._process = process
+        self._workdir = workdir
+        self._channel = channel
+        self._output = output
+        # A Worker dropped without close() must not leave its process behind.
+        self._finalizer = weakref.finalize(self, _kill_group, process.pid, workdir)
+        self.starts += 1
+        self.last_output = ""
+
+    def _start_isolated(self, workdir: Path, config: dict) -> tuple[subprocess.Popen, PollingChannel, OutputTail]:
+        """The worker (in bubblewrap where the layers say so) with its protocol pipes as
+        inherited descriptors, in a session of its own: POSIX."""
+        request_read, request_write = _pipe()
+        reply_read, reply_write = _pipe()
+        output_read, output_write = os.pipe()
+        config = {**config, "request_fd": request_read, "reply_fd": reply_write}
         command = [sys.executable, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
         if self.layers.bwrap:
             command = [*isolation.bwrap_command(isolation.find_bwrap(), workdir=workdir,
                                                 secret_paths=self.secret_paths,
                                                 readable_paths=self.readable_paths, gpu=self.allow_gpu,
-                                                private_mounts=private, tmp_bytes=self.limits.tmp_bytes),
+                                                private_mounts=self.layers.private_mounts,
+                                                tmp_bytes=self.limits.tmp_bytes),
                        *command]
         try:
             process = subprocess.Popen(
@@ -417,21 +440,40 @@ class Worker:
         except BaseException:
             for fd in (request_write, reply_read, output_read):
                 os.close(fd)
-            shutil.rmtree(workdir, ignore_errors=True)
             raise
         finally:
             for fd in (request_read, reply_write, output_write):
                 os.close(fd)
-        os.set_blocking(request_write, False)
-        os.set_blocking(reply_read, False)
-        self._process = process
-        self._workdir = workdir
-        self._request_fd, self._reply_fd = request_write, reply_read
-        self._output = OutputTail(output_read, self.limits.max_output_bytes)
-        # A Worker dropped without close() must not leave its process behind.
-        self._finalizer = weakref.finalize(self, _kill_group, process.pid, workdir)
-        self.starts += 1
-        self.last_output = ""
+        channel = PollingChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
+                                 max_header_bytes=self.limits.max_header_bytes)
+        return process, channel, OutputTail(output_read, self.limits.max_output_bytes)
+
+    def _start_contained(self, workdir: Path, config: dict) -> tuple[subprocess.Popen, ThreadedChannel,
+                                                                     ThreadedOutputTail]:
+        """A self-check's worker, with what every platform has: the protocol on its stdin and
+        stdout (it moves them aside and points its stdout at its stderr), its output on its
+        stderr, each pipe served by a thread here."""
+        marker = new_marker()
+        config = {**config, "output_marker": marker.hex()}
+        command = [sys.executable, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
+        request_read, request_write = _pipe()
+        reply_read, reply_write = _pipe()
+        output_read, output_write = os.pipe()
+        try:
+            process = subprocess.Popen(
+                command, stdin=request_read, stdout=reply_write, stderr=output_write, cwd=workdir,
+                env=self._environment(workdir),
+                start_new_session=True)  # POSIX: a process group to kill; ignored on Windows
+        except BaseException:
+            for fd in (request_write, reply_read, output_read):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (request_read, reply_write, output_write):
+                os.close(fd)
+        channel = ThreadedChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
+                                  max_header_bytes=self.limits.max_header_bytes)
+        return process, channel, ThreadedOutputTail(output_read, self.limits.max_output_bytes, marker)
 
     def _environment(self, workdir: Path) -> dict[str, str]:
         threads = str(self.limits.threads)
@@ -443,6 +485,9 @@ class Worker:
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
             **{name: threads for name in THREAD_VARIABLES},
         }
+        if self.containment_only:  # the student's own machine: what its Python needs to start
+            environment.update({name: os.environ[name] for name in PLATFORM_VARIABLES if name in os.environ})
+            environment["TEMP"] = environment["TMP"] = environment["TMPDIR"]  # Windows's names for it
         if not self.allow_gpu:
             environment["CUDA_VISIBLE_DEVICES"] = ""  # empty hides every GPU; unset would show all
         elif "CUDA_VISIBLE_DEVICES" in os.environ:
@@ -453,8 +498,7 @@ class Worker:
         """Ask politely first; `_stop` kills whatever is still there right after."""
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
         try:
-            send_message(self._request_fd, {"id": self._next_request_id, "op": "shutdown"}, {},
-                         deadline=deadline)
+            self._channel.send({"id": self._next_request_id, "op": "shutdown"}, {}, deadline)
             self._process.wait(max(0.0, deadline - time.monotonic()))
         except (OSError, subprocess.TimeoutExpired):
             pass
@@ -469,8 +513,7 @@ class Worker:
             from . import uids
 
             uids.kill_processes_of(self._uid_lease.uid)  # also those that left the group (setsid)
-        for fd in (self._request_fd, self._reply_fd):
-            os.close(fd)
+        self._channel.close()
         # With bwrap the worker is in its own session inside a PID namespace; it dies with
         # bwrap. Waiting for the end of its output means every process that held it is gone.
         output = self._output.close(timeout=REAP_TIMEOUT_S)
@@ -506,14 +549,14 @@ def describe_exit(status: int | None, *, via_bwrap: bool, cpu_seconds: int | Non
         name = signal.Signals(signal_number).name
     except ValueError:
         name = f"signal {signal_number}"
-    explanations = {
-        signal.SIGKILL: "out of memory?",
-        signal.SIGXCPU: f"it used up its CPU time limit of {cpu_seconds} s",
-        signal.SIGSEGV: "a crash in native code",
-        signal.SIGBUS: "a crash in native code",
-        signal.SIGABRT: "aborted, e.g. by a failed check in native code",
+    explanations = {  # by name: Windows has no SIGKILL, SIGXCPU or SIGBUS
+        "SIGKILL": "out of memory?",
+        "SIGXCPU": f"it used up its CPU time limit of {cpu_seconds} s",
+        "SIGSEGV": "a crash in native code",
+        "SIGBUS": "a crash in native code",
+        "SIGABRT": "aborted, e.g. by a failed check in native code",
     }
-    explanation = explanations.get(signal_number)
+    explanation = explanations.get(name)
     return f"the worker was killed by signal {signal_number} ({name}{': ' + explanation if explanation else ''})"
 
 
@@ -571,9 +614,15 @@ def _pipe() -> tuple[int, int]:
 
 
 def _kill_group(pid: int, workdir: Path | None) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    if hasattr(os, "killpg"):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:  # Windows: no process group to signal; this terminates the worker itself
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass  # it has exited
     if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)

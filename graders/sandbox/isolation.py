@@ -305,16 +305,23 @@ def conflicting_secret(secret_paths: list[str], readable_paths=()) -> tuple[str,
 
 def workdirs_parent() -> Path:
     """Where this user's workers get their directories: others may pass through, not list it,
-    so that a worker cannot find the directory (the submission) of another."""
-    parent = Path(tempfile.gettempdir()) / f"grader-sandbox-{os.geteuid()}"
-    try:
-        parent.mkdir(mode=0o711)
-    except FileExistsError:
-        pass
+    so that a worker cannot find the directory (the submission) of another. (On Windows, the
+    user's own temporary folder is private already, and there are no uids and modes to check.)"""
+    if not hasattr(os, "geteuid"):
+        return _made(Path(tempfile.gettempdir()) / "grader-sandbox")
+    parent = _made(Path(tempfile.gettempdir()) / f"grader-sandbox-{os.geteuid()}")
     info = os.lstat(parent)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o066:
         raise RuntimeError(f"{parent} exists but is not a private directory of this user")
     return parent
+
+
+def _made(folder: Path) -> Path:
+    try:
+        folder.mkdir(mode=0o711)
+    except FileExistsError:
+        pass
+    return folder
 
 
 def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None) -> Path:

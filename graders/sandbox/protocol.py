@@ -332,7 +332,8 @@ def _write_all(fd: int, parts: list, deadline: float | None) -> None:
     views = [memoryview(part).cast("B") for part in parts if memoryview(part).nbytes]
     while views:
         try:
-            written = os.writev(fd, views[:IOV_MAX])
+            # One system call for the whole message where there is writev (not on Windows).
+            written = os.writev(fd, views[:IOV_MAX]) if hasattr(os, "writev") else os.write(fd, views[0])
         except BlockingIOError:
             _wait(fd, select.POLLOUT, deadline)
             continue

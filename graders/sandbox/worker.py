@@ -65,8 +65,12 @@ def main(argv: list[str]) -> None:
     # importable) first on sys.path; the submission gets its own entry below.
     if sys.path and sys.path[0] == os.getcwd():
         sys.path.pop(0)
-    limits = Limits.from_json(config["limits"])
     containment_only = config["containment_only"]
+    if containment_only:
+        request_fd, reply_fd = protocol_from_stdio()
+    else:
+        request_fd, reply_fd = config["request_fd"], config["reply_fd"]
+    limits = Limits.from_json(config["limits"])
     if config["private_source"]:
         make_private_space(Path(config["workdir"]), Path(config["private_source"]), limits, config["run_as"])
     apply_rlimits(limits, gpu=config["gpu"], best_effort=containment_only)
@@ -85,7 +89,8 @@ def main(argv: list[str]) -> None:
         audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"], denials=DENIALS)
     os.chdir(session.submission_dir)
     warm_up_in_background()
-    serve(session, config["request_fd"], config["reply_fd"])
+    marker = bytes.fromhex(config["output_marker"]) if containment_only else None
+    serve(session, request_fd, reply_fd, output_marker=marker)
 
 
 def warm_up_in_background() -> None:
@@ -397,7 +402,38 @@ OPERATIONS: dict[str, Callable[[Request], Any]] = {
 }
 
 
-def serve(session: Session, request_fd: int, reply_fd: int) -> None:
+def protocol_from_stdio() -> tuple[int, int]:
+    """A self-check's worker gets its protocol pipes as stdin and stdout, the way every
+    platform hands pipes to a child. They move to descriptors of their own; stdin becomes
+    empty and stdout joins stderr (the output pipe), so that what the student's code prints
+    never reaches the protocol. (Nothing prints while the modules above are imported.)"""
+    request_fd, reply_fd = os.dup(0), os.dup(1)
+    if sys.platform == "win32":
+        import msvcrt
+
+        for fd in (request_fd, reply_fd):
+            msvcrt.setmode(fd, os.O_BINARY)  # no newline translation of the protocol's bytes
+    empty = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(empty, 0)
+    os.close(empty)
+    os.dup2(2, 1)
+    return request_fd, reply_fd
+
+
+def end_of_output(marker: bytes | None) -> None:
+    """Tell a self-check's grader where the output of this request ends (see
+    graders/sandbox/channel.py): the output is read by a thread there, not beside the reply."""
+    if marker is None:
+        return
+    try:
+        os.write(2, marker)
+    except OSError:
+        pass  # the student's code closed fd 2: the grader stops waiting after a moment
+
+
+def serve(session: Session, request_fd: int, reply_fd: int, *, output_marker: bytes | None = None) -> None:
+    flush_student_output()
+    end_of_output(output_marker)
     send_message(reply_fd, {"id": 0, "ok": True, "value": "ready"}, {})
     while True:
         try:
@@ -408,6 +444,7 @@ def serve(session: Session, request_fd: int, reply_fd: int) -> None:
         if exit_code is None and header.get("op") == "shutdown":
             exit_code = 0
         flush_student_output()
+        end_of_output(output_marker)
         denials = DENIALS.take()
         if denials is not None:
             reply["audit"] = denials
@@ -462,7 +499,7 @@ def exit_status(code: Any) -> tuple[int, str]:
 
 
 def describe_exception(error: BaseException, submission_dir: Path) -> dict:
-    root = f"{submission_dir}/"
+    root = os.path.join(str(submission_dir), "")  # with the platform's separator at the end
     kind = type(error)
     module = kind.__module__ or ""
     name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
