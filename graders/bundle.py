@@ -78,9 +78,8 @@ STUDENT_README = """# Transformers assignment: your homework folder and its chec
 
 ## 1. Install (once)
 
-Python 3.11 or newer, on Linux or macOS, or in a Jupyter or Colab notebook (below); on
-Windows, inside WSL (Windows Subsystem for Linux), where the Linux commands apply. No GPU is
-needed. In this folder (the one holding this README):
+Python 3.11 or newer, on Linux, macOS or Windows, or in a Jupyter or Colab notebook (below).
+No GPU is needed. In this folder (the one holding this README), on Linux and macOS:
 
 ```bash
 python3 -m venv .venv
@@ -88,6 +87,10 @@ source .venv/bin/activate
 pip install torch --index-url https://download.pytorch.org/whl/cpu
 pip install .
 ```
+
+On Windows, in PowerShell: `py -m venv .venv`, then `.venv\\Scripts\\Activate.ps1`, then the
+same two `pip install` lines. (Should `grade check` not start there, the Linux commands work
+inside WSL, the Windows Subsystem for Linux.)
 
 The first `pip install` installs the CPU build of PyTorch (much smaller than the default one
 on Linux); skip it if PyTorch 2.1 or newer is already installed. The second
