@@ -229,3 +229,15 @@ def test_a_missing_transformers_is_the_environments_problem_with_its_fix(simulat
         assert "the grader's environment lacks transformers: run `pip install 'transformers>=4.40,<6'`" in check["message"]
         assert "your code" not in check["message"].split("(a problem of")[0]
         assert check["details"]["environment"]["missing"] == "transformers"
+
+
+def test_a_missing_package_of_the_grading_process_is_reported_with_its_fix(simulated, tmp_path):
+    python, site = simulated
+    configure(site, hidden_everywhere=["hypothesis"])
+    folder = homework(tmp_path, "correct", REFERENCE_DIR)
+    grade = subprocess.run([str(python), "-P", "-c", "from graders.cli import run; run()", "check"], cwd=folder,
+                           capture_output=True, text=True, timeout=TIMEOUT_S)
+    status, output = grade.returncode, grade.stdout + grade.stderr
+    assert status == 2, output[-3000:]
+    assert "grade: the grader's environment lacks hypothesis: run `pip install 'hypothesis==" in output
+    assert "Traceback" not in output

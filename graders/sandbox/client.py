@@ -29,12 +29,12 @@ import graders
 from graders.dependencies import missing_dependency_message
 
 from . import audit, isolation
+from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
 from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, StudentError,
                      WorkerCrashed, WorkerTimeout)
 from .isolation import IsolationUnavailable, Layers
 from .limits import Limits
 from .output import OutputTail
-from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
 from .protocol import Encoder, Handle, decode
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -66,9 +66,10 @@ class Worker:
     `readable_paths`: what the worker may read besides the system folders and its own Python
     (feature caches, an encoder); under bubblewrap nothing else of the machine is there.
     `containment_only` (a self-check: the student's own code on the student's own machine,
-    Linux, macOS or a notebook) contains crashes and hangs and nothing more: no bubblewrap, no
-    user switch, no audit hook, rlimits where the platform has them; it uses no Linux-only
-    facility of the grader's (docs/selfcheck.md).
+    Linux, macOS, Windows or a notebook) contains crashes and hangs and nothing more: no
+    bubblewrap, no user switch, no audit hook, rlimits where the platform has them, and pipes
+    served by threads (graders/sandbox/channel.py); nothing Linux- or POSIX-only is needed
+    (docs/selfcheck.md).
     """
 
     def __init__(self, submission_dir: str | os.PathLike, *, limits: Limits = Limits(),
