@@ -62,6 +62,8 @@ def test_readme_gives_the_two_commands(files):
     readme = files[f"{TOP}/README.md"].decode()
     assert "pip install ." in readme and "grade check" in readme and "pytest" in readme
     assert "hidden checks" in readme
+    assert "on Linux, macOS or Windows, or in a Jupyter or Colab notebook" in readme  # where it runs
+    assert r".venv\Scripts\Activate.ps1" in readme and "!grade check" in readme
 
 
 def test_pyproject_pins_the_golden_hypothesis_and_ships_the_golden_data(files):

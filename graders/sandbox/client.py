@@ -456,14 +456,15 @@ class Worker:
         stderr, each pipe served by a thread here."""
         marker = new_marker()
         config = {**config, "output_marker": marker.hex()}
-        command = [sys.executable, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
+        python, environment = _interpreter_itself(self._environment(workdir))
+        command = [python, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
         request_read, request_write = _pipe()
         reply_read, reply_write = _pipe()
         output_read, output_write = os.pipe()
         try:
             process = subprocess.Popen(
                 command, stdin=request_read, stdout=reply_write, stderr=output_write, cwd=workdir,
-                env=self._environment(workdir),
+                env=environment,
                 start_new_session=True)  # POSIX: a process group to kill; ignored on Windows
         except BaseException:
             for fd in (request_write, reply_read, output_read):
@@ -596,6 +597,16 @@ def _text(error: dict, field: str) -> str:
     if type(value) is not str:
         raise ProtocolError(f"malformed {field!r} in an error reply")
     return value[-MAX_ERROR_TEXT:]
+
+
+def _interpreter_itself(environment: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The Python to start a worker with, and its environment. On Windows, a virtual
+    environment's python.exe is a launcher that runs the real interpreter as its child: killing
+    the launcher would leave the worker running. Like multiprocessing there, start the base
+    interpreter and tell it which environment it is in."""
+    if sys.platform == "win32" and sys._base_executable != sys.executable:
+        return sys._base_executable, {**environment, "__PYVENV_LAUNCHER__": sys.executable}
+    return sys.executable, environment
 
 
 def _pipe() -> tuple[int, int]:
