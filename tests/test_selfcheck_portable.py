@@ -53,8 +53,11 @@ SIMULATION = textwrap.dedent('''
 
 
     def _log(line):
-        with open(_LOG, "a") as log:
-            log.write(f"{os.getpid()} {line}\\n")
+        try:
+            with open(_LOG, "a") as log:
+                log.write(f"{os.getpid()} {line}\\n")
+        except OSError:
+            pass  # an instructor's worker may write nowhere but its own folder
 
 
     def _grader_file(filename):
@@ -83,49 +86,49 @@ SIMULATION = textwrap.dedent('''
 
     builtins.__import__ = _import
 
-    _real_cdll_getattr = ctypes.CDLL.__getattr__
+    def _elsewhere():
+        """Everything but the hidden packages: the platform without Linux's (and POSIX's) facilities."""
+        import select
+        import subprocess
+
+        _real_cdll_getattr = ctypes.CDLL.__getattr__
+
+        def _cdll_getattr(self, name):
+            if name == "prctl" and _grader_file(sys._getframe(1).f_code.co_filename):
+                _log("blocked ctypes prctl")
+                raise AttributeError(name)
+            return _real_cdll_getattr(self, name)
+
+        ctypes.CDLL.__getattr__ = _cdll_getattr
+
+        def _audit(event, args):
+            if event == "os.fork" and _caller_is_grader():
+                _log("blocked os.fork")
+                raise OSError("fork is not available (simulated platform)")
+            if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)) \\
+                    and os.fsdecode(args[0]).startswith("/proc") and _caller_is_grader():
+                _log(f"blocked {event} {os.fsdecode(args[0])}")
+                raise FileNotFoundError(f"no /proc on this platform (simulated): {os.fsdecode(args[0])}")
+
+        sys.addaudithook(_audit)
+        multiprocessing.set_start_method("spawn", force=True)
+
+        # POSIX, not only Linux: absent on Windows, so absent here for everyone.
+        for owner, name in ((select, "poll"), (os, "writev"), (os, "set_blocking"), (os, "killpg"), (os, "geteuid")):
+            delattr(owner, name)
+        _real_popen_init = subprocess.Popen.__init__
+
+        def _popen_init(self, *args, **kwargs):
+            if kwargs.get("pass_fds") and _grader_file(sys._getframe(1).f_code.co_filename):
+                _log("blocked pass_fds")
+                raise ValueError("pass_fds is not supported on this platform (simulated)")
+            _real_popen_init(self, *args, **kwargs)
+
+        subprocess.Popen.__init__ = _popen_init
 
 
-    def _cdll_getattr(self, name):
-        if name == "prctl" and _grader_file(sys._getframe(1).f_code.co_filename):
-            _log("blocked ctypes prctl")
-            raise AttributeError(name)
-        return _real_cdll_getattr(self, name)
-
-
-    ctypes.CDLL.__getattr__ = _cdll_getattr
-
-
-    def _audit(event, args):
-        if event == "os.fork" and _caller_is_grader():
-            _log("blocked os.fork")
-            raise OSError("fork is not available (simulated platform)")
-        if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)) \\
-                and os.fsdecode(args[0]).startswith("/proc") and _caller_is_grader():
-            _log(f"blocked {event} {os.fsdecode(args[0])}")
-            raise FileNotFoundError(f"no /proc on this platform (simulated): {os.fsdecode(args[0])}")
-
-
-    sys.addaudithook(_audit)
-    multiprocessing.set_start_method("spawn", force=True)
-
-    # POSIX, not only Linux: absent on Windows, so absent here for everyone.
-    import select
-    import subprocess
-
-    for owner, name in ((select, "poll"), (os, "writev"), (os, "set_blocking"), (os, "killpg"), (os, "geteuid")):
-        delattr(owner, name)
-    _real_popen_init = subprocess.Popen.__init__
-
-
-    def _popen_init(self, *args, **kwargs):
-        if kwargs.get("pass_fds") and _grader_file(sys._getframe(1).f_code.co_filename):
-            _log("blocked pass_fds")
-            raise ValueError("pass_fds is not supported on this platform (simulated)")
-        _real_popen_init(self, *args, **kwargs)
-
-
-    subprocess.Popen.__init__ = _popen_init
+    if _CONFIG["elsewhere"]:
+        _elsewhere()
     _log(f"started {' '.join(sys.orig_argv)}")
 ''')
 
@@ -149,10 +152,12 @@ def simulated(tmp_path_factory):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def configure(site: Path, *, hidden_everywhere=()):
+def configure(site: Path, *, hidden_everywhere=(), elsewhere=True):
+    """`elsewhere`: a platform without Linux's facilities; otherwise Linux as it is, less the
+    packages `hidden_everywhere`."""
     (site / "_simulated_platform.json").write_text(json.dumps({
-        "graders_dir": str((REPO_ROOT / "graders").resolve()), "hidden_from_grader": LINUX_ONLY,
-        "hidden_everywhere": list(hidden_everywhere)}))
+        "graders_dir": str((REPO_ROOT / "graders").resolve()), "hidden_from_grader": LINUX_ONLY if elsewhere else [],
+        "hidden_everywhere": list(hidden_everywhere), "elsewhere": elsewhere}))
     (site / "_simulated_platform.log").unlink(missing_ok=True)
 
 
@@ -241,3 +246,29 @@ def test_a_missing_package_of_the_grading_process_is_reported_with_its_fix(simul
     assert status == 2, output[-3000:]
     assert "grade: the grader's environment lacks hypothesis: run `pip install 'hypothesis==" in output
     assert "Traceback" not in output
+
+
+INSTRUCTOR_GRADE = """
+import json, sys
+from graders.grading import INSTRUCTOR, grade
+results = grade(sys.argv[1], mode=INSTRUCTOR, unsafe=True, only_parts=["sentiment"])
+print(json.dumps({"status": results["status"], "reason": results["reason"],
+                  "checks": [(c["status"], c["message"]) for p in results["parts"] for c in p["checks"]]}))
+"""
+
+
+def test_an_instructor_grade_without_transformers_is_an_infrastructure_error(simulated, tmp_path):
+    """Also when the student's own module imports it: the grade is not handed back, and a batch
+    grades it again (`--redo-errors`)."""
+    python, site = simulated
+    configure(site, hidden_everywhere=["transformers"], elsewhere=False)
+    folder = homework(tmp_path, "imports-transformers", REFERENCE_DIR)
+    sentiment = folder / "sentiment.py"
+    sentiment.write_text("import transformers\n" + sentiment.read_text())
+    run = subprocess.run([str(python), "-P", "-c", INSTRUCTOR_GRADE, str(folder)], capture_output=True, text=True,
+                         timeout=TIMEOUT_S, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    outcome = json.loads(run.stdout.splitlines()[-1])
+    assert outcome["status"] == "error" and "lacks transformers" in outcome["reason"], outcome
+    assert outcome["checks"] and all(status == "skipped" and "lacks transformers: run `pip install" in message
+                                     for status, message in outcome["checks"]), outcome["checks"]
