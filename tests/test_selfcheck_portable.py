@@ -7,9 +7,10 @@ libraries keep whatever they import themselves.
 
 The simulation is a module run at interpreter start by a `.pth` file of a virtual environment
 (so it is active in the grading process and in its worker, whose environment is scrubbed); the
-environment sees this checkout's `graders` and this environment's packages, nothing else. A
-second run hides transformers from everyone: the checks that need it are skipped with the
-command that installs it, and nobody's code is blamed.
+environment sees this checkout's `graders` and this environment's packages, nothing else.
+The same simulation hides a package from everyone: without transformers, the checks that need
+it are skipped with the command that installs it and nobody's code is blamed (an instructor's
+grade becomes an infrastructure error); without hypothesis, `grade` says what to install.
 """
 
 from __future__ import annotations
@@ -171,9 +172,9 @@ def homework(tmp_path: Path, name: str, modules: Path) -> Path:
 
 
 def self_check(python, folder: Path, out: Path, *parts: str) -> subprocess.Popen:
-    """`grade check` as a separate process. Its workers' folders go to a temporary folder of its
-    own: graders that read /proc and graders that cannot tell each other's folders apart only
-    by the pid, and a machine that runs both is this test's alone."""
+    """`grade check` as a separate process, its workers' folders in a temporary folder of its
+    own: other graders on the machine (other checkouts, older code) remove the folders they
+    cannot place, and a simulated grader, without /proc, writes no start time into its names."""
     environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     environment["TMPDIR"] = str(out.with_name(out.name + "-tmp"))
     os.makedirs(environment["TMPDIR"])
