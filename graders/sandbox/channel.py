@@ -21,11 +21,14 @@ import time
 
 import torch
 
-from .protocol import receive_message, send_message
+from .protocol import message_buffers, receive_message, send_message, write_message
 
 # How long the output of a request may trail its reply (the marker is written before the
 # reply, so this only runs out when the student's code closed or replaced the worker's fd 2).
 OUTPUT_SYNC_TIMEOUT_S = 2.0
+# What an empty pipe takes without blocking the writer, on every platform (a page: Windows's
+# default; Linux and macOS hold more).
+EMPTY_PIPE_HOLDS_BYTES = 4096
 # How long closing waits for the threads once the worker is dead.
 CLOSE_TIMEOUT_S = 5.0
 CHUNK = 1 << 16
@@ -72,7 +75,13 @@ class ThreadedChannel:
         self._reader.start()
 
     def send(self, header: dict, tensors: dict[str, torch.Tensor], deadline: float) -> None:
-        self._requests.put((header, tensors))
+        buffers = message_buffers(header, tensors)
+        if sum(memoryview(buffer).nbytes for buffer in buffers) <= EMPTY_PIPE_HOLDS_BYTES:
+            # The worker read every earlier request before it replied, so the pipe is empty
+            # and takes this one whole without blocking: no hand-over to the writer thread.
+            write_message(self.request_fd, buffers)
+            return
+        self._requests.put(buffers)
         try:
             error = self._sent.get(timeout=_remaining(deadline))
         except queue.Empty:
@@ -98,9 +107,9 @@ class ThreadedChannel:
                 os.close(fd)
 
     def _write(self) -> None:
-        while (item := self._requests.get()) is not None:
+        while (buffers := self._requests.get()) is not None:
             try:
-                send_message(self.request_fd, *item)
+                write_message(self.request_fd, buffers)
             except BaseException as error:  # noqa: BLE001 - a broken pipe: the worker is gone
                 self._sent.put(error)
             else:

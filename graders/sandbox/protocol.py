@@ -265,10 +265,20 @@ def send_message(fd: int, header: dict, tensors: dict[str, torch.Tensor], *,
                  deadline: float | None = None) -> None:
     """Write one message. With a deadline, `fd` must be non-blocking; `TimeoutError` if the
     reader does not take it in time."""
+    write_message(fd, message_buffers(header, tensors), deadline=deadline)
+
+
+def message_buffers(header: dict, tensors: dict[str, torch.Tensor]) -> list:
+    """One message as the buffers to write one after the other (tensors are not copied)."""
     payload = safetensors_buffers(tensors) if tensors else []
     header = {**header, "payload_bytes": sum(memoryview(part).nbytes for part in payload)}
     header_bytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode()
-    _write_all(fd, [LENGTH.pack(len(header_bytes)), header_bytes, *payload], deadline)
+    return [LENGTH.pack(len(header_bytes)), header_bytes, *payload]
+
+
+def write_message(fd: int, buffers: list, *, deadline: float | None = None) -> None:
+    """Write the buffers of `message_buffers`; with a deadline as `send_message`."""
+    _write_all(fd, buffers, deadline)
 
 
 def receive_message(fd: int, *, max_bytes: int | None = None, max_header_bytes: int | None = None,
