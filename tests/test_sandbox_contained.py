@@ -91,3 +91,15 @@ def test_output_cut_at_markers_split_across_reads():
     assert tail.take() == "first" and tail.take() == "second"
     os.close(write)
     assert tail.close(timeout=5) == "rest"
+
+
+def test_folders_of_graders_without_a_start_time_are_kept_while_their_pid_lives(tmp_path):
+    """A grader without /proc (macOS, Windows) names its workers' folders without a start time;
+    a grader with /proc must not take them for orphans while that pid is alive."""
+    from graders.sandbox import isolation
+
+    alive, gone = tmp_path / f"w-{os.getpid()}--abcdefgh", tmp_path / "w-999999999--abcdefgh"
+    alive.mkdir()
+    gone.mkdir()
+    isolation.remove_orphaned_workdirs(tmp_path)
+    assert alive.exists() and not gone.exists()

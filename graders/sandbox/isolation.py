@@ -361,8 +361,11 @@ def _grader_gone(pid: int, recorded_start: str) -> bool:
     from the grader itself where both are known (Linux); elsewhere only a pid that no process
     holds counts as gone, and a directory is left behind rather than taken from a live grader."""
     current_start = _start_time(pid)
-    if current_start is not None:
-        return current_start != recorded_start
+    if current_start == "":
+        return True  # /proc knows no such process
+    if current_start is not None and recorded_start:
+        return current_start != recorded_start  # a reused pid has another start time
+    # No start time to compare (no /proc here, or none where the folder was made): the pid alone.
     if os.name != "posix":
         return False  # os.kill(pid, 0) would terminate the process on Windows
     try:
@@ -370,7 +373,7 @@ def _grader_gone(pid: int, recorded_start: str) -> bool:
     except ProcessLookupError:
         return True
     except PermissionError:
-        return False
+        return False  # alive, another user's
     return False
 
 
