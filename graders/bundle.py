@@ -37,20 +37,16 @@ PACKAGE_DIR = Path(graders.__file__).resolve().parent
 # Never shipped, wherever they appear inside the package.
 EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".DS_Store"})
 EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".swp")
-# The grader's dependencies a self-check needs (no transformers: the sentiment checks build
-# their own small encoder; the IMDB fine-tuning runs on the instructor's runner only).
-DEPENDENCIES = ("torch>=2.1", "numpy", "safetensors>=0.4", "jinja2>=3.1", "nbformat>=5.9", "rich>=13",
-                "jsonschema>=4.20", "pytest>=8")
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
 def student_pyproject():
-    """pyproject.toml of the bundle. hypothesis is pinned to the version the golden answers were
-    recorded with: another version draws other inputs, whose answers are not recorded."""
-    from graders.selfcheck import library_versions
+    """pyproject.toml of the bundle: what a self-check needs and nothing else
+    (graders/dependencies.py), hypothesis pinned to the version the golden answers were recorded
+    with (another version draws other inputs, whose answers are not recorded)."""
+    from graders.dependencies import self_check_requirements
 
-    dependencies = [*DEPENDENCIES, f"hypothesis=={library_versions()['hypothesis']}"]
-    deps = "".join(f'    "{d}",\n' for d in dependencies)
+    deps = "".join(f'    "{d}",\n' for d in self_check_requirements())
     return f'''[build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
@@ -82,12 +78,31 @@ STUDENT_README = """# Transformers assignment: your homework folder and its chec
 
 ## 1. Install (once)
 
-Python 3.11 or newer. The CPU build of PyTorch is enough (and much smaller):
+Python 3.11 or newer, on Linux, macOS or Windows, or in a Jupyter or Colab notebook (below).
+No GPU is needed. In this folder (the one holding this README), on Linux and macOS:
 
 ```bash
-python -m venv .venv && source .venv/bin/activate
+python3 -m venv .venv
+source .venv/bin/activate
 pip install torch --index-url https://download.pytorch.org/whl/cpu
 pip install .
+```
+
+On Windows, in PowerShell: `py -m venv .venv`, then `.venv\\Scripts\\Activate.ps1`, then the
+same two `pip install` lines. (Should `grade check` not start there, the Linux commands work
+inside WSL, the Windows Subsystem for Linux.)
+
+The first `pip install` installs the CPU build of PyTorch (much smaller than the default one
+on Linux); skip it if PyTorch 2.1 or newer is already installed. The second
+installs the `grade` command and everything the checks need (PyTorch, transformers, hypothesis,
+pytest, ...), nothing else.
+
+In a notebook (Colab: upload and unzip the bundle first), one cell:
+
+```
+!pip install -q ./transformer-homework
+%cd transformer-homework/homework
+!grade check
 ```
 
 ## 2. Check your work (as often as you like, offline)

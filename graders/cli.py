@@ -11,7 +11,8 @@
 
 Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
 `grade check` while a public check fails (and for `grade doctor` on a machine without full
-isolation), 2 for bad usage, 3 when grading was refused because student code would not be
+isolation), 2 for bad usage or a missing dependency of the grader (the message says what to
+install), 3 when grading was refused because student code would not be
 isolated on this machine (the message says how to fix it).
 """
 
@@ -27,6 +28,9 @@ from graders.options import add_grading_arguments, grading_options
 
 SUBCOMMANDS = ("check", "build", "report", "batch", "merge", "doctor", "gradescope-kit")
 EXIT_NOT_ISOLATED = 3
+# A package the grader needs is not installed (the message gives the fix): like bad usage, the
+# command could not do its work at all.
+EXIT_INCOMPLETE_INSTALLATION = 2
 
 
 def _grade_parser():
@@ -163,9 +167,17 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv else 2
-    if argv[0] in SUBCOMMANDS:
-        return _subcommand(argv[0])(argv[1:])
-    return cmd_grade(argv)
+    try:
+        if argv[0] in SUBCOMMANDS:
+            return _subcommand(argv[0])(argv[1:])
+        return cmd_grade(argv)
+    except ImportError as error:
+        from graders.dependencies import missing_dependency_message, missing_module
+
+        if missing_module(error) is None:
+            raise
+        print(f"grade: {missing_dependency_message(missing_module(error))}", file=sys.stderr)
+        return EXIT_INCOMPLETE_INSTALLATION
 
 
 def _subcommand(name):

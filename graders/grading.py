@@ -21,13 +21,14 @@ from graders.atomic import write_atomically
 from graders.build import REFERENCE_DIR, REPO_ROOT
 from graders.checks import REGISTRY
 from graders.checks.finetune import worker_readable_paths
-from graders.checks.framework import ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, run_check
+from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, environment_result,
+                                      run_check)
 from graders.integrity import results_section, scan_folder
 from graders.ingest import Rejected, ingest
 from graders.oracles import GoldenOracle, ReferenceOracle
 from graders.redact import redact_results, solution_lines
-from graders.sandbox import (BudgetExhausted, Handle, Limits, ProtocolError, SandboxError, StudentError, Worker,
-                             WorkerCrashed, WorkerTimeout)
+from graders.sandbox import (BudgetExhausted, Handle, Limits, MissingDependency, ProtocolError, SandboxError,
+                             StudentError, Worker, WorkerCrashed, WorkerTimeout)
 from graders.sandbox.isolation import require_full_isolation
 from graders.scoring import load_rubric, part_score
 
@@ -131,6 +132,8 @@ class _ModuleGate:
                 self.problems[module] = None
             except StudentError as error:
                 self.problems[module] = (f"{module}.py could not be imported: {error.exc_type}: {error.message}", error)
+            except MissingDependency as error:  # the part is skipped, nobody's code is blamed
+                self.problems[module] = error
             except BudgetExhausted as error:
                 self.problems[module] = (f"{module}.py was not imported: {error}", None)
             except ProtocolError as error:
@@ -198,6 +201,8 @@ class _DenialPlaces:
 
 
 def _blocked_result(chk, problem):
+    if isinstance(problem, MissingDependency):
+        return environment_result(chk, problem)
     if isinstance(problem, str):
         return CheckResult(chk, SKIPPED, 0.0, problem)
     message, error = problem
@@ -238,7 +243,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         fine_tuning = mode == INSTRUCTOR and (not only_parts or "finetune" in only_parts)
         worker = Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
                         allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else (),
-                        require_isolation=isolated)
+                        require_isolation=isolated, containment_only=mode == SELF_CHECK)
         try:
             starter = _Starter(worker)
             starter.ensure_running()
@@ -292,6 +297,11 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
     if not starter.started_once and starter.error is not None:
         # No student code ran at all: an infrastructure failure, graded again by the next batch run.
         status, reason = "error", f"the sandbox worker could not start: {starter.error}"
+    elif mode == INSTRUCTOR and (missing := _missing_dependencies(parts)):
+        # Checks were skipped for want of a package of the grader's: not a grade to hand back
+        # (a self-check shows the skipped checks and their fix to the student instead).
+        status, reason = "error", (f"the grader's environment lacks {', '.join(missing)}, so some checks could not run; "
+                                   "install it and grade again (`grade batch --redo-errors`)")
     if mode == INSTRUCTOR:
         parts, removed = redact_results(parts, solution_lines(REFERENCE_DIR))
         if removed:
@@ -332,6 +342,12 @@ def totals(parts, count_provisional=False):
                                   "max_score": round(sum(p["max_score"] for p in provisional), 4),
                                   "counted": count_provisional}
     return section
+
+
+def _missing_dependencies(parts):
+    """The packages of the grader's whose absence skipped a check (graders/dependencies.py)."""
+    return sorted({check["details"]["environment"]["missing"] for part in parts for check in part["checks"]
+                   if "environment" in (check.get("details") or {})})
 
 
 def part_json(part, results):

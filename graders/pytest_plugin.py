@@ -154,6 +154,12 @@ def _grade_folder(session, folder):
         results = self_check(folder, parts)
     except SelfCheckError as error:
         return str(error)
+    except ImportError as error:  # the grader's own dependency, not the student's code
+        from graders.dependencies import missing_dependency_message, missing_module
+
+        if missing_module(error) is None:
+            raise
+        return f"your folder could not be checked: {missing_dependency_message(missing_module(error))}"
     paths = write_self_check_reports(results, folder / DEFAULT_OUT)
     session.config.stash.setdefault(_STATE_KEY, {})[folder] = (results, paths)
     return results

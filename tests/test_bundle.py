@@ -62,6 +62,8 @@ def test_readme_gives_the_two_commands(files):
     readme = files[f"{TOP}/README.md"].decode()
     assert "pip install ." in readme and "grade check" in readme and "pytest" in readme
     assert "hidden checks" in readme
+    assert "on Linux, macOS or Windows, or in a Jupyter or Colab notebook" in readme  # where it runs
+    assert r".venv\Scripts\Activate.ps1" in readme and "!grade check" in readme
 
 
 def test_pyproject_pins_the_golden_hypothesis_and_ships_the_golden_data(files):
@@ -282,3 +284,72 @@ def test_the_bundle_installs_with_pip(bundle_zip, tmp_path):
     assert not [n for n in names if n.startswith(("homework/", "reference/"))]
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "grade = graders.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+# ---------------------------------------------------------------------------- dependencies
+
+
+def _third_party_imports(files):
+    """{top-level module: [bundle files importing it]} of the bundled grader's Python files."""
+    import ast
+
+    found = {}
+    for path, data in files.items():
+        if not (path.startswith(f"{TOP}/graders/") and path.endswith(".py")):
+            continue
+        for node in ast.walk(ast.parse(data)):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            for name in names:
+                top = name.partition(".")[0]
+                if top not in sys.stdlib_module_names and top not in ("graders", "reference", "submission"):
+                    found.setdefault(top, []).append(path)
+    return found
+
+
+def test_the_bundle_installs_what_the_grader_imports_and_nothing_else(files):
+    from graders.dependencies import INSTRUCTOR_ONLY_MODULES, SELF_CHECK_REQUIREMENTS
+
+    imported = _third_party_imports(files)
+    declared = {module for _, module, _ in SELF_CHECK_REQUIREMENTS}
+    undeclared = {module: where for module, where in imported.items()
+                  if module not in declared and module not in INSTRUCTOR_ONLY_MODULES}
+    assert not undeclared, undeclared
+    assert not declared - set(imported) - {"pytest"}, declared - set(imported)  # pytest: the homework's conftest.py
+    assert "pytest" in imported  # the plugin that conftest.py loads
+    pyproject = files[f"{TOP}/pyproject.toml"].decode()
+    for distribution, _, _ in SELF_CHECK_REQUIREMENTS:
+        assert f'"{distribution}' in pyproject, distribution
+    assert "jsonschema" not in pyproject and "pyarrow" not in pyproject
+
+
+def test_the_bundle_ranges_agree_with_pyproject_and_hold_what_is_installed():
+    import importlib.metadata
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from graders.dependencies import self_check_requirements
+
+    ours = {r.name: r for r in map(Requirement, self_check_requirements())}
+    grader = {r.name: r for r in map(Requirement, tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+                                     ["project"]["dependencies"])}
+    for name, requirement in ours.items():
+        installed = importlib.metadata.version(name)
+        assert requirement.specifier.contains(installed, prereleases=True), (name, installed, requirement)
+        lower = [Version(s.version) for s in grader[name].specifier if s.operator == ">="] if name in grader else []
+        ours_lower = [Version(s.version) for s in requirement.specifier if s.operator in (">=", "==")]
+        assert not lower or (ours_lower and ours_lower[0] >= lower[0]), (name, lower, ours_lower)
+
+
+def test_only_a_missing_grader_package_is_blamed_on_the_environment():
+    from graders.dependencies import missing_dependency_message, missing_module
+
+    assert missing_module(ModuleNotFoundError("No module named 'transformers'", name="transformers")) == "transformers"
+    assert missing_module(ModuleNotFoundError("No module named 'torch.nope'", name="torch.nope")) is None
+    assert missing_module(ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")) is None
+    assert missing_module(ValueError("transformers")) is None
+    message = missing_dependency_message("transformers")
+    assert "the grader's environment lacks transformers: run `pip install 'transformers>=4.40,<6'`" in message
+    assert missing_dependency_message("matplotlib") is None

@@ -31,8 +31,8 @@ from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
 
 from graders.diagnoses import DIAGNOSES
 from graders.oracles import OracleUnavailable
-from graders.sandbox import (BudgetExhausted, Handle, ProtocolError, RequestError, SandboxError, StudentError,
-                             WorkerCrashed, WorkerTimeout)
+from graders.sandbox import (BudgetExhausted, Handle, MissingDependency, ProtocolError, RequestError, SandboxError,
+                             StudentError, WorkerCrashed, WorkerTimeout)
 
 def draw_without_local_constants():
     """Make hypothesis's draws depend on the seed alone, not on what this process imported.
@@ -506,6 +506,8 @@ def _run(chk, ctx, before, recorder):
         return CheckResult(chk, SKIPPED, 0.0, "no golden answer recorded for the inputs of this check: run `grade build`")
     except StudentError as error:
         return student_error_result(chk, error)
+    except MissingDependency as error:
+        return environment_result(chk, error)
     except BudgetExhausted as error:
         return CheckResult(chk, ERROR, 0.0, f"not run to the end: {error} (the total time all calls into your code may take)",
                            "hangs", getattr(error, "counterexample", None), _output_details(error), worker_failed=True)
@@ -533,6 +535,13 @@ def _run(chk, ctx, before, recorder):
 
 def _output_details(error):
     return {"output": error.output} if getattr(error, "output", "") else {}
+
+
+def environment_result(chk, error):
+    """SKIPPED for a check that could not run because the grader's environment lacks one of its
+    dependencies: the message names it and the command that installs it, and blames nobody's code."""
+    return CheckResult(chk, SKIPPED, 0.0, f"not run: {error}",
+                       details={"environment": {"missing": error.module, "fix": str(error)}})
 
 
 def student_error_result(chk, error):

@@ -6,7 +6,7 @@ requests (construct, call, state_dict, harness tasks) and gets plain values and 
 See docs/sandbox.md.
 """
 
-from .errors import (BudgetExhausted, ProtocolError, RequestError, SandboxError, StudentError,
+from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, SandboxError, StudentError,
                      WorkerCrashed, WorkerTimeout)
 from .harness import task
 from .isolation import Layers
@@ -15,6 +15,6 @@ from .protocol import Handle
 from .client import Worker
 
 __all__ = [
-    "BudgetExhausted", "Handle", "Layers", "Limits", "ProtocolError", "RequestError", "SandboxError",
+    "BudgetExhausted", "Handle", "Layers", "Limits", "MissingDependency", "ProtocolError", "RequestError", "SandboxError",
     "StudentError", "Worker", "WorkerCrashed", "WorkerTimeout", "task",
 ]

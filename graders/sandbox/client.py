@@ -12,7 +12,6 @@ Every method sends one request and waits for its reply. Failures are exceptions 
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import json
 import os
@@ -27,17 +26,22 @@ from pathlib import Path
 from typing import Any, Iterable, NoReturn
 
 import graders
+from graders.dependencies import missing_dependency_message
 
-from . import audit, isolation, uids
-from .errors import (BudgetExhausted, ProtocolError, RequestError, StudentError, WorkerCrashed,
-                     WorkerTimeout)
+from . import audit, isolation
+from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
+from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, StudentError,
+                     WorkerCrashed, WorkerTimeout)
 from .isolation import IsolationUnavailable, Layers
 from .limits import Limits
 from .output import OutputTail
-from .protocol import Encoder, Handle, decode, receive_message, send_message
+from .protocol import Encoder, Handle, decode
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+# Passed on to a self-check's worker: Windows's Python needs SYSTEMROOT to start, and its
+# libraries are found through PATH there.
+PLATFORM_VARIABLES = ("PATH", "SYSTEMROOT", "WINDIR")
 MAX_ERROR_TEXT = 50_000
 PIPE_BYTES = 1 << 20  # the request and reply pipes (default 64 KiB); see `_pipe`
 # How long a dead worker's processes get to release their pipes after the kill.
@@ -61,12 +65,18 @@ class Worker:
     modules that register harness tasks, imported in the worker before student code.
     `readable_paths`: what the worker may read besides the system folders and its own Python
     (feature caches, an encoder); under bubblewrap nothing else of the machine is there.
+    `containment_only` (a self-check: the student's own code on the student's own machine,
+    Linux, macOS, Windows or a notebook) contains crashes and hangs and nothing more: no
+    bubblewrap, no user switch, no audit hook, rlimits where the platform has them, and pipes
+    served by threads (graders/sandbox/channel.py); nothing Linux- or POSIX-only is needed
+    (docs/selfcheck.md).
     """
 
     def __init__(self, submission_dir: str | os.PathLike, *, limits: Limits = Limits(),
                  secret_paths: Iterable[str | os.PathLike] = (), allow_gpu: bool = False,
                  use_bwrap: bool | None = None, task_modules: Iterable[str] = (),
-                 readable_paths: Iterable[str | os.PathLike] = (), require_isolation: bool = True) -> None:
+                 readable_paths: Iterable[str | os.PathLike] = (), require_isolation: bool = True,
+                 containment_only: bool = False) -> None:
         self.submission_dir = Path(submission_dir).resolve()
         if not self.submission_dir.is_dir():
             raise NotADirectoryError(f"no submission folder at {self.submission_dir}")
@@ -78,26 +88,16 @@ class Worker:
             raise ValueError(f"the secret path {conflict[0]} would hide {conflict[1]}, which the worker needs")
         self.allow_gpu = allow_gpu
         self.task_modules = list(task_modules)
-        if require_isolation:
-            if use_bwrap is False:
-                raise ValueError("full isolation needs bubblewrap: use_bwrap=False goes with require_isolation=False")
-            isolation.require_full_isolation()
-            use_bwrap = True
-        self._uid_lease = (uids.lease(base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid,
-                                      slots=limits.sandbox_slots)
-                           if os.geteuid() == 0 else None)
-        self._lease_finalizer = weakref.finalize(self, self._uid_lease.release) if self._uid_lease else None
-        try:
-            self.layers: Layers = isolation.choose_layers(
-                use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid)
-            self._protect_secrets(require_isolation)
-        except BaseException:
-            self._release_uid()
-            raise
-        if self.layers.sandbox_uid is None:
-            # Root without a reachable interpreter (only without isolation: unsafe or a self-check);
-            # `layers.note` says so in the results, and an unsafe grade warns in every output.
-            self._release_uid()
+        self.containment_only = containment_only
+        if containment_only:
+            if require_isolation or use_bwrap:
+                raise ValueError("containment_only runs without isolation: require_isolation=False, use_bwrap not True")
+            self._uid_lease = self._lease_finalizer = None
+            self.layers: Layers = Layers(False, None, note="self-check: the student's own code on their own machine, "
+                                                           "contained (crashes, hangs), not isolated",
+                                         containment_only=True)
+        else:
+            self._choose_isolation(limits, use_bwrap, require_isolation)
         self.last_output = ""  # what the student's code printed during the last request
         self.time_used_s = 0.0  # counted against limits.submission_budget_s
         self.starts = 0  # worker processes started so far; handles carry it as their generation
@@ -140,6 +140,30 @@ class Worker:
                 self._ask_to_exit()
                 self._stop()
             self._closed = True
+            self._release_uid()
+
+    def _choose_isolation(self, limits: Limits, use_bwrap: bool | None, require_isolation: bool) -> None:
+        from . import uids  # POSIX-only (file locks): never imported by a self-check
+
+        if require_isolation:
+            if use_bwrap is False:
+                raise ValueError("full isolation needs bubblewrap: use_bwrap=False goes with require_isolation=False")
+            isolation.require_full_isolation()
+            use_bwrap = True
+        self._uid_lease = (uids.lease(base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid,
+                                      slots=limits.sandbox_slots)
+                           if os.geteuid() == 0 else None)
+        self._lease_finalizer = weakref.finalize(self, self._uid_lease.release) if self._uid_lease else None
+        try:
+            self.layers = isolation.choose_layers(
+                use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid)
+            self._protect_secrets(require_isolation)
+        except BaseException:
+            self._release_uid()
+            raise
+        if self.layers.sandbox_uid is None:
+            # Root without a reachable interpreter (only without isolation: unsafe or a self-check);
+            # `layers.note` says so in the results, and an unsafe grade warns in every output.
             self._release_uid()
 
     def _release_uid(self) -> None:
@@ -255,7 +279,7 @@ class Worker:
             started = time.monotonic()
             try:
                 try:
-                    send_message(self._request_fd, header, encoder.tensors, deadline=deadline)
+                    self._channel.send(header, encoder.tensors, deadline)
                 except BrokenPipeError:
                     pass  # the worker is gone; reading its reply tells how it went
                 except TimeoutError:
@@ -276,9 +300,7 @@ class Worker:
     def _await_reply(self, request_id: int, deadline: float, limit: float, budget_bound: bool,
                      starting: bool = False) -> Any:
         try:
-            header, tensors = receive_message(self._reply_fd, max_bytes=self.limits.max_message_bytes,
-                                              max_header_bytes=self.limits.max_header_bytes,
-                                              deadline=deadline)
+            header, tensors = self._channel.receive(deadline)
         except TimeoutError:
             self._timed_out(limit, budget_bound, starting)
         except (EOFError, OSError):
@@ -322,6 +344,12 @@ class Worker:
                                debug_traceback=_text(error, "debug_traceback"), output=self.last_output)
         if kind == "request":
             raise RequestError(_text(error, "message"), output=self.last_output)
+        if kind == "environment":
+            module = _text(error, "module")
+            message = missing_dependency_message(module)
+            if message is None:  # only a dependency of the grader's may be blamed on the environment
+                raise ProtocolError(f"the worker blamed the environment for {module[:100]!r}, not a grader dependency")
+            raise MissingDependency(message, module=module, output=self.last_output)
         if kind == "exit":
             code = _text(error, "code")
             try:
@@ -364,24 +392,46 @@ class Worker:
         run_as = (self.layers.sandbox_uid, self._uid_lease.gid) if self.layers.sandbox_uid is not None else None
         private = self.layers.private_mounts
         workdir = isolation.make_workdir(self.submission_dir, owner=None if private else run_as)
-        request_read, request_write = _pipe()
-        reply_read, reply_write = _pipe()
-        output_read, output_write = os.pipe()
         config = {
-            "request_fd": request_read, "reply_fd": reply_write,
             "submission_dir": str(workdir / "submission"), "workdir": str(workdir),
             "secret_paths": self.secret_paths, "task_modules": self.task_modules,
             "limits": self.limits.to_json(), "gpu": self.allow_gpu, "run_as": run_as,
             "private_source": isolation.SUBMISSION_SOURCE if private else None,
             # Without bwrap the worker's parent is this process, and it checks that it still is.
             "parent_pid": None if self.layers.bwrap else os.getpid(),
+            "containment_only": self.containment_only,
         }
+        try:
+            if self.containment_only:
+                process, channel, output = self._start_contained(workdir, config)
+            else:
+                process, channel, output = self._start_isolated(workdir, config)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        self._process = process
+        self._workdir = workdir
+        self._channel = channel
+        self._output = output
+        # A Worker dropped without close() must not leave its process behind.
+        self._finalizer = weakref.finalize(self, _kill_group, process.pid, workdir)
+        self.starts += 1
+        self.last_output = ""
+
+    def _start_isolated(self, workdir: Path, config: dict) -> tuple[subprocess.Popen, PollingChannel, OutputTail]:
+        """The worker (in bubblewrap where the layers say so) with its protocol pipes as
+        inherited descriptors, in a session of its own: POSIX."""
+        request_read, request_write = _pipe()
+        reply_read, reply_write = _pipe()
+        output_read, output_write = os.pipe()
+        config = {**config, "request_fd": request_read, "reply_fd": reply_write}
         command = [sys.executable, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
         if self.layers.bwrap:
             command = [*isolation.bwrap_command(isolation.find_bwrap(), workdir=workdir,
                                                 secret_paths=self.secret_paths,
                                                 readable_paths=self.readable_paths, gpu=self.allow_gpu,
-                                                private_mounts=private, tmp_bytes=self.limits.tmp_bytes),
+                                                private_mounts=self.layers.private_mounts,
+                                                tmp_bytes=self.limits.tmp_bytes),
                        *command]
         try:
             process = subprocess.Popen(
@@ -391,21 +441,41 @@ class Worker:
         except BaseException:
             for fd in (request_write, reply_read, output_read):
                 os.close(fd)
-            shutil.rmtree(workdir, ignore_errors=True)
             raise
         finally:
             for fd in (request_read, reply_write, output_write):
                 os.close(fd)
-        os.set_blocking(request_write, False)
-        os.set_blocking(reply_read, False)
-        self._process = process
-        self._workdir = workdir
-        self._request_fd, self._reply_fd = request_write, reply_read
-        self._output = OutputTail(output_read, self.limits.max_output_bytes)
-        # A Worker dropped without close() must not leave its process behind.
-        self._finalizer = weakref.finalize(self, _kill_group, process.pid, workdir)
-        self.starts += 1
-        self.last_output = ""
+        channel = PollingChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
+                                 max_header_bytes=self.limits.max_header_bytes)
+        return process, channel, OutputTail(output_read, self.limits.max_output_bytes)
+
+    def _start_contained(self, workdir: Path, config: dict) -> tuple[subprocess.Popen, ThreadedChannel,
+                                                                     ThreadedOutputTail]:
+        """A self-check's worker, with what every platform has: the protocol on its stdin and
+        stdout (it moves them aside and points its stdout at its stderr), its output on its
+        stderr, each pipe served by a thread here."""
+        marker = new_marker()
+        config = {**config, "output_marker": marker.hex()}
+        python, environment = _interpreter_itself(self._environment(workdir))
+        command = [python, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
+        request_read, request_write = _pipe()
+        reply_read, reply_write = _pipe()
+        output_read, output_write = os.pipe()
+        try:
+            process = subprocess.Popen(
+                command, stdin=request_read, stdout=reply_write, stderr=output_write, cwd=workdir,
+                env=environment,
+                start_new_session=True)  # POSIX: a process group to kill; ignored on Windows
+        except BaseException:
+            for fd in (request_write, reply_read, output_read):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (request_read, reply_write, output_write):
+                os.close(fd)
+        channel = ThreadedChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
+                                  max_header_bytes=self.limits.max_header_bytes)
+        return process, channel, ThreadedOutputTail(output_read, self.limits.max_output_bytes, marker)
 
     def _environment(self, workdir: Path) -> dict[str, str]:
         threads = str(self.limits.threads)
@@ -417,6 +487,9 @@ class Worker:
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
             **{name: threads for name in THREAD_VARIABLES},
         }
+        if self.containment_only:  # the student's own machine: what its Python needs to start
+            environment.update({name: os.environ[name] for name in PLATFORM_VARIABLES if name in os.environ})
+            environment["TEMP"] = environment["TMP"] = environment["TMPDIR"]  # Windows's names for it
         if not self.allow_gpu:
             environment["CUDA_VISIBLE_DEVICES"] = ""  # empty hides every GPU; unset would show all
         elif "CUDA_VISIBLE_DEVICES" in os.environ:
@@ -427,8 +500,7 @@ class Worker:
         """Ask politely first; `_stop` kills whatever is still there right after."""
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
         try:
-            send_message(self._request_fd, {"id": self._next_request_id, "op": "shutdown"}, {},
-                         deadline=deadline)
+            self._channel.send({"id": self._next_request_id, "op": "shutdown"}, {}, deadline)
             self._process.wait(max(0.0, deadline - time.monotonic()))
         except (OSError, subprocess.TimeoutExpired):
             pass
@@ -440,9 +512,10 @@ class Worker:
         _kill_group(process.pid, None)
         process.wait()
         if self._uid_lease is not None and self.layers.sandbox_uid is not None:
+            from . import uids
+
             uids.kill_processes_of(self._uid_lease.uid)  # also those that left the group (setsid)
-        for fd in (self._request_fd, self._reply_fd):
-            os.close(fd)
+        self._channel.close()
         # With bwrap the worker is in its own session inside a PID namespace; it dies with
         # bwrap. Waiting for the end of its output means every process that held it is gone.
         output = self._output.close(timeout=REAP_TIMEOUT_S)
@@ -478,14 +551,14 @@ def describe_exit(status: int | None, *, via_bwrap: bool, cpu_seconds: int | Non
         name = signal.Signals(signal_number).name
     except ValueError:
         name = f"signal {signal_number}"
-    explanations = {
-        signal.SIGKILL: "out of memory?",
-        signal.SIGXCPU: f"it used up its CPU time limit of {cpu_seconds} s",
-        signal.SIGSEGV: "a crash in native code",
-        signal.SIGBUS: "a crash in native code",
-        signal.SIGABRT: "aborted, e.g. by a failed check in native code",
+    explanations = {  # by name: Windows has no SIGKILL, SIGXCPU or SIGBUS
+        "SIGKILL": "out of memory?",
+        "SIGXCPU": f"it used up its CPU time limit of {cpu_seconds} s",
+        "SIGSEGV": "a crash in native code",
+        "SIGBUS": "a crash in native code",
+        "SIGABRT": "aborted, e.g. by a failed check in native code",
     }
-    explanation = explanations.get(signal_number)
+    explanation = explanations.get(name)
     return f"the worker was killed by signal {signal_number} ({name}{': ' + explanation if explanation else ''})"
 
 
@@ -526,21 +599,42 @@ def _text(error: dict, field: str) -> str:
     return value[-MAX_ERROR_TEXT:]
 
 
+def _interpreter_itself(environment: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The Python to start a worker with, and its environment. On Windows, a virtual
+    environment's python.exe is a launcher that runs the real interpreter as its child: killing
+    the launcher would leave the worker running. Like multiprocessing there, start the base
+    interpreter and tell it which environment it is in."""
+    if sys.platform == "win32" and sys._base_executable != sys.executable:
+        return sys._base_executable, {**environment, "__PYVENV_LAUNCHER__": sys.executable}
+    return sys.executable, environment
+
+
 def _pipe() -> tuple[int, int]:
     """A pipe that holds a typical request or reply whole: with the default 64 KiB, sending a
     few activations takes several switches between the two processes."""
     read, write = os.pipe()
     try:
-        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except OSError:
-        pass  # above /proc/sys/fs/pipe-max-size for this user: keep the default
+        import fcntl
+    except ImportError:  # Windows
+        return read, write
+    if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux only: elsewhere pipes keep the system's size
+        try:
+            fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:
+            pass  # above /proc/sys/fs/pipe-max-size for this user: keep the default
     return read, write
 
 
 def _kill_group(pid: int, workdir: Path | None) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    if hasattr(os, "killpg"):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:  # Windows: no process group to signal; this terminates the worker itself
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass  # it has exited
     if workdir is not None:
         shutil.rmtree(workdir, ignore_errors=True)

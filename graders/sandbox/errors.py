@@ -68,3 +68,13 @@ class ProtocolError(SandboxError):
 class RequestError(SandboxError):
     """The grader asked for something the worker cannot do: a freed or stale handle, an unknown
     task, a value that cannot be sent. A bug in the grader, not in the submission."""
+
+
+class MissingDependency(SandboxError):
+    """The worker could not import a module the grader depends on (transformers, safetensors,
+    ...), whoever asked for it: a problem of the grader's environment, never of the student's
+    code. The message says what to install (graders/dependencies.py)."""
+
+    def __init__(self, message: str, *, module: str, output: str = "") -> None:
+        super().__init__(message, output=output)
+        self.module = module

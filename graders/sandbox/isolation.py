@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import importlib.util
 import os
 import shutil
 import site
@@ -52,6 +53,9 @@ class Layers:
     sandbox_uid: int | None  # the uid the worker switches to; None: it keeps the grader's
     note: str = ""  # why a layer is missing
     private_mounts: bool = False  # its writable space is size-limited tmpfs (bwrap as root)
+    # A self-check: crashes and hangs contained, nothing isolated; no audit hook, and rlimits
+    # only where the platform has them.
+    containment_only: bool = False
 
     @property
     def full(self) -> bool:
@@ -59,9 +63,11 @@ class Layers:
         return self.bwrap and self.sandbox_uid is not None and self.private_mounts
 
     def to_json(self) -> dict:
-        # The rlimits and the audit hook have no condition: every worker has them.
+        # Every worker but a self-check's has the rlimits and the audit hook.
+        rlimits = not self.containment_only or importlib.util.find_spec("resource") is not None
         return {"bwrap": self.bwrap, "sandbox_uid": self.sandbox_uid, "private_mounts": self.private_mounts,
-                "full_isolation": self.full, "rlimits": True, "audit_hook": True, "note": self.note}
+                "full_isolation": self.full, "rlimits": rlimits, "audit_hook": not self.containment_only,
+                "note": self.note}
 
 
 class IsolationUnavailable(RuntimeError):
@@ -299,16 +305,23 @@ def conflicting_secret(secret_paths: list[str], readable_paths=()) -> tuple[str,
 
 def workdirs_parent() -> Path:
     """Where this user's workers get their directories: others may pass through, not list it,
-    so that a worker cannot find the directory (the submission) of another."""
-    parent = Path(tempfile.gettempdir()) / f"grader-sandbox-{os.geteuid()}"
-    try:
-        parent.mkdir(mode=0o711)
-    except FileExistsError:
-        pass
+    so that a worker cannot find the directory (the submission) of another. (On Windows, the
+    user's own temporary folder is private already, and there are no uids and modes to check.)"""
+    if not hasattr(os, "geteuid"):
+        return _made(Path(tempfile.gettempdir()) / "grader-sandbox")
+    parent = _made(Path(tempfile.gettempdir()) / f"grader-sandbox-{os.geteuid()}")
     info = os.lstat(parent)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o066:
         raise RuntimeError(f"{parent} exists but is not a private directory of this user")
     return parent
+
+
+def _made(folder: Path) -> Path:
+    try:
+        folder.mkdir(mode=0o711)
+    except FileExistsError:
+        pass
+    return folder
 
 
 def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None) -> Path:
@@ -338,19 +351,46 @@ def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None) -> Path
 def remove_orphaned_workdirs(parent: Path) -> None:
     """Remove the directories whose grader process is gone."""
     for entry in parent.iterdir():
-        parts = entry.name.split("-")  # "w", pid, start time, random (which has no "-")
-        if len(parts) == 4 and parts[1].isdigit() and _process_tag(int(parts[1])) != f"{parts[1]}-{parts[2]}":
+        parts = entry.name.split("-")  # "w", pid, start time (empty without /proc), random (no "-")
+        if len(parts) == 4 and parts[1].isdigit() and _grader_gone(int(parts[1]), parts[2]):
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def _process_tag(pid: int) -> str:
-    """`pid-starttime`: unique among the processes of one boot, unlike a pid alone. Empty
-    start time for a process that no longer exists."""
+def _grader_gone(pid: int, recorded_start: str) -> bool:
+    """Whether the grader that made a directory has exited. The start time tells a reused pid
+    from the grader itself where both are known (Linux); elsewhere only a pid that no process
+    holds counts as gone, and a directory is left behind rather than taken from a live grader."""
+    current_start = _start_time(pid)
+    if current_start == "":
+        return True  # /proc knows no such process
+    if current_start is not None and recorded_start:
+        return current_start != recorded_start  # a reused pid has another start time
+    # No start time to compare (no /proc here, or none where the folder was made): the pid alone.
+    if os.name != "posix":
+        return False  # os.kill(pid, 0) would terminate the process on Windows
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of a process, from /proc: "" for a pid that no process holds, None where
+    there is no /proc to ask (macOS, Windows)."""
     try:
         stat_fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     except OSError:
-        return f"{pid}-"
-    return f"{pid}-{stat_fields[19]}"  # field 22 of proc(5), counted after the command name
+        return "" if pid != os.getpid() and _start_time(os.getpid()) is not None else None
+    return stat_fields[19]  # field 22 of proc(5), counted after the command name
+
+
+def _process_tag(pid: int) -> str:
+    """`pid-starttime`: unique among the processes of one boot, unlike a pid alone (the start
+    time is empty where there is no /proc)."""
+    return f"{pid}-{_start_time(pid) or ''}"
 
 
 def copy_submission(source: Path, destination: Path) -> None:

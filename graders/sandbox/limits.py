@@ -8,7 +8,6 @@ threads (each worker's output is drained by one), and the worker's start-up code
 from __future__ import annotations
 
 import dataclasses
-import resource
 from dataclasses import dataclass
 
 GiB = 1 << 30
@@ -70,19 +69,30 @@ class Limits:
         return cls(**data)
 
 
-def apply_rlimits(limits: Limits, *, gpu: bool) -> None:
-    """Lower this process's rlimits (soft and hard, so student code cannot raise them again)."""
+def apply_rlimits(limits: Limits, *, gpu: bool, best_effort: bool = False) -> None:
+    """Lower this process's rlimits (soft and hard, so student code cannot raise them again).
+    `best_effort` (self-check: crash containment on the student's machine) applies those the
+    platform has and accepts, and none where there is no `resource` module (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        if best_effort:
+            return
+        raise
     address_space = None if gpu else limits.address_space_bytes
-    wanted = [
-        (resource.RLIMIT_AS, address_space),
-        (resource.RLIMIT_FSIZE, limits.max_file_bytes),
-        (resource.RLIMIT_NPROC, limits.max_processes),
-        (resource.RLIMIT_CORE, 0),
-    ]
-    for which, value in wanted:
-        if value is not None:
-            resource.setrlimit(which, (value, value))
+    wanted = [(resource.RLIMIT_AS, address_space, address_space),
+              (resource.RLIMIT_FSIZE, limits.max_file_bytes, limits.max_file_bytes),
+              (resource.RLIMIT_NPROC, limits.max_processes, limits.max_processes),
+              (resource.RLIMIT_CORE, 0, 0)]
     if limits.cpu_seconds is not None:
         # The soft limit sends SIGXCPU, which kills the worker with a recognisable signal; the
         # hard limit a little later is SIGKILL, in case SIGXCPU is caught or ignored.
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        wanted.append((resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 5))
+    for which, soft, hard in wanted:
+        if soft is None:
+            continue
+        try:
+            resource.setrlimit(which, (soft, hard))
+        except (ValueError, OSError):
+            if not best_effort:  # macOS, for one, refuses some limits that Linux accepts
+                raise

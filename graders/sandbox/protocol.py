@@ -265,10 +265,20 @@ def send_message(fd: int, header: dict, tensors: dict[str, torch.Tensor], *,
                  deadline: float | None = None) -> None:
     """Write one message. With a deadline, `fd` must be non-blocking; `TimeoutError` if the
     reader does not take it in time."""
+    write_message(fd, message_buffers(header, tensors), deadline=deadline)
+
+
+def message_buffers(header: dict, tensors: dict[str, torch.Tensor]) -> list:
+    """One message as the buffers to write one after the other (tensors are not copied)."""
     payload = safetensors_buffers(tensors) if tensors else []
     header = {**header, "payload_bytes": sum(memoryview(part).nbytes for part in payload)}
     header_bytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode()
-    _write_all(fd, [LENGTH.pack(len(header_bytes)), header_bytes, *payload], deadline)
+    return [LENGTH.pack(len(header_bytes)), header_bytes, *payload]
+
+
+def write_message(fd: int, buffers: list, *, deadline: float | None = None) -> None:
+    """Write the buffers of `message_buffers`; with a deadline as `send_message`."""
+    _write_all(fd, buffers, deadline)
 
 
 def receive_message(fd: int, *, max_bytes: int | None = None, max_header_bytes: int | None = None,
@@ -332,7 +342,8 @@ def _write_all(fd: int, parts: list, deadline: float | None) -> None:
     views = [memoryview(part).cast("B") for part in parts if memoryview(part).nbytes]
     while views:
         try:
-            written = os.writev(fd, views[:IOV_MAX])
+            # One system call for the whole message where there is writev (not on Windows).
+            written = os.writev(fd, views[:IOV_MAX]) if hasattr(os, "writev") else os.write(fd, views[0])
         except BlockingIOError:
             _wait(fd, select.POLLOUT, deadline)
             continue

@@ -6,9 +6,11 @@ Started by `graders.sandbox.client.Worker` as `python -s -m graders.sandbox.work
   2. mounts its private, size-limited writable space and copies the submission in (when the
      grader asks for private mounts: bubblewrap as root), applies its rlimits, forbids gaining
      privileges, becomes the sandbox user if asked, and arranges to die with the grader;
+     a self-check's worker (`containment_only`) only applies the rlimits the platform has and
+     arranges to die with the grader, with nothing Linux-only where it is not there;
   3. imports the harness task modules;
   4. makes the submission folder importable as the package `submission`;
-  5. installs the audit hook (`graders.sandbox.audit`);
+  5. installs the audit hook (`graders.sandbox.audit`), except in a self-check;
 then answers requests on its two protocol pipes until the grader closes them. Its stdout and
 stderr are the student's: the grader drains them separately and never parses them.
 """
@@ -27,6 +29,7 @@ import shutil
 import signal
 import threading
 import sys
+import time
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -36,6 +39,7 @@ import numpy
 import safetensors.torch  # noqa: F401  (imported before the audit hook, like torch)
 import torch
 
+from graders.dependencies import missing_module
 from graders.sandbox import audit
 from graders.sandbox import tasks  # noqa: F401  (the built-in tasks are always available)
 from graders.sandbox.harness import TASKS
@@ -48,6 +52,8 @@ MS_NOSUID, MS_NODEV = 2, 4
 PACKAGE = "submission"
 MAX_MESSAGE_CHARS = 2_000
 MAX_TRACEBACK_CHARS = 20_000
+# How often a self-check's worker without a parent-death signal looks for its grader.
+PARENT_WATCH_INTERVAL_S = 1.0
 # What the audit hook refused since the last reply; each reply carries it to the grader (a
 # tripwire for review: the student's code shares this process and could empty it).
 DENIALS = audit.DenialLog()
@@ -59,11 +65,19 @@ def main(argv: list[str]) -> None:
     # importable) first on sys.path; the submission gets its own entry below.
     if sys.path and sys.path[0] == os.getcwd():
         sys.path.pop(0)
+    containment_only = config["containment_only"]
+    if containment_only:
+        request_fd, reply_fd = protocol_from_stdio()
+    else:
+        request_fd, reply_fd = config["request_fd"], config["reply_fd"]
     limits = Limits.from_json(config["limits"])
     if config["private_source"]:
         make_private_space(Path(config["workdir"]), Path(config["private_source"]), limits, config["run_as"])
-    apply_rlimits(limits, gpu=config["gpu"])
-    harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"])
+    apply_rlimits(limits, gpu=config["gpu"], best_effort=containment_only)
+    if containment_only:
+        die_with_parent(config["parent_pid"])
+    else:
+        harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"])
     torch.set_num_threads(limits.threads)
     torch.set_num_interop_threads(limits.threads)
     for name in config["task_modules"]:
@@ -71,10 +85,12 @@ def main(argv: list[str]) -> None:
 
     session = Session(Path(config["submission_dir"]), Path(config["workdir"]))
     session.make_submission_importable()
-    audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"], denials=DENIALS)
+    if not containment_only:  # a tripwire against hostile code: the instructor's threat model
+        audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"], denials=DENIALS)
     os.chdir(session.submission_dir)
     warm_up_in_background()
-    serve(session, config["request_fd"], config["reply_fd"])
+    marker = bytes.fromhex(config["output_marker"]) if containment_only else None
+    serve(session, request_fd, reply_fd, output_marker=marker)
 
 
 def warm_up_in_background() -> None:
@@ -140,6 +156,34 @@ def harden_process(*, run_as: list[int] | None, parent_pid: int | None) -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)  # the grader died before the signal was armed
+
+
+def linux_prctl() -> Callable[..., int] | None:
+    """libc's prctl, or None on a system without it (macOS, Windows)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Crash containment for a self-check: the worker must not outlive the grader, even while
+    the student's code hangs. Linux has a parent-death signal; elsewhere a thread watches for
+    the grader's exit (the worker is then re-parented, so its parent pid changes)."""
+    prctl = linux_prctl()
+    if prctl is not None and prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+        if os.getppid() != parent_pid:
+            os._exit(1)  # the grader died before the signal was armed
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_WATCH_INTERVAL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class BadRequest(Exception):
@@ -358,7 +402,38 @@ OPERATIONS: dict[str, Callable[[Request], Any]] = {
 }
 
 
-def serve(session: Session, request_fd: int, reply_fd: int) -> None:
+def protocol_from_stdio() -> tuple[int, int]:
+    """A self-check's worker gets its protocol pipes as stdin and stdout, the way every
+    platform hands pipes to a child. They move to descriptors of their own; stdin becomes
+    empty and stdout joins stderr (the output pipe), so that what the student's code prints
+    never reaches the protocol. (Nothing prints while the modules above are imported.)"""
+    request_fd, reply_fd = os.dup(0), os.dup(1)
+    if sys.platform == "win32":
+        import msvcrt
+
+        for fd in (request_fd, reply_fd):
+            msvcrt.setmode(fd, os.O_BINARY)  # no newline translation of the protocol's bytes
+    empty = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(empty, 0)
+    os.close(empty)
+    os.dup2(2, 1)
+    return request_fd, reply_fd
+
+
+def end_of_output(marker: bytes | None) -> None:
+    """Tell a self-check's grader where the output of this request ends (see
+    graders/sandbox/channel.py): the output is read by a thread there, not beside the reply."""
+    if marker is None:
+        return
+    try:
+        os.write(2, marker)
+    except OSError:
+        pass  # the student's code closed fd 2: the grader stops waiting after a moment
+
+
+def serve(session: Session, request_fd: int, reply_fd: int, *, output_marker: bytes | None = None) -> None:
+    flush_student_output()
+    end_of_output(output_marker)
     send_message(reply_fd, {"id": 0, "ok": True, "value": "ready"}, {})
     while True:
         try:
@@ -369,6 +444,7 @@ def serve(session: Session, request_fd: int, reply_fd: int) -> None:
         if exit_code is None and header.get("op") == "shutdown":
             exit_code = 0
         flush_student_output()
+        end_of_output(output_marker)
         denials = DENIALS.take()
         if denials is not None:
             reply["audit"] = denials
@@ -397,6 +473,9 @@ def answer(session: Session, header: dict, tensors: dict) -> tuple[dict, dict, i
         code, shown = exit_status(exit_request.code)
         return {"id": request_id, "ok": False, "error": {"kind": "exit", "code": shown}}, {}, code
     except BaseException as error:  # noqa: BLE001  everything the student's code raises
+        missing = missing_module(error)
+        if missing is not None:  # transformers & co. are the grader's to provide, whoever imports them
+            return failure({"kind": "environment", "module": missing})
         return failure(describe_exception(error, session.submission_dir))
     encoder = Encoder(session.keep)
     try:
@@ -420,7 +499,7 @@ def exit_status(code: Any) -> tuple[int, str]:
 
 
 def describe_exception(error: BaseException, submission_dir: Path) -> dict:
-    root = f"{submission_dir}/"
+    root = os.path.join(str(submission_dir), "")  # with the platform's separator at the end
     kind = type(error)
     module = kind.__module__ or ""
     name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
