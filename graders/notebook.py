@@ -140,7 +140,7 @@ def read_answer_cells(markdown_cells: list[tuple[int, str]]
             cut.add(key)
             text = text[:MAX_ANSWER_CHARS]
         if section == "numeric":
-            text = text.strip("`").strip()  # `10,050,201` as inline code
+            text = text.strip("`").strip()  # `1,234,567` as inline code
         answers.setdefault(section, {})[key] = text
         cells[key] = number
     notes = []
