@@ -250,15 +250,17 @@ def block_inputs(draw, *, padded=None):
     return BlockInput(E, n_heads, x, padding)
 
 
-# The worker's generator is reseeded with RNG_SEED before every forward of the block and every call
-# of its self_attn: an attention that (wrongly) drops out in eval mode, graded in part mha, then
-# draws the same dropout mask in the block and in the sub-module, so the block is still graded on
-# its own wiring. The block's own dropouts keep a nonzero rate: left on in eval, they show.
+# The worker's generator is reseeded with RNG_SEED before every forward of the block, so that two
+# passes compared with each other draw the same random numbers. The block's own dropouts keep a
+# nonzero rate: left on in eval mode, they show when the seed changes.
 RNG_SEED = 20_24
 
 
 def build_block(ctx, ex, attn_drop=0.0, layer_drop=0.3, mode="eval"):
+    """The student's block with its multi-head attention (graded in part mha) replaced by the
+    grader's stand-in (graders/sandbox/tasks.py): an attention mistake costs nothing here."""
     handle = ctx.student.construct(MODULE, "TransformerBlock", ex.embed_dim, ex.n_heads, attn_drop, layer_drop)
+    ctx.student.task("stand_ins", handle, ["attention.MultiHeadAttention"])
     ctx.student.call(handle, mode)
     return handle
 
@@ -291,8 +293,6 @@ class SubModules:
         self.mods = {name: ctx.student.getattr(handle, name) for name in ("self_attn", "linear_net", "norm1", "norm2")}
 
     def __call__(self, name, *args):
-        if name == "self_attn":
-            self.ctx.student.seed(RNG_SEED)
         out = self.ctx.student.call(self.mods[name], "__call__", *args)
         return expect_tensor(out, f"{name} output")
 
@@ -417,12 +417,7 @@ def block_padding(ctx):
         changed, _ = block_forward(ctx, handle, ex, x=torch.where(padded, 10 * noise, ex.x))
         real = ~padded.expand_as(got)
         if not torch.allclose(got[real], changed[real], atol=1e-5, equal_nan=True):
-            sub = SubModules(ctx, handle)
-            changed_x = torch.where(padded, 10 * noise, ex.x)
-            a, b = sub("self_attn", ex.x, ex.padding), sub("self_attn", changed_x, ex.padding)
-            if not torch.allclose(a[real], b[real], atol=1e-5, equal_nan=True):
-                return  # the attention itself leaks padding (graded in part mha); the block passed the mask on
-            unmasked = wirings(sub, ex.x, ex.padding)["block_ignores_mask"][0]
+            unmasked = wirings(SubModules(ctx, handle), ex.x, ex.padding)["block_ignores_mask"][0]
             diagnosis = "block_ignores_mask" if is_close(got, unmasked, atol=1e-4) else None
             raise CheckFailed("changing the embeddings at padded positions changed the outputs at real positions",
                               diagnosis=diagnosis)
