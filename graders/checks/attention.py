@@ -311,12 +311,23 @@ def _mha_variants(ex, weights):
     def merge(t):
         return t.transpose(1, 2).reshape(B, T, E)
 
-    variants = {"output_projection_missing": merge(_attend(heads(q), heads(k), heads(v), keys_blocked))}
-    unsplit = _attend(q.reshape(B, H, T, hd), k.reshape(B, H, T, hd), v.reshape(B, H, T, hd), keys_blocked)
-    variants["heads_not_transposed"] = unsplit.reshape(B, T, E) @ out_w.T + out_b
+    def project(t):
+        return t @ out_w.T + out_b
+
+    def unsplit(t):  # (B, T, E) read as (B, H, T, hd) without moving the head axis
+        return t.reshape(B, H, T, hd)
+
+    attended = _attend(heads(q), heads(k), heads(v), keys_blocked)
+    unsplit_attended = _attend(unsplit(q), unsplit(k), unsplit(v), keys_blocked)
+    variants = {
+        "output_projection_missing": [merge(attended)],
+        "heads_not_transposed": [project(unsplit_attended.reshape(B, T, E)),  # split and merged by reshape
+                                 project(attended.reshape(B, T, E)),  # merged by reshape only
+                                 project(merge(unsplit_attended))],  # split by reshape only
+    }
     if ex.padding is not None:
         on_queries = _attend(heads(q), heads(k), heads(v), ex.padding.bool()[:, None, :, None])
-        variants["mask_on_query_axis"] = merge(on_queries) @ out_w.T + out_b
+        variants["mask_on_query_axis"] = [project(merge(on_queries))]
     return variants
 
 
@@ -325,14 +336,18 @@ def _mha_matches(ctx, ex):
     expected = ctx.oracle.call("mha_forward", weights, ex.embed_dim, ex.n_heads, ex.x, ex.padding)
     handle = build_student_mha(ctx, ex)
     ctx.student.call(handle, "eval")
-    got = None
+    outputs = []  # one per accepted layout: a mistake shows under the layout the student reads
     for layout in QKV_LAYOUTS:
         _load_weights(ctx, handle, to_layout(weights, ex.n_heads, layout))
         got = expect_tensor(ctx.student.call(handle, "__call__", ex.x, ex.padding), "output", shape=ex.x.shape)
         if is_close(got, expected):
             return
+        outputs.append(got)
+    # A student reading its qkv_proj in layout L gets, under the weights loaded in layout L, the
+    # q, k, v the variants read from the reference weights.
     variants = _mha_variants(ex, weights)
-    diagnosis = next((name for name, out in variants.items() if is_close(got, out, atol=1e-4)), None)
+    diagnosis = next((name for name, outs in variants.items() for out in outs for got in outputs
+                      if is_close(got, out, atol=1e-4)), None)
     if diagnosis is None and torch.isnan(got).any():
         diagnosis = "mask_on_query_axis"
     if diagnosis is None and not torch.equal(got, ctx.student.call(handle, "__call__", ex.x, ex.padding)):

@@ -63,7 +63,7 @@ MUTANTS = [
     one("mha_mask_on_queries", "mha", CALL_SDP,
         "values, _ = scaled_dot_product(q, k, v, drop, None if mask is None else mask[:, None, :, None])",
         "mask_on_query_axis"),
-    one("mha_merge_without_transpose", "mha", MERGE, "values = values.reshape(B, T, E)", None),
+    one("mha_merge_without_transpose", "mha", MERGE, "values = values.reshape(B, T, E)", "heads_not_transposed"),
 ]
 
 ALTERNATIVES = [
