@@ -24,24 +24,25 @@ MODULE = "encoder"
 # ---------------------------------------------------------------- positional encoding: closed forms
 
 
-def pe_table(T, E, *, layout="interleaved", exponent="2i"):
+def pe_table(T, E, *, layout="interleaved", exponent="2i", base=10000.0, first=0):
     """(T, E) sinusoidal table in float64. layout 'interleaved' (right): sin on even dimensions,
     cos on odd; 'halves': [sin | cos] concatenated; 'swapped': cos on even, sin on odd.
-    exponent '2i' (right): pair i uses 10000^(2i/E); 'i': 10000^(i/E); 'dim': every dimension j
-    uses 10000^(j/E) (the formula read with the dimension index)."""
-    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    exponent '2i' (right): pair i uses base^(2i/E); 'i': base^(i/E); 'dim': every dimension j
+    uses base^(j/E) (the formula read with the dimension index). `first`: the position of the
+    first row (0 is right)."""
+    pos = torch.arange(first, first + T, dtype=torch.float64)[:, None]
     half = (E + 1) // 2
     pair = torch.arange(half, dtype=torch.float64)
     if exponent == "2i":
-        freq = 10000.0 ** (-2 * pair / E)
+        freq = base ** (-2 * pair / E)
     elif exponent == "i":
-        freq = 10000.0 ** (-pair / E)
+        freq = base ** (-pair / E)
     else:  # 'dim'
         freq = None
     table = torch.zeros(T, E, dtype=torch.float64)
     if exponent == "dim":
         dims = torch.arange(E, dtype=torch.float64)
-        angle = pos * 10000.0 ** (-dims / E)
+        angle = pos * base ** (-dims / E)
         table[:, 0::2] = torch.sin(angle[:, 0::2])
         table[:, 1::2] = torch.cos(angle[:, 1::2])
         return table
@@ -61,6 +62,8 @@ def pe_table(T, E, *, layout="interleaved", exponent="2i"):
 PE_MISTAKES = {
     "pe_not_interleaved": [dict(layout="halves"), dict(layout="swapped")],
     "pe_wrong_exponent": [dict(exponent="i"), dict(exponent="dim")],
+    "pe_wrong_base": [dict(base=1000.0), dict(base=100.0), dict(base=100000.0)],
+    "pe_positions_shifted": [dict(first=1)],
 }
 
 
@@ -72,6 +75,8 @@ def diagnose_pe(x, got):
         for options in variants:
             if is_close(got, (x + pe_table(T, E, **options)).to(got.dtype), atol=1e-4):
                 return diagnosis
+    if is_close(got, (x * math.sqrt(E) + pe_table(T, E)).to(got.dtype), atol=1e-4):
+        return "pe_input_scaled"
     if is_close(got, (x + pe_table(B, E)[:, None, :]).to(got.dtype), atol=1e-4):
         return "pe_batch_axis"
     if is_close(got, x.to(got.dtype), atol=1e-6):
@@ -202,9 +207,13 @@ def pe_dropout(ctx):
     low, high = p - 5 * sigma, p + 5 * sigma
     details = {"proportions": [{"name": "share of values zeroed", "value": share, "target": p, "low": low, "high": high}]}
     if not low <= share <= high:
+        diagnosis = None
+        if share < low:
+            # x dropped out before the table is added: about p of the outputs are the table itself
+            table_share = (got.double() - pe_table(x.size(1), 32)).abs().lt(1e-5).double().mean().item()
+            diagnosis = "pe_dropout_before_add" if abs(table_share - p) < 0.1 else "pe_no_dropout"
         raise CheckFailed(f"with dropout={p} in training mode {share:.3f} of the outputs are zero "
-                          f"(expected within [{low:.3f}, {high:.3f}])",
-                          diagnosis="pe_no_dropout" if share < low else None, details=details)
+                          f"(expected within [{low:.3f}, {high:.3f}])", diagnosis=diagnosis, details=details)
 
 
 # ---------------------------------------------------------------- transformer block

@@ -9,6 +9,7 @@ BERT = "bert.py"
 DIV_TERM = "div_term = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))  # (E/2,)"
 PE_SIN = "pe[0, :, 0::2] = torch.sin(position * div_term)"
 PE_COS = "pe[0, :, 1::2] = torch.cos(position * div_term[: embed_dim // 2])"
+POSITION = "position = torch.arange(max_len).unsqueeze(1)  # (max_len, 1)"
 PE_BUFFER = 'self.register_buffer("pe", pe)'
 PE_ADD = "x = x + self.pe[:, : x.size(1)]"
 PE_DROP = "return self.dropout(x)\n"
@@ -62,6 +63,26 @@ MUTANTS = [
         "pe_batch_axis",
     ),
     one("pe_no_dropout", "positional_encoding", ENC, PE_DROP, "return x\n", "pe_no_dropout"),
+    Mutant(
+        "pe_sin_cos_swapped",
+        "positional_encoding",
+        (Edit(ENC, PE_SIN, "pe[0, :, 0::2] = torch.cos(position * div_term)"),
+         Edit(ENC, PE_COS, "pe[0, :, 1::2] = torch.sin(position * div_term[: embed_dim // 2])")),
+        "pe_not_interleaved",
+    ),
+    one("pe_positions_from_one", "positional_encoding", ENC, POSITION,
+        "position = torch.arange(1, max_len + 1).unsqueeze(1)", "pe_positions_shifted"),
+    one("pe_input_scaled_by_sqrt_d", "positional_encoding", ENC, PE_ADD,  # the causal LM's scaling, misplaced
+        "x = x * math.sqrt(x.size(-1)) + self.pe[:, : x.size(1)]", "pe_input_scaled"),
+    one("pe_log_base_1000", "positional_encoding", ENC, DIV_TERM,
+        "div_term = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(1000.0) / embed_dim))", "pe_wrong_base"),
+    Mutant(
+        "pe_dropout_before_add",
+        "positional_encoding",
+        (Edit(ENC, PE_ADD, "x = self.dropout(x) + self.pe[:, : x.size(1)]"), Edit(ENC, PE_DROP, "return x\n")),
+        "pe_dropout_before_add",
+    ),
+    one("pe_plain_attribute", "positional_encoding", ENC, PE_BUFFER, "self.pe = pe", "pe_not_registered"),
     # transformer block
     Mutant(
         "block_pre_ln",
@@ -129,6 +150,16 @@ ALTERNATIVES = [
         ("block", "bert", "causal_lm"),
         (Edit(ENC, PE_COS, "pe[0, :, 1::2] = torch.cos(position * div_term)"),),
         "the PyTorch tutorial's table, right for even embed_dim (odd sizes are graded in positional_encoding)",
+    ),
+    Alternative(
+        "pe_tutorial_odd_cos_sliced",
+        ("positional_encoding", "block", "bert"),
+        (Edit(ENC, PE_COS,
+              "if embed_dim % 2 == 1:\n"
+              "            pe[0, :, 1::2] = torch.cos(position * div_term)[:, :-1]\n"
+              "        else:\n"
+              "            pe[0, :, 1::2] = torch.cos(position * div_term)"),),
+        "the tutorial's table with the last cos column sliced off for an odd embed_dim",
     ),
     Alternative(
         "pe_table_sequence_first_indexed_right",
