@@ -107,7 +107,11 @@ def bert_forward(ctx, handle, ex, text=None, padding="same", seed=None):
     padding = ex.padding if isinstance(padding, str) else padding
     B, T = text.shape
     out = ctx.student.call(handle, "__call__", text, padding)
-    return expect_tensor(out, "BertModel output", shape=(B, T, ex.vocab_size))
+    # logits over vocab_size + 1 classes, or the hidden states without mask_pred
+    wrong_width = (type(out) is torch.Tensor and tuple(out.shape[:-1]) == (B, T)
+                   and out.size(-1) in (ex.vocab_size + 1, ex.embed_dim) and out.size(-1) != ex.vocab_size)
+    return expect_tensor(out, "BertModel output", shape=(B, T, ex.vocab_size),
+                         diagnosis="bert_output_size" if wrong_width else None)
 
 
 GATE_MODEL = dict(n_layers=1, vocab_size=20, embed_dim=8, n_heads=2)  # what bert_gate probes, on (2, 6) text
@@ -172,11 +176,17 @@ def bert_mask_passed(ctx):
         got = bert_forward(ctx, handle, ex, seed=ctx.seed)
         g = torch.Generator().manual_seed(int(ex.text.sum()))
         other = torch.randint(1, ex.vocab_size, ex.text.shape, generator=g)
-        changed = bert_forward(ctx, handle, ex, text=torch.where(ex.padding, other, ex.text), seed=ctx.seed)
+        changed_text = torch.where(ex.padding, other, ex.text)
+        changed = bert_forward(ctx, handle, ex, text=changed_text, seed=ctx.seed)
         real = ~ex.padding
         if not torch.allclose(got[real], changed[real], atol=1e-5, equal_nan=True):
             unmasked = bert_forward(ctx, handle, ex, padding=None, seed=ctx.seed)
-            diagnosis = "bert_mask_not_passed" if torch.allclose(got, unmasked, atol=1e-6) else None
+            # a model that reads 1 as "attend" ignores the padding when given the mask inverted
+            inverted = [bert_forward(ctx, handle, ex, text=t, padding=~ex.padding, seed=ctx.seed)
+                        for t in (ex.text, changed_text)]
+            diagnosis = ("bert_mask_not_passed" if torch.allclose(got, unmasked, atol=1e-6)
+                         else "mask_inverted" if torch.allclose(inverted[0][real], inverted[1][real], atol=1e-5)
+                         else None)
             raise CheckFailed("changing the tokens at padded positions changed the predictions at real positions",
                               diagnosis=diagnosis,
                               details={"numbers": {"max_change": (got[real] - changed[real]).abs().max().item()}})

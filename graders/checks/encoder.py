@@ -16,6 +16,7 @@ from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import sequence_gate
 from graders.checks.strategies import tensors_from
+from graders.checks.weights import shared_entries, state_tensors
 from graders.sandbox import StudentError
 
 MODULE = "encoder"
@@ -319,6 +320,8 @@ def wirings(sub, x, padding):
     ]
     x1 = x + sub("self_attn", sub("norm1", x), padding)
     out["pre_ln"] = [x1 + sub("linear_net", sub("norm2", x1))]
+    x2 = x + sub("norm1", attended)
+    out["residual_outside_norm"] = [x2 + sub("norm2", sub("linear_net", x2))]
     if padding is not None:
         unmasked = sub("self_attn", x, None)
         h0 = sub("norm1", x + unmasked)
@@ -445,3 +448,79 @@ def block_dropout(ctx):
         raise CheckFailed("with layer_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
                           diagnosis="block_no_dropout")
     block_gate(ctx)
+
+
+@check("block.attention_dropout", "In training mode the attention's output is dropped out before the residual: norm1(x + dropout(self_attn(x)))")
+def block_attention_dropout(ctx):
+    # linear_net's weights are zeroed, so that only a dropout on the attention branch can make two
+    # training-mode passes with different seeds differ.
+    (x,) = tensors_from(ctx.seed, (2, 8, 16))
+    ex = BlockInput(16, 4, 3 * x + 1, None)
+    handle = build_block(ctx, ex, attn_drop=0.0, layer_drop=0.9, mode="train")
+    state = state_tensors(ctx, handle, "TransformerBlock")
+    ctx.student.load_state_dict(handle, {name: torch.zeros_like(t) for name, t in state.items()
+                                         if name.startswith("linear_net.") and t.is_floating_point()}, strict=False)
+    first, _ = block_forward(ctx, handle, ex, seed=ctx.seed)
+    second, _ = block_forward(ctx, handle, ex, seed=ctx.seed + 1)
+    if torch.equal(first, second) and torch.equal(first, first[:1, :1].expand_as(first)):
+        raise CheckFailed("with linear_net's weights zero the block's output is the same at every position: the "
+                          "feed-forward sub-layer's input h is not added back before norm2", diagnosis="missing_residual")
+    if torch.equal(first, second):
+        raise CheckFailed("with layer_drop_rate=0.9 and linear_net's weights zero, two training-mode passes agree: the "
+                          "attention's output is not dropped out", diagnosis="block_no_dropout")
+    block_gate(ctx)
+
+
+def _linear_layers(state, embed_dim):
+    """[(weight, bias)] of the Linear layers in linear_net's state, in order: exactly two, E -> F -> E."""
+    layers = [(t, state.get(name[: -len("weight")] + "bias")) for name, t in state.items()
+              if name.endswith("weight") and t.dim() == 2]
+    shapes = [tuple(w.shape) for w, _ in layers]
+    if len(layers) != 2 or shapes[0][1] != embed_dim or shapes[1] != (embed_dim, shapes[0][0]):
+        raise CheckFailed(f"linear_net must be Linear(E, F), GELU, Linear(F, E), Dropout with E={embed_dim}; its "
+                          f"state_dict holds weight matrices of shapes {shapes}", diagnosis="ffn_structure")
+    return layers
+
+
+@check("block.feed_forward", "linear_net is Linear, GELU, Linear, Dropout: W2 gelu(W1 h + b1) + b2 in eval mode")
+def block_feed_forward(ctx):
+    @ctx.given(block_inputs(padded=False))
+    def prop(ex):
+        handle = build_block(ctx, ex)
+        net = ctx.student.getattr(handle, "linear_net")
+        (w1, b1), (w2, b2) = _linear_layers(state_tensors(ctx, net, "linear_net"), ex.embed_dim)
+        got = expect_tensor(ctx.student.call(net, "__call__", ex.x), "linear_net output", shape=ex.x.shape)
+
+        def through(activation):
+            hidden = ex.x.double() @ w1.double().T + (0 if b1 is None else b1.double())
+            return activation(hidden) @ w2.double().T + (0 if b2 is None else b2.double())
+
+        accepted = [through(torch.nn.functional.gelu),
+                    through(lambda t: torch.nn.functional.gelu(t, approximate="tanh"))]  # both are GELU
+        if any(is_close(got, out.to(got.dtype), atol=1e-4) for out in accepted):
+            return
+        mistakes = {"ffn_activation": [through(torch.relu), through(lambda t: t)]}
+        diagnosis = next((name for name, outs in mistakes.items()
+                          if any(is_close(got, out.to(got.dtype), atol=1e-4) for out in outs)), None)
+        expect_close(got, accepted[0].to(got.dtype), "linear_net outputs (eval mode) against its own Linear weights",
+                     atol=1e-4, diagnosis=diagnosis)
+
+    block_gate(ctx)
+
+
+@check("block.separate_norms", "norm1 and norm2 are two LayerNorms with weights of their own")
+def block_separate_norms(ctx):
+    @ctx.given(st.integers(1, 4), st.integers(1, 4))
+    def prop(n_heads, head_dim):
+        ex = BlockInput(n_heads * head_dim, n_heads, None, None)
+        handle = build_block(ctx, ex)
+        state = state_tensors(ctx, handle, "TransformerBlock")
+        # every entry gets its own values, loaded and read back: a shared LayerNorm keeps one set only
+        shared = [name for name in shared_entries(ctx, handle, state, ctx.seed) if name.startswith(("norm1.", "norm2."))]
+        if shared or not any(name.startswith("norm1.") for name in state) or not any(name.startswith("norm2.") for name in state):
+            raise CheckFailed(f"TransformerBlock(embed_dim={ex.embed_dim}, n_heads={n_heads}): norm1 and norm2 do not "
+                              f"hold weights of their own ({', '.join(shared) or 'one of them has none'})",
+                              diagnosis="block_shared_norm")
+
+    block_gate(ctx)
+
