@@ -67,6 +67,9 @@ DIAGNOSES = {
     "pretrain_no_backward": "The pre-training step never calls loss.backward(): the weights do not change.",
     "pretrain_no_step": "The pre-training step never calls optimizer.step(): the weights do not change.",
     "pretrain_loss_on_all_tokens": "The loss counts unselected tokens: use the -100 labels with ignore_index so only selected tokens count.",
+    "mlm_wrong_mask_id": "Selected tokens become one fixed id instead of mask_token_ind: use the argument, not vocab_size or another id of your own.",
+    "pretrain_loss_not_averaged": "The loss is summed over the selected tokens: average it (cross_entropy's default reduction='mean' with ignore_index=-100).",
+    "pretrain_only_mask": "pretrain_step masks with only_mask=True: training uses BERT's 80/10/10 masking (only_mask is for evaluation).",
     "mlm_labels_mismatch": "Tokens are changed at positions whose label is -100 (or the reverse): build the labels and the masked text from the same selection.",
     # causal LM
     "square_mask_polarity": "The square mask must be 0 on and below the diagonal and -inf above it.",

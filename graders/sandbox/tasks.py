@@ -63,10 +63,12 @@ class _PerfectOnInputs(torch.nn.Module):
     given (uniform on <mask> = vocab_size). Its loss on a token it sees unchanged is ~0, so the sum
     of the per-token losses is known from its inputs alone (graders/checks/bert.py)."""
 
-    def __init__(self, vocab_size: int, scale: float) -> None:
+    def __init__(self, vocab_size: int, scale: float, stale_grad: float | None = None) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.scale = torch.nn.Parameter(torch.tensor(float(scale)))
+        if stale_grad is not None:  # left over from an earlier step: the step must clear it
+            self.scale.grad = torch.tensor(float(stale_grad))
         self.seen: list[torch.Tensor] = []  # only to explain a failure, never to score
 
     def forward(self, batch_text: torch.Tensor, mask: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -81,9 +83,10 @@ class _PerfectOnInputs(torch.nn.Module):
 
 
 @task("bert.probe_model")
-def bert_probe_model(ctx: TaskContext, vocab_size: int, scale: float) -> Any:
-    """The pre-training stand-in model (above), in training mode."""
-    return _PerfectOnInputs(vocab_size, scale).train()
+def bert_probe_model(ctx: TaskContext, vocab_size: int, scale: float, stale_grad: float | None = None) -> Any:
+    """The pre-training stand-in model (above), in training mode, with a gradient left from an
+    earlier step if `stale_grad` is given."""
+    return _PerfectOnInputs(vocab_size, scale, stale_grad).train()
 
 
 @task("causal_lm.probe_module")

@@ -149,7 +149,19 @@ MUTANTS = [
     one("mlm_only_mask_ignored", "pretraining", BERT, ONLY_MASK, "if False:", "mlm_only_mask_ignored"),
     one("mlm_rate_hardcoded", "pretraining", BERT, SELECT,
         "selected = (torch.rand(text.shape) < 0.15) & (text != pad_ind)", "mlm_wrong_rate"),
+    one("mlm_thresholds_swapped", "pretraining", BERT, "to_mask = selected & (category < 0.8)",
+        "to_mask = selected & (category >= 0.8)", "mlm_wrong_split"),
+    one("mlm_mask_id_is_vocab_size", "pretraining", BERT, "masked_text[to_mask] = mask_token_ind",
+        "masked_text[to_mask] = vocab_size", "mlm_wrong_mask_id"),
     # the pre-training step
+    one("pretrain_no_zero_grad", "pretraining", BERT, "    optimizer.zero_grad()\n", "", "zero_grad_missing"),
+    one("pretrain_loss_summed", "pretraining", BERT, LOSS,
+        'loss = F.cross_entropy(logits.reshape(-1, vocab_size), mask_labels.flatten(), reduction="sum")',
+        "pretrain_loss_not_averaged"),
+    one("pretrain_masks_for_evaluation", "pretraining", BERT,
+        "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate)",
+        "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate, only_mask=True)",
+        "pretrain_only_mask"),
     one("pretrain_no_backward", "pretraining", BERT, BACKWARD, "", "pretrain_no_backward"),  # seed 004's student
     one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
     one("pretrain_loss_on_all_tokens", "pretraining", BERT, LOSS,
@@ -203,6 +215,13 @@ ALTERNATIVES = [
               "    selected[chosen] = True\n"
               "    selected = selected.reshape(text.shape)"),),
         "exactly round(mask_rate * n) tokens selected per batch, by randperm",
+    ),
+    Alternative(
+        "mlm_bernoulli_selection",
+        ("pretraining",),
+        (Edit(BERT, SELECT,
+              "selected = torch.bernoulli(torch.full(text.shape, mask_rate)).bool() & (text != pad_ind)"),),
+        "the selection drawn with torch.bernoulli",
     ),
     Alternative(
         "mlm_multinomial_categories",
