@@ -405,6 +405,8 @@ def mha_parameter_count(ctx):
             diagnosis = "output_projection_missing" if count == 3 * E * E + 3 * E else "wrong_parameter_count_mha"
             raise CheckFailed(f"embed_dim={E}: {count} parameters in its state_dict, expected {expected}", diagnosis=diagnosis)
 
+    mha_gate(ctx)  # parameters earn points in a module that uses them
+
 
 @check("mha.matches_reference", "Multi-head attention matches the reference for any valid qkv layout")
 def mha_matches_reference(ctx):

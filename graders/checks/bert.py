@@ -611,14 +611,14 @@ def step_updates(ctx):
     for name, (loss, scale) in probe.loss_forms(requires_grad=True).items():
         (grad,) = torch.autograd.grad(loss, scale, retain_graph=True)
         steps[name] = -PROBE_LR * float(grad)
-    if any(math.isclose(moved, step, rel_tol=1e-3, abs_tol=2e-5) for step in steps.values()):
-        return
     numbers = {"numbers": {"moved": moved, "expected": steps["selected"]}}
+    if not _unchanged(probe) and any(math.isclose(moved, step, rel_tol=1e-3, abs_tol=2e-5) for step in steps.values()):
+        return
     evaluation = _evaluation_masking(ctx, probe, ctx.seed)
     loss, scale = evaluation.loss_forms(requires_grad=True)["selected"]
     (grad,) = torch.autograd.grad(loss, scale)
     evaluation_step = -PROBE_LR * float(grad)
-    if _unchanged(probe):
+    if _unchanged(probe):  # a step of the right size is never 0 on this batch (some token is a random one)
         # An all-<mask> batch gives the stand-in no gradient: a step taken on such a batch leaves it
         # unchanged too, with a gradient of (about) zero, where a skipped step leaves a real one.
         only_mask = probe.scale_grad is not None and abs(probe.scale_grad) < 1e-6 and abs(evaluation_step) < 2e-5

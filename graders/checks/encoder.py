@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
-from graders.checks.gates import sequence_gate
+from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
 from graders.checks.strategies import tensors_from
 from graders.checks.weights import shared_entries, state_tensors
 from graders.sandbox import StudentError
@@ -138,6 +138,26 @@ def _odd_size_failure(ctx, ex, error, dropout):
     raise CheckFailed(f"{raised}; with embed_dim={E} it works", diagnosis="pe_odd_embed_dim")
 
 
+def pe_gate(ctx):
+    """The positional encoding does its job (graders/checks/gates.py), on a module and an input of
+    the gate's own (eval mode): repeatable, follows its input, and gives a sequence holding the same
+    vector at every position different values at different positions."""
+    E, B, T = 8, 2, 6
+    x, noise = tensors_from(31, (B, T, E), (B, T, E))
+    handle = ctx.student.construct(MODULE, "PositionalEncoding", E, 0.0)
+    ctx.student.call(handle, "eval")
+
+    def call(inp):
+        return expect_tensor(ctx.student.call(handle, "__call__", inp), "PositionalEncoding output", shape=inp.shape)
+
+    what = f"outputs of PositionalEncoding(embed_dim={E}) (eval mode, input of shape {(B, T, E)})"
+    first = call(x)
+    expect_repeatable(first, call(x), what)
+    expect_changes(first, call(x + 3 * noise), what, "the input changes")
+    flat = call(x[:, :1].expand(B, T, E).contiguous())
+    expect_varies(flat, what + " on a sequence holding one vector at every position", dim=1)
+
+
 def split_parameters(entries):
     """(parameters, buffers) of a `ctx.student.parameters` answer."""
     return list(entries["parameters"]), list(entries["buffers"])
@@ -175,6 +195,8 @@ def pe_buffer(ctx):
         if not any(math.prod(b["shape"]) >= max_len * E for b in buffers):
             raise CheckFailed(f"PositionalEncoding(embed_dim={E}, max_len={max_len}) registers no buffer holding "
                               f"the {max_len} x {E} table", diagnosis="pe_not_registered")
+
+    pe_gate(ctx)  # a buffer earns points in a module that adds it
 
 
 @check("positional_encoding.sequence_axis", "The encoding runs along the sequence axis of batch-first input")
