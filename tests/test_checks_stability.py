@@ -17,7 +17,9 @@ STATISTICAL = {
     "attention": ["attention.dropout"],
     "mha": ["mha.dropout_in_training"],
     "positional_encoding": ["positional_encoding.dropout"],
+    "block": ["block.dropout", "block.attention_dropout"],
     "pretraining": [
+        "pretraining.step_updates_parameters",
         "pretraining.selection_rate",
         "pretraining.split",
         "pretraining.random_tokens",

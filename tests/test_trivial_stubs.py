@@ -14,6 +14,7 @@ mutation suite (tests/test_mutation.py).
 
 import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -184,10 +185,8 @@ STUBS = {
 # The graded functions of each part, and the checks that grade something the stubs leave alone.
 PARTS = {
     "attention": (["attention.scaled_dot_product"], {}),
-    "mha": (["attention.MultiHeadAttention.forward"],
-            {"mha.parameter_count": "counts the constructor's parameters"}),
-    "positional_encoding": (["encoder.PositionalEncoding.forward"],
-                            {"positional_encoding.buffer": "inspects the constructor's buffer"}),
+    "mha": (["attention.MultiHeadAttention.forward"], {}),
+    "positional_encoding": (["encoder.PositionalEncoding.forward"], {}),
     "block": (["encoder.TransformerBlock.forward"], {}),
     "bert": (["bert.BertModel.forward"], {}),
     "pretraining": (["bert.mask_inputs", "bert.pretrain_step"], {}),
@@ -250,3 +249,53 @@ def test_construction_only_checks_exist():
     for part, (targets, construction_only) in PARTS.items():
         assert set(construction_only) <= ids, part
         assert all(t in STUBS for t in targets)
+
+
+# ---------------------------------------------------------------- the template's own stubs
+
+# The template's stubs made to return something of the right shape, as a student who only silenced
+# the NotImplementedError hands them in: in the part's student_template module, each `raise
+# NotImplementedError(...)` becomes the return below, or `pass` in a constructor.
+TEMPLATE_RETURNS = {
+    "scaled_dot_product": "return torch.zeros_like(v), torch.zeros(*q.shape[:-1], k.size(-2))",
+    "MultiHeadAttention.forward": "return torch.zeros_like(embedding)",
+    "PositionalEncoding.forward": "return x",
+    "TransformerBlock.forward": "return inputs",
+    "BertModel.forward": "return torch.zeros(*batch_text.shape, 2)",
+    "mask_inputs": "return text.clone(), torch.full_like(text, IGNORE_INDEX)",
+    "pretrain_step": "return 0.0",
+}
+TEMPLATE_PARTS = {"attention": "attention.py", "mha": "attention.py", "positional_encoding": "encoder.py",
+                  "block": "encoder.py", "bert": "bert.py", "pretraining": "bert.py"}
+
+
+def template_stub(source):
+    """The template module's text with every NotImplementedError turned into a return (TEMPLATE_RETURNS)."""
+    lines, owner, function = [], None, None
+    for line in source.splitlines():
+        stripped = line.lstrip()
+        if line.startswith("class "):
+            owner = line.split()[1].split("(")[0].rstrip(":")
+        elif line.startswith("def "):
+            owner = None
+        if stripped.startswith("def "):
+            function = stripped[4:].split("(")[0]
+        if stripped.startswith("raise NotImplementedError("):
+            name = f"{owner}.{function}" if owner else function
+            line = line[: len(line) - len(stripped)] + TEMPLATE_RETURNS.get(name, "pass")
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("part", sorted(TEMPLATE_PARTS))
+def test_template_stub_scores_zero(part, tmp_path, one_torch_thread):
+    from graders.build import TEMPLATE_DIR
+    from graders.checks import REGISTRY
+
+    folder = tmp_path / "submission"
+    shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    module = TEMPLATE_PARTS[part]
+    (folder / module).write_text(template_stub((Path(TEMPLATE_DIR) / module).read_text()))
+    results = run_part(folder, part, max_examples=10, only={c.id for c in REGISTRY[part]})
+    passed = {cid: r.message for cid, r in results.items() if r.status == "passed" or r.fraction > 0}
+    assert not passed, f"the template's stubs of {module}, returning values of the right shape, earn points in {part}: {sorted(passed)}"

@@ -20,38 +20,45 @@ SDP_RETURNS = "a tuple (values, attention) of tensors"
 # ---------------------------------------------------------------- known mistakes, as behaviour
 
 
-def _variant_weights(q, k, mask, *, scale, softmax_dim=-1, mask_axis="key", invert=False, after=False):
-    """Attention weights as a known mistake computes them (dropout off)."""
-    logits = q.double() @ k.double().transpose(-2, -1) / scale
+def _variant_weights(q, k, mask, *, scale, softmax_dim=-1, mask_axis="key", invert=False, after=False,
+                     fill=float("-inf"), scale_after=False):
+    """Attention weights as a known mistake computes them (dropout off). `scale_after`: the logits
+    go through the softmax unscaled and the weights are divided by `scale`."""
+    logits = q.double() @ k.double().transpose(-2, -1) / (1.0 if scale_after else scale)
     if mask is not None:
         blocked = mask.bool() if not invert else ~mask.bool()
         blocked = blocked[:, None, None, :] if mask_axis == "key" else blocked[:, None, :, None]
         if after:
             return torch.softmax(logits, softmax_dim).masked_fill(blocked, 0.0)
-        logits = logits.masked_fill(blocked, float("-inf"))
-    return torch.softmax(logits, softmax_dim)
+        logits = logits.masked_fill(blocked, fill)
+    weights = torch.softmax(logits, softmax_dim)
+    return weights / scale if scale_after else weights
 
 
 def diagnose_weights(q, k, mask, got):
     """The known mistake whose attention weights equal the student's, if any."""
-    d = q.size(-1)
+    H, d = q.size(1), q.size(-1)
     variants = {
         "attention_not_scaled": dict(scale=1.0),
         "attention_scaled_by_d_k": dict(scale=float(d)),
         "softmax_wrong_dim": dict(scale=math.sqrt(d), softmax_dim=-2),
+        "scale_after_softmax": dict(scale=math.sqrt(d), scale_after=True),
     }
+    if H > 1:  # sqrt(H * d) = sqrt(d_model), the width of the whole embedding
+        variants["attention_scaled_by_d_model"] = dict(scale=math.sqrt(H * d))
     if mask is not None:
         variants.update(
             {
                 "mask_on_query_axis": dict(scale=math.sqrt(d), mask_axis="query"),
                 "mask_inverted": dict(scale=math.sqrt(d), invert=True),
                 "mask_after_softmax": dict(scale=math.sqrt(d), after=True),
+                "mask_fill_zero": dict(scale=math.sqrt(d), fill=0.0),
                 "mask_ignored": dict(scale=math.sqrt(d)),
             }
         )
     for diagnosis, options in variants.items():
         masked = mask if diagnosis != "mask_ignored" else None
-        if d == 1 and diagnosis in ("attention_not_scaled", "attention_scaled_by_d_k"):
+        if d == 1 and diagnosis in ("attention_not_scaled", "attention_scaled_by_d_k", "scale_after_softmax"):
             continue  # indistinguishable from the right answer when d = 1
         if is_close(got, _variant_weights(q, k, masked, **options).to(got.dtype), atol=1e-4):
             return diagnosis
@@ -233,9 +240,16 @@ def dropout(ctx):
     low, high = p - 5 * math.sqrt(p * (1 - p) / n), p + 5 * math.sqrt(p * (1 - p) / n)
     details = {"proportions": [{"name": "share of weights dropped", "value": zero_share, "target": p, "low": low, "high": high}]}
     if not low <= zero_share <= high:
+        diagnosis = None
+        if zero_share < low:
+            values = expect_tensor(expect_tuple(result, "scaled_dot_product", 2, SDP_RETURNS)[0], "values",
+                                   shape=v.shape)
+            values_share = (values == 0).float().mean().item()
+            # the weights come back whole while about p of the values are zero: dropout on the values
+            diagnosis = "dropout_not_on_weights" if zero_share == 0 and abs(values_share - p) < 0.1 else "dropout_not_applied"
         raise CheckFailed(
             f"{zero_share:.3f} of the weights were zeroed with attn_drop_rate={p} (expected within [{low:.3f}, {high:.3f}])",
-            diagnosis="dropout_not_applied" if zero_share < low else None,
+            diagnosis=diagnosis,
             details=details,
         )
     kept = dropped != 0
@@ -311,12 +325,26 @@ def _mha_variants(ex, weights):
     def merge(t):
         return t.transpose(1, 2).reshape(B, T, E)
 
-    variants = {"output_projection_missing": merge(_attend(heads(q), heads(k), heads(v), keys_blocked))}
-    unsplit = _attend(q.reshape(B, H, T, hd), k.reshape(B, H, T, hd), v.reshape(B, H, T, hd), keys_blocked)
-    variants["heads_not_transposed"] = unsplit.reshape(B, T, E) @ out_w.T + out_b
+    def project(t):
+        return t @ out_w.T + out_b
+
+    def unsplit(t):  # (B, T, E) read as (B, H, T, hd) without moving the head axis
+        return t.reshape(B, H, T, hd)
+
+    attended = _attend(heads(q), heads(k), heads(v), keys_blocked)
+    unsplit_attended = _attend(unsplit(q), unsplit(k), unsplit(v), keys_blocked)
+    variants = {
+        "output_projection_missing": [merge(attended)],
+        "heads_not_transposed": [project(unsplit_attended.reshape(B, T, E)),  # split and merged by reshape
+                                 project(attended.reshape(B, T, E)),  # merged by reshape only
+                                 project(merge(unsplit_attended))],  # split by reshape only
+    }
     if ex.padding is not None:
         on_queries = _attend(heads(q), heads(k), heads(v), ex.padding.bool()[:, None, :, None])
-        variants["mask_on_query_axis"] = merge(on_queries) @ out_w.T + out_b
+        variants["mask_on_query_axis"] = [project(merge(on_queries))]
+        variants["mask_ignored"] = [project(merge(_attend(heads(q), heads(k), heads(v))))]
+        inverted = _attend(heads(q), heads(k), heads(v), ~ex.padding.bool()[:, None, None, :])
+        variants["mask_inverted"] = [project(merge(inverted))]
     return variants
 
 
@@ -325,14 +353,18 @@ def _mha_matches(ctx, ex):
     expected = ctx.oracle.call("mha_forward", weights, ex.embed_dim, ex.n_heads, ex.x, ex.padding)
     handle = build_student_mha(ctx, ex)
     ctx.student.call(handle, "eval")
-    got = None
+    outputs = []  # one per accepted layout: a mistake shows under the layout the student reads
     for layout in QKV_LAYOUTS:
         _load_weights(ctx, handle, to_layout(weights, ex.n_heads, layout))
         got = expect_tensor(ctx.student.call(handle, "__call__", ex.x, ex.padding), "output", shape=ex.x.shape)
         if is_close(got, expected):
             return
+        outputs.append(got)
+    # A student reading its qkv_proj in layout L gets, under the weights loaded in layout L, the
+    # q, k, v the variants read from the reference weights.
     variants = _mha_variants(ex, weights)
-    diagnosis = next((name for name, out in variants.items() if is_close(got, out, atol=1e-4)), None)
+    diagnosis = next((name for name, outs in variants.items() for out in outs for got in outputs
+                      if is_close(got, out, atol=1e-4)), None)
     if diagnosis is None and torch.isnan(got).any():
         diagnosis = "mask_on_query_axis"
     if diagnosis is None and not torch.equal(got, ctx.student.call(handle, "__call__", ex.x, ex.padding)):
@@ -372,6 +404,8 @@ def mha_parameter_count(ctx):
         if count != expected:
             diagnosis = "output_projection_missing" if count == 3 * E * E + 3 * E else "wrong_parameter_count_mha"
             raise CheckFailed(f"embed_dim={E}: {count} parameters in its state_dict, expected {expected}", diagnosis=diagnosis)
+
+    mha_gate(ctx)  # parameters earn points in a module that uses them
 
 
 @check("mha.matches_reference", "Multi-head attention matches the reference for any valid qkv layout")

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
-from graders.checks.gates import sequence_gate
+from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
 from graders.checks.strategies import tensors_from
+from graders.checks.weights import shared_entries, state_tensors
 from graders.sandbox import StudentError
 
 MODULE = "encoder"
@@ -24,24 +25,25 @@ MODULE = "encoder"
 # ---------------------------------------------------------------- positional encoding: closed forms
 
 
-def pe_table(T, E, *, layout="interleaved", exponent="2i"):
+def pe_table(T, E, *, layout="interleaved", exponent="2i", base=10000.0, first=0):
     """(T, E) sinusoidal table in float64. layout 'interleaved' (right): sin on even dimensions,
     cos on odd; 'halves': [sin | cos] concatenated; 'swapped': cos on even, sin on odd.
-    exponent '2i' (right): pair i uses 10000^(2i/E); 'i': 10000^(i/E); 'dim': every dimension j
-    uses 10000^(j/E) (the formula read with the dimension index)."""
-    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    exponent '2i' (right): pair i uses base^(2i/E); 'i': base^(i/E); 'dim': every dimension j
+    uses base^(j/E) (the formula read with the dimension index). `first`: the position of the
+    first row (0 is right)."""
+    pos = torch.arange(first, first + T, dtype=torch.float64)[:, None]
     half = (E + 1) // 2
     pair = torch.arange(half, dtype=torch.float64)
     if exponent == "2i":
-        freq = 10000.0 ** (-2 * pair / E)
+        freq = base ** (-2 * pair / E)
     elif exponent == "i":
-        freq = 10000.0 ** (-pair / E)
+        freq = base ** (-pair / E)
     else:  # 'dim'
         freq = None
     table = torch.zeros(T, E, dtype=torch.float64)
     if exponent == "dim":
         dims = torch.arange(E, dtype=torch.float64)
-        angle = pos * 10000.0 ** (-dims / E)
+        angle = pos * base ** (-dims / E)
         table[:, 0::2] = torch.sin(angle[:, 0::2])
         table[:, 1::2] = torch.cos(angle[:, 1::2])
         return table
@@ -61,6 +63,8 @@ def pe_table(T, E, *, layout="interleaved", exponent="2i"):
 PE_MISTAKES = {
     "pe_not_interleaved": [dict(layout="halves"), dict(layout="swapped")],
     "pe_wrong_exponent": [dict(exponent="i"), dict(exponent="dim")],
+    "pe_wrong_base": [dict(base=1000.0), dict(base=100.0), dict(base=100000.0)],
+    "pe_positions_shifted": [dict(first=1)],
 }
 
 
@@ -72,6 +76,8 @@ def diagnose_pe(x, got):
         for options in variants:
             if is_close(got, (x + pe_table(T, E, **options)).to(got.dtype), atol=1e-4):
                 return diagnosis
+    if is_close(got, (x * math.sqrt(E) + pe_table(T, E)).to(got.dtype), atol=1e-4):
+        return "pe_input_scaled"
     if is_close(got, (x + pe_table(B, E)[:, None, :]).to(got.dtype), atol=1e-4):
         return "pe_batch_axis"
     if is_close(got, x.to(got.dtype), atol=1e-6):
@@ -132,6 +138,25 @@ def _odd_size_failure(ctx, ex, error, dropout):
     raise CheckFailed(f"{raised}; with embed_dim={E} it works", diagnosis="pe_odd_embed_dim")
 
 
+def pe_gate(ctx):
+    """The positional encoding does its job (graders/checks/gates.py), on a module and an input of
+    the gate's own (eval mode): repeatable, follows its input, and adds something that is not the
+    same at every position (whichever axis it runs along, graded in positional_encoding.sequence_axis)."""
+    E, B, T = 8, 2, 6
+    x, noise = tensors_from(31, (B, T, E), (B, T, E))
+    handle = ctx.student.construct(MODULE, "PositionalEncoding", E, 0.0)
+    ctx.student.call(handle, "eval")
+
+    def call(inp):
+        return expect_tensor(ctx.student.call(handle, "__call__", inp), "PositionalEncoding output", shape=inp.shape)
+
+    what = f"outputs of PositionalEncoding(embed_dim={E}) (eval mode, input of shape {(B, T, E)})"
+    first = call(x)
+    expect_repeatable(first, call(x), what)
+    expect_changes(first, call(x + 3 * noise), what, "the input changes")
+    expect_varies((first - x).reshape(B * T, E), what + " less their input", dim=0)
+
+
 def split_parameters(entries):
     """(parameters, buffers) of a `ctx.student.parameters` answer."""
     return list(entries["parameters"]), list(entries["buffers"])
@@ -170,6 +195,8 @@ def pe_buffer(ctx):
             raise CheckFailed(f"PositionalEncoding(embed_dim={E}, max_len={max_len}) registers no buffer holding "
                               f"the {max_len} x {E} table", diagnosis="pe_not_registered")
 
+    pe_gate(ctx)  # a buffer earns points in a module that adds it
+
 
 @check("positional_encoding.sequence_axis", "The encoding runs along the sequence axis of batch-first input")
 def pe_sequence_axis(ctx):
@@ -202,9 +229,13 @@ def pe_dropout(ctx):
     low, high = p - 5 * sigma, p + 5 * sigma
     details = {"proportions": [{"name": "share of values zeroed", "value": share, "target": p, "low": low, "high": high}]}
     if not low <= share <= high:
+        diagnosis = None
+        if share < low:
+            # x dropped out before the table is added: about p of the outputs are the table itself
+            table_share = (got.double() - pe_table(x.size(1), 32)).abs().lt(1e-5).double().mean().item()
+            diagnosis = "pe_dropout_before_add" if abs(table_share - p) < 0.1 else "pe_no_dropout"
         raise CheckFailed(f"with dropout={p} in training mode {share:.3f} of the outputs are zero "
-                          f"(expected within [{low:.3f}, {high:.3f}])",
-                          diagnosis="pe_no_dropout" if share < low else None, details=details)
+                          f"(expected within [{low:.3f}, {high:.3f}])", diagnosis=diagnosis, details=details)
 
 
 # ---------------------------------------------------------------- transformer block
@@ -250,15 +281,17 @@ def block_inputs(draw, *, padded=None):
     return BlockInput(E, n_heads, x, padding)
 
 
-# The worker's generator is reseeded with RNG_SEED before every forward of the block and every call
-# of its self_attn: an attention that (wrongly) drops out in eval mode, graded in part mha, then
-# draws the same dropout mask in the block and in the sub-module, so the block is still graded on
-# its own wiring. The block's own dropouts keep a nonzero rate: left on in eval, they show.
+# The worker's generator is reseeded with RNG_SEED before every forward of the block, so that two
+# passes compared with each other draw the same random numbers. The block's own dropouts keep a
+# nonzero rate: left on in eval mode, they show when the seed changes.
 RNG_SEED = 20_24
 
 
 def build_block(ctx, ex, attn_drop=0.0, layer_drop=0.3, mode="eval"):
+    """The student's block with its multi-head attention (graded in part mha) replaced by the
+    grader's stand-in (graders/sandbox/tasks.py): an attention mistake costs nothing here."""
     handle = ctx.student.construct(MODULE, "TransformerBlock", ex.embed_dim, ex.n_heads, attn_drop, layer_drop)
+    ctx.student.task("stand_ins", handle, ["attention.MultiHeadAttention"])
     ctx.student.call(handle, mode)
     return handle
 
@@ -291,8 +324,6 @@ class SubModules:
         self.mods = {name: ctx.student.getattr(handle, name) for name in ("self_attn", "linear_net", "norm1", "norm2")}
 
     def __call__(self, name, *args):
-        if name == "self_attn":
-            self.ctx.student.seed(RNG_SEED)
         out = self.ctx.student.call(self.mods[name], "__call__", *args)
         return expect_tensor(out, f"{name} output")
 
@@ -310,6 +341,8 @@ def wirings(sub, x, padding):
     ]
     x1 = x + sub("self_attn", sub("norm1", x), padding)
     out["pre_ln"] = [x1 + sub("linear_net", sub("norm2", x1))]
+    x2 = x + sub("norm1", attended)
+    out["residual_outside_norm"] = [x2 + sub("norm2", sub("linear_net", x2))]
     if padding is not None:
         unmasked = sub("self_attn", x, None)
         h0 = sub("norm1", x + unmasked)
@@ -417,12 +450,7 @@ def block_padding(ctx):
         changed, _ = block_forward(ctx, handle, ex, x=torch.where(padded, 10 * noise, ex.x))
         real = ~padded.expand_as(got)
         if not torch.allclose(got[real], changed[real], atol=1e-5, equal_nan=True):
-            sub = SubModules(ctx, handle)
-            changed_x = torch.where(padded, 10 * noise, ex.x)
-            a, b = sub("self_attn", ex.x, ex.padding), sub("self_attn", changed_x, ex.padding)
-            if not torch.allclose(a[real], b[real], atol=1e-5, equal_nan=True):
-                return  # the attention itself leaks padding (graded in part mha); the block passed the mask on
-            unmasked = wirings(sub, ex.x, ex.padding)["block_ignores_mask"][0]
+            unmasked = wirings(SubModules(ctx, handle), ex.x, ex.padding)["block_ignores_mask"][0]
             diagnosis = "block_ignores_mask" if is_close(got, unmasked, atol=1e-4) else None
             raise CheckFailed("changing the embeddings at padded positions changed the outputs at real positions",
                               diagnosis=diagnosis)
@@ -441,3 +469,79 @@ def block_dropout(ctx):
         raise CheckFailed("with layer_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
                           diagnosis="block_no_dropout")
     block_gate(ctx)
+
+
+@check("block.attention_dropout", "In training mode the attention's output is dropped out before the residual: norm1(x + dropout(self_attn(x)))")
+def block_attention_dropout(ctx):
+    # linear_net's weights are zeroed, so that only a dropout on the attention branch can make two
+    # training-mode passes with different seeds differ.
+    (x,) = tensors_from(ctx.seed, (2, 8, 16))
+    ex = BlockInput(16, 4, 3 * x + 1, None)
+    handle = build_block(ctx, ex, attn_drop=0.0, layer_drop=0.9, mode="train")
+    state = state_tensors(ctx, handle, "TransformerBlock")
+    ctx.student.load_state_dict(handle, {name: torch.zeros_like(t) for name, t in state.items()
+                                         if name.startswith("linear_net.") and t.is_floating_point()}, strict=False)
+    first, _ = block_forward(ctx, handle, ex, seed=ctx.seed)
+    second, _ = block_forward(ctx, handle, ex, seed=ctx.seed + 1)
+    if torch.equal(first, second) and torch.equal(first, first[:1, :1].expand_as(first)):
+        raise CheckFailed("with linear_net's weights zero the block's output is the same at every position: the "
+                          "feed-forward sub-layer's input h is not added back before norm2", diagnosis="missing_residual")
+    if torch.equal(first, second):
+        raise CheckFailed("with layer_drop_rate=0.9 and linear_net's weights zero, two training-mode passes agree: the "
+                          "attention's output is not dropped out", diagnosis="block_no_dropout")
+    block_gate(ctx)
+
+
+def _linear_layers(state, embed_dim):
+    """[(weight, bias)] of the Linear layers in linear_net's state, in order: exactly two, E -> F -> E."""
+    layers = [(t, state.get(name[: -len("weight")] + "bias")) for name, t in state.items()
+              if name.endswith("weight") and t.dim() == 2]
+    shapes = [tuple(w.shape) for w, _ in layers]
+    if len(layers) != 2 or shapes[0][1] != embed_dim or shapes[1] != (embed_dim, shapes[0][0]):
+        raise CheckFailed(f"linear_net must be Linear(E, F), GELU, Linear(F, E), Dropout with E={embed_dim}; its "
+                          f"state_dict holds weight matrices of shapes {shapes}", diagnosis="ffn_structure")
+    return layers
+
+
+@check("block.feed_forward", "linear_net is Linear, GELU, Linear, Dropout: W2 gelu(W1 h + b1) + b2 in eval mode")
+def block_feed_forward(ctx):
+    @ctx.given(block_inputs(padded=False))
+    def prop(ex):
+        handle = build_block(ctx, ex)
+        net = ctx.student.getattr(handle, "linear_net")
+        (w1, b1), (w2, b2) = _linear_layers(state_tensors(ctx, net, "linear_net"), ex.embed_dim)
+        got = expect_tensor(ctx.student.call(net, "__call__", ex.x), "linear_net output", shape=ex.x.shape)
+
+        def through(activation):
+            hidden = ex.x.double() @ w1.double().T + (0 if b1 is None else b1.double())
+            return activation(hidden) @ w2.double().T + (0 if b2 is None else b2.double())
+
+        accepted = [through(torch.nn.functional.gelu),
+                    through(lambda t: torch.nn.functional.gelu(t, approximate="tanh"))]  # both are GELU
+        if any(is_close(got, out.to(got.dtype), atol=1e-4) for out in accepted):
+            return
+        mistakes = {"ffn_activation": [through(torch.relu), through(lambda t: t)]}
+        diagnosis = next((name for name, outs in mistakes.items()
+                          if any(is_close(got, out.to(got.dtype), atol=1e-4) for out in outs)), None)
+        expect_close(got, accepted[0].to(got.dtype), "linear_net outputs (eval mode) against its own Linear weights",
+                     atol=1e-4, diagnosis=diagnosis)
+
+    block_gate(ctx)
+
+
+@check("block.separate_norms", "norm1 and norm2 are two LayerNorms with weights of their own")
+def block_separate_norms(ctx):
+    @ctx.given(st.integers(1, 4), st.integers(1, 4))
+    def prop(n_heads, head_dim):
+        ex = BlockInput(n_heads * head_dim, n_heads, None, None)
+        handle = build_block(ctx, ex)
+        state = state_tensors(ctx, handle, "TransformerBlock")
+        # every entry gets its own values, loaded and read back: a shared LayerNorm keeps one set only
+        shared = [name for name in shared_entries(ctx, handle, state, ctx.seed) if name.startswith(("norm1.", "norm2."))]
+        if shared or not any(name.startswith("norm1.") for name in state) or not any(name.startswith("norm2.") for name in state):
+            raise CheckFailed(f"TransformerBlock(embed_dim={ex.embed_dim}, n_heads={n_heads}): norm1 and norm2 do not "
+                              f"hold weights of their own ({', '.join(shared) or 'one of them has none'})",
+                              diagnosis="block_shared_norm")
+
+    block_gate(ctx)
+

@@ -63,10 +63,12 @@ class _PerfectOnInputs(torch.nn.Module):
     given (uniform on <mask> = vocab_size). Its loss on a token it sees unchanged is ~0, so the sum
     of the per-token losses is known from its inputs alone (graders/checks/bert.py)."""
 
-    def __init__(self, vocab_size: int, scale: float) -> None:
+    def __init__(self, vocab_size: int, scale: float, stale_grad: float | None = None) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.scale = torch.nn.Parameter(torch.tensor(float(scale)))
+        if stale_grad is not None:  # left over from an earlier step: the step must clear it
+            self.scale.grad = torch.tensor(float(stale_grad))
         self.seen: list[torch.Tensor] = []  # only to explain a failure, never to score
 
     def forward(self, batch_text: torch.Tensor, mask: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -81,9 +83,10 @@ class _PerfectOnInputs(torch.nn.Module):
 
 
 @task("bert.probe_model")
-def bert_probe_model(ctx: TaskContext, vocab_size: int, scale: float) -> Any:
-    """The pre-training stand-in model (above), in training mode."""
-    return _PerfectOnInputs(vocab_size, scale).train()
+def bert_probe_model(ctx: TaskContext, vocab_size: int, scale: float, stale_grad: float | None = None) -> Any:
+    """The pre-training stand-in model (above), in training mode, with a gradient left from an
+    earlier step if `stale_grad` is given."""
+    return _PerfectOnInputs(vocab_size, scale, stale_grad).train()
 
 
 @task("causal_lm.probe_module")
@@ -141,6 +144,119 @@ class _Watch:
 def sentiment_watch(ctx: TaskContext, model: Any) -> Any:
     """A measurement (checks using it are marked worker_measured): watch the model's forward calls."""
     return _Watch(model)
+
+
+# ---------------------------------------------------------------- stand-ins for other parts' modules
+#
+# A check of one part that needs a module graded in another part (BERT is built from the student's
+# positional encoding and blocks, a block from the student's multi-head attention) runs with the
+# grader's stand-in in its place, so that a mistake of that module is charged in its own part only.
+# The stand-ins keep the interface the template's docstrings give, have no parameters, and are
+# plainly not the assignment's solution: each position averages the positions the padding mask
+# leaves open, weighted by exp(-|i - j|) (position dependent, reads its context, honours the mask),
+# and the positional stand-in adds sin((t + 1) / (j + 1)). They are what the grader substitutes,
+# not something it scores: a submission that skips the substitution is graded on its own modules.
+
+
+def _open_keys(x: torch.Tensor, mask: Any) -> torch.Tensor:
+    """(B, 1, T) True where a key may be attended to: a (B, T) mask holds 1 / True at padding."""
+    B, T = x.shape[0], x.shape[1]
+    if mask is None:
+        return torch.ones(B, 1, T, dtype=torch.bool, device=x.device)
+    if not isinstance(mask, torch.Tensor) or mask.numel() != B * T:
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(f"the grader's stand-in module was given a padding mask of shape {shape}; "
+                         f"the docstring asks for (B, T) = ({B}, {T}) with 1 at padding")
+    return ~mask.reshape(B, 1, T).bool().to(x.device)
+
+
+def _mix(x: torch.Tensor, mask: Any) -> torch.Tensor:
+    """Each position's average of the open positions, weighted by exp(-|i - j|)."""
+    T = x.shape[1]
+    pos = torch.arange(T, device=x.device, dtype=x.dtype)
+    weights = torch.exp(-(pos[:, None] - pos[None, :]).abs())[None] * _open_keys(x, mask)  # (B, T, T)
+    return weights / weights.sum(-1, keepdim=True).clamp_min(1e-12) @ x
+
+
+class StandInAttention(torch.nn.Module):
+    """For MultiHeadAttention: forward(embedding (B, T, E), mask=None) -> (B, T, E)."""
+
+    def forward(self, embedding: torch.Tensor, mask: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return _mix(embedding, mask)
+
+
+class StandInBlock(torch.nn.Module):
+    """For TransformerBlock: forward((embedding, mask)) -> (embedding + mixed, mask)."""
+
+    def forward(self, inputs: Any, *args: Any, **kwargs: Any) -> tuple:
+        embedding, mask = inputs
+        return embedding + _mix(embedding, mask), mask
+
+
+class StandInPositions(torch.nn.Module):
+    """For PositionalEncoding: forward(x (B, T, E)) -> x + sin((t + 1) / (j + 1)) at position t, feature j."""
+
+    def forward(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        t = torch.arange(1, x.shape[1] + 1, device=x.device, dtype=x.dtype)[:, None]
+        j = torch.arange(1, x.shape[2] + 1, device=x.device, dtype=x.dtype)[None, :]
+        return x + torch.sin(t / j)
+
+
+STAND_INS = {
+    "encoder.TransformerBlock": StandInBlock,
+    "encoder.PositionalEncoding": StandInPositions,
+    "attention.MultiHeadAttention": StandInAttention,
+}
+
+
+@task("stand_ins")
+def stand_ins(ctx: TaskContext, model: Any, names: list) -> list:
+    """Replace every sub-module of `model` that is an instance of one of the student's classes
+    `names` (keys of STAND_INS, e.g. "encoder.TransformerBlock") by the grader's stand-in, the
+    outermost first. Returns the paths replaced."""
+    classes = []
+    for name in names:
+        module_name, class_name = name.split(".")
+        cls = getattr(ctx.student_module(module_name), class_name, None)
+        if isinstance(cls, type):
+            classes.append((cls, STAND_INS[name]))
+    replaced = []
+
+    def visit(parent: Any, prefix: str) -> None:
+        for child_name, child in list(parent.named_children()):
+            path = f"{prefix}{child_name}"
+            stand_in = next((s for cls, s in classes if isinstance(child, cls)), None)
+            if stand_in is not None:
+                setattr(parent, child_name, stand_in().train(child.training))
+                replaced.append(path)
+            else:
+                visit(child, path + ".")
+
+    visit(model, "")
+    return replaced
+
+
+@task("bert.fresh_model")
+def bert_fresh_model(ctx: TaskContext, vocab_size: int, embed_dim: int, seed: int) -> Any:
+    """A freshly initialised masked-LM model of the grader's, for pretrain_step (in training mode):
+    Embedding(vocab_size + 1, E), the positional and block stand-ins, Linear(E, vocab_size).
+    forward(batch_text, mask=None) -> (B, T, vocab_size) logits."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _FreshMaskedLM(vocab_size, embed_dim).train()
+
+
+class _FreshMaskedLM(torch.nn.Module):
+    def __init__(self, vocab_size: int, embed_dim: int) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab_size + 1, embed_dim)
+        self.positions = StandInPositions()
+        self.block = StandInBlock()
+        self.mask_pred = torch.nn.Linear(embed_dim, vocab_size)
+
+    def forward(self, batch_text: torch.Tensor, mask: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+        x, _ = self.block((self.positions(self.embed(batch_text)), mask))
+        return self.mask_pred(x)
 
 
 # ---------------------------------------------------------------- sentiment (graders/checks/sentiment.py)

@@ -63,10 +63,55 @@ MUTANTS = [
     one("mha_mask_on_queries", "mha", CALL_SDP,
         "values, _ = scaled_dot_product(q, k, v, drop, None if mask is None else mask[:, None, :, None])",
         "mask_on_query_axis"),
-    one("mha_merge_without_transpose", "mha", MERGE, "values = values.reshape(B, T, E)", None),
+    one("mha_merge_without_transpose", "mha", MERGE, "values = values.reshape(B, T, E)", "heads_not_transposed"),
+    # siblings of the above, and student-bugs.md 1, 3, 4, 11
+    one("sdp_mask_filled_with_zero", "attention", FILL, "logits = logits.masked_fill(mask.bool(), 0.0)", "mask_fill_zero"),
+    Mutant(
+        "sdp_scaled_after_softmax",
+        "attention",
+        (Edit(F, LOGITS, "logits = q @ k.transpose(-2, -1)"),
+         Edit(F, SOFTMAX, "attention = F.softmax(logits, dim=-1) / math.sqrt(d_k)")),
+        "scale_after_softmax",
+    ),
+    one("sdp_scaled_by_sqrt_d_model", "attention", LOGITS,
+        "logits = q @ k.transpose(-2, -1) / math.sqrt(q.size(1) * d_k)", "attention_scaled_by_d_model"),
+    Mutant(
+        "sdp_dropout_on_values",
+        "attention",
+        (Edit(F, DROPOUT, "pass"),
+         Edit(F, "values = attention @ v  # (B, H, T, d)", "values = F.dropout(attention @ v, p=attn_drop_rate)")),
+        "dropout_not_on_weights",
+    ),
+    one("mha_mask_not_passed", "mha", CALL_SDP, "values, _ = scaled_dot_product(q, k, v, drop, None)", "mask_ignored"),
+    one("mha_mask_inverted", "mha", CALL_SDP,  # Hugging Face's attention_mask convention (1 = attend)
+        "values, _ = scaled_dot_product(q, k, v, drop, None if mask is None else mask == 0)", "mask_inverted"),
+    one("mha_never_drops", "mha", DROP_RATE, "drop = 0.0", "dropout_ignored_in_training"),
 ]
 
 ALTERNATIVES = [
+    Alternative(
+        "sdp_large_negative_fill",
+        ("attention", "mha"),
+        (Edit(F, FILL, "logits = logits.masked_fill(mask.bool(), -1e9)"),),
+        "uvadlc's finite fill value",
+    ),
+    Alternative(
+        "sdp_additive_float_mask",
+        ("attention", "mha"),
+        (Edit(F, FILL, "logits = logits + mask.float() * -1e9"),),
+        "the mask turned into an additive bias of -1e9, as the tutorials do",
+    ),
+    Alternative(
+        "mha_permute_and_view",
+        ("mha",),
+        (
+            Edit(F, SPLIT_Q, "q = q.reshape(B, T, H, hd).permute(0, 2, 1, 3)"),
+            Edit(F, SPLIT_K, "k = k.reshape(B, T, H, hd).permute(0, 2, 1, 3)"),
+            Edit(F, SPLIT_V, "v = v.reshape(B, T, H, hd).permute(0, 2, 1, 3)"),
+            Edit(F, MERGE, "values = values.permute(0, 2, 1, 3).contiguous().view(B, T, E)"),
+        ),
+        "heads split with permute and merged with contiguous().view()",
+    ),
     Alternative(
         "sdp_einsum",
         ("attention", "mha"),

@@ -9,6 +9,7 @@ BERT = "bert.py"
 DIV_TERM = "div_term = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))  # (E/2,)"
 PE_SIN = "pe[0, :, 0::2] = torch.sin(position * div_term)"
 PE_COS = "pe[0, :, 1::2] = torch.cos(position * div_term[: embed_dim // 2])"
+POSITION = "position = torch.arange(max_len).unsqueeze(1)  # (max_len, 1)"
 PE_BUFFER = 'self.register_buffer("pe", pe)'
 PE_ADD = "x = x + self.pe[:, : x.size(1)]"
 PE_DROP = "return self.dropout(x)\n"
@@ -62,6 +63,26 @@ MUTANTS = [
         "pe_batch_axis",
     ),
     one("pe_no_dropout", "positional_encoding", ENC, PE_DROP, "return x\n", "pe_no_dropout"),
+    Mutant(
+        "pe_sin_cos_swapped",
+        "positional_encoding",
+        (Edit(ENC, PE_SIN, "pe[0, :, 0::2] = torch.cos(position * div_term)"),
+         Edit(ENC, PE_COS, "pe[0, :, 1::2] = torch.sin(position * div_term[: embed_dim // 2])")),
+        "pe_not_interleaved",
+    ),
+    one("pe_positions_from_one", "positional_encoding", ENC, POSITION,
+        "position = torch.arange(1, max_len + 1).unsqueeze(1)", "pe_positions_shifted"),
+    one("pe_input_scaled_by_sqrt_d", "positional_encoding", ENC, PE_ADD,  # the causal LM's scaling, misplaced
+        "x = x * math.sqrt(x.size(-1)) + self.pe[:, : x.size(1)]", "pe_input_scaled"),
+    one("pe_log_base_1000", "positional_encoding", ENC, DIV_TERM,
+        "div_term = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(1000.0) / embed_dim))", "pe_wrong_base"),
+    Mutant(
+        "pe_dropout_before_add",
+        "positional_encoding",
+        (Edit(ENC, PE_ADD, "x = self.dropout(x) + self.pe[:, : x.size(1)]"), Edit(ENC, PE_DROP, "return x\n")),
+        "pe_dropout_before_add",
+    ),
+    one("pe_plain_attribute", "positional_encoding", ENC, PE_BUFFER, "self.pe = pe", "pe_not_registered"),
     # transformer block
     Mutant(
         "block_pre_ln",
@@ -78,12 +99,31 @@ MUTANTS = [
     one("block_returns_embedding_only", "block", ENC, BLOCK_RETURN, "return embedding\n", "block_drops_mask"),
     one("block_attention_without_mask", "block", ENC, ATTEND, "attended = self.self_attn(embedding)",
         "block_ignores_mask"),
+    one("block_returns_no_mask", "block", ENC, BLOCK_RETURN, "return embedding, None\n", "block_drops_mask"),
+    one("block_no_attention_dropout", "block", ENC, NORM1, "embedding = self.norm1(embedding + attended)",
+        "block_no_dropout"),
+    one("block_relu", "block", ENC, "nn.GELU(),", "nn.ReLU(),", "ffn_activation"),
+    one("block_no_activation", "block", ENC, "            nn.GELU(),\n", "", "ffn_activation"),
+    one("block_one_shared_norm", "block", ENC, "self.norm2 = nn.LayerNorm(embed_dim)", "self.norm2 = self.norm1",
+        "block_shared_norm"),
+    Mutant(
+        "block_residual_outside_norm",
+        "block",
+        (Edit(ENC, NORM1, "embedding = embedding + self.norm1(self.dropout(attended))"),
+         Edit(ENC, NORM2, "embedding = embedding + self.norm2(self.linear_net(embedding))")),
+        "residual_outside_norm",
+    ),
     # BERT model
     one("bert_embedding_vocab_rows", "bert", BERT, EMBED, "self.embed = nn.Embedding(vocab_size, embed_dim)",
         "bert_no_mask_embedding"),
     one("bert_mask_not_passed", "bert", BERT, NET_CALL, "x, _ = self.net((x, None))", "bert_mask_not_passed"),
     one("bert_no_positional_encoding", "bert", BERT, "x = self.pos_embed(self.embed(batch_text))  # (B, T, E)",
         "x = self.embed(batch_text)", "bert_no_positional_encoding"),
+    one("bert_output_over_vocab_plus_one", "bert", BERT, "self.mask_pred = nn.Linear(embed_dim, vocab_size)",
+        "self.mask_pred = nn.Linear(embed_dim, vocab_size + 1)", "bert_output_size"),
+    one("bert_no_output_layer", "bert", BERT, "return self.mask_pred(x)  # (B, T, V)", "return x", "bert_output_size"),
+    one("bert_mask_inverted", "bert", BERT, NET_CALL,  # Hugging Face's attention_mask convention (1 = attend)
+        "x, _ = self.net((x, None if mask is None else mask == 0))", "mask_inverted"),
     # masking
     one("mlm_selects_padding", "pretraining", BERT, SELECT, "selected = torch.rand(text.shape) < mask_rate",
         "mlm_selects_padding"),
@@ -109,7 +149,19 @@ MUTANTS = [
     one("mlm_only_mask_ignored", "pretraining", BERT, ONLY_MASK, "if False:", "mlm_only_mask_ignored"),
     one("mlm_rate_hardcoded", "pretraining", BERT, SELECT,
         "selected = (torch.rand(text.shape) < 0.15) & (text != pad_ind)", "mlm_wrong_rate"),
+    one("mlm_thresholds_swapped", "pretraining", BERT, "to_mask = selected & (category < 0.8)",
+        "to_mask = selected & (category >= 0.8)", "mlm_wrong_split"),
+    one("mlm_mask_id_is_vocab_size", "pretraining", BERT, "masked_text[to_mask] = mask_token_ind",
+        "masked_text[to_mask] = vocab_size", "mlm_wrong_mask_id"),
     # the pre-training step
+    one("pretrain_no_zero_grad", "pretraining", BERT, "    optimizer.zero_grad()\n", "", "zero_grad_missing"),
+    one("pretrain_loss_summed", "pretraining", BERT, LOSS,
+        'loss = F.cross_entropy(logits.reshape(-1, vocab_size), mask_labels.flatten(), reduction="sum")',
+        "pretrain_loss_not_averaged"),
+    one("pretrain_masks_for_evaluation", "pretraining", BERT,
+        "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate)",
+        "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate, only_mask=True)",
+        "pretrain_only_mask"),
     one("pretrain_no_backward", "pretraining", BERT, BACKWARD, "", "pretrain_no_backward"),  # seed 004's student
     one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
     one("pretrain_loss_on_all_tokens", "pretraining", BERT, LOSS,
@@ -129,6 +181,16 @@ ALTERNATIVES = [
         ("block", "bert", "causal_lm"),
         (Edit(ENC, PE_COS, "pe[0, :, 1::2] = torch.cos(position * div_term)"),),
         "the PyTorch tutorial's table, right for even embed_dim (odd sizes are graded in positional_encoding)",
+    ),
+    Alternative(
+        "pe_tutorial_odd_cos_sliced",
+        ("positional_encoding", "block", "bert"),
+        (Edit(ENC, PE_COS,
+              "if embed_dim % 2 == 1:\n"
+              "            pe[0, :, 1::2] = torch.cos(position * div_term)[:, :-1]\n"
+              "        else:\n"
+              "            pe[0, :, 1::2] = torch.cos(position * div_term)"),),
+        "the tutorial's table with the last cos column sliced off for an odd embed_dim",
     ),
     Alternative(
         "pe_table_sequence_first_indexed_right",
@@ -153,6 +215,13 @@ ALTERNATIVES = [
               "    selected[chosen] = True\n"
               "    selected = selected.reshape(text.shape)"),),
         "exactly round(mask_rate * n) tokens selected per batch, by randperm",
+    ),
+    Alternative(
+        "mlm_bernoulli_selection",
+        ("pretraining",),
+        (Edit(BERT, SELECT,
+              "selected = torch.bernoulli(torch.full(text.shape, mask_rate)).bool() & (text != pad_ind)"),),
+        "the selection drawn with torch.bernoulli",
     ),
     Alternative(
         "mlm_multinomial_categories",
