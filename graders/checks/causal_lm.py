@@ -425,10 +425,10 @@ def lm_head(ctx):
         if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
             raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
                               "the head must map every position on its own")
+        expect_linear(ctx, handle, out, hidden, ntoken, f"LMHead({d_model}, {ntoken})")
         expect_repeatable(out, ctx.student.call(handle, "__call__", hidden), "LMHead logits")
         expect_changes(out[:, 0], changed[:, 0], "LMHead logits at position 0", "the hidden state there changes")
         expect_varies(out, "LMHead logits", dim=-1)
-        expect_linear(ctx, handle, out, hidden, ntoken, f"LMHead({d_model}, {ntoken})")
         count = _state_count(ctx, handle, "LMHead")
         if count != d_model * ntoken + ntoken:
             raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {count} parameters, expected "
@@ -450,13 +450,13 @@ def classification_head(ctx):
         if not torch.allclose(out, same, atol=1e-5):
             raise CheckFailed(f"on hidden states of shape {(B, T, d_model)}, changing positions 0..{T - 2} changed the class "
                               "logits: only the last position may count", diagnosis="head_wrong_position")
+        expect_linear(ctx, handle, out, hidden[:, -1], n_classes, f"ClassificationHead({d_model}, {n_classes})")
         last = hidden.clone()
         last[:, -1] += 1.0
         moved = expect_tensor(ctx.student.call(handle, "__call__", last), "ClassificationHead output", shape=(B, n_classes))
         if torch.allclose(out, moved, atol=1e-7):
             raise CheckFailed("changing the last position's hidden state did not change the class logits",
                               diagnosis="head_wrong_position")
-        expect_linear(ctx, handle, out, hidden[:, -1], n_classes, f"ClassificationHead({d_model}, {n_classes})")
 
 
 # ---------------------------------------------------------------- counting

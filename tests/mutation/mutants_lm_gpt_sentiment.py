@@ -298,6 +298,69 @@ ALTERNATIVES = [
         "the crop as an unconditional slice",
     ),
     Alternative(
+        "lm_mask_tutorial",
+        ("causal_lm",),
+        (Edit(LM, MASK, "mask = (torch.triu(torch.ones(sz, sz)) == 1).transpose(0, 1)\n"
+                        '    return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, float(0.0))'),),
+        "the PyTorch tutorial's mask: a lower-triangular boolean, filled with -inf and 0",
+    ),
+    Alternative(
+        "lm_mask_nn_transformer",
+        ("causal_lm",),
+        (Edit(LM, MASK, "return nn.Transformer.generate_square_subsequent_mask(sz)"),),
+        "torch's own nn.Transformer.generate_square_subsequent_mask",
+    ),
+    Alternative(
+        "lm_mask_ones_times_inf",
+        ("causal_lm",),
+        (Edit(LM, MASK, 'return torch.triu(torch.ones(sz, sz) * float("-inf"), diagonal=1)'),),
+        "triu of a matrix of -inf (triu writes the zeros itself)",
+    ),
+    Alternative(
+        "gpt_sample_categorical",
+        ("gpt",),
+        (Edit(GPT, SAMPLE, "next_id = torch.distributions.Categorical(logits=logits).sample().unsqueeze(-1)"),),
+        "sampling with torch.distributions.Categorical on the logits",
+    ),
+    Alternative(
+        "gpt_sample_gumbel_max",
+        ("gpt",),
+        (Edit(GPT, SAMPLE, "gumbel = -torch.log(-torch.log(torch.rand_like(logits)))\n"
+                           "                next_id = (logits + gumbel).argmax(dim=-1, keepdim=True)"),),
+        "the Gumbel-max trick: argmax of the logits plus Gumbel noise",
+    ),
+    Alternative(
+        "gpt_top_k_on_probabilities",
+        ("gpt",),
+        (Edit(GPT, TOP_K, """                probs = F.softmax(logits, dim=-1)
+                kth_best = torch.topk(probs, top_k).values[:, [-1]]
+                logits = torch.log(probs.masked_fill(probs < kth_best, 0.0))"""),),
+        "top-k on the probabilities, zeroing the others (multinomial renormalises)",
+    ),
+    Alternative(
+        "gpt_dataset_pairs_in_init",
+        ("gpt",),
+        (Edit(GPT, KEEP_SENTENCES, KEEP_SENTENCES + "\n        self.pairs = [(torch.tensor(ids[:-1]), torch.tensor(ids[1:])) "
+                                                    "for ids in self.token_ids]"),
+         Edit(GPT, "ids = torch.tensor(self.token_ids[i], dtype=torch.long)\n        " + GETITEM, "return self.pairs[i]")),
+        "the (X, Y) pairs built once in __init__",
+    ),
+    Alternative(
+        "sent_summary_from_outputs",
+        ("sentiment",),
+        (Edit(SENT, GRU_RUN, "output, hidden = self.rnn(embedded)"),
+         Edit(SENT, BIDI, "H = self.rnn.hidden_size\n"
+                          "            hidden = torch.cat((output[:, -1, :H], output[:, 0, H:]), dim=1)"),
+         Edit(SENT, UNI, "hidden = output[:, -1]")),
+        "the final states read from the GRU's outputs: forward at the last step, backward at the first",
+    ),
+    Alternative(
+        "sent_zero_grad_after_step",
+        ("sentiment",),
+        (Edit(SENT, ZERO_GRAD, ""), Edit(SENT, STEP, STEP + "\n        optimizer.zero_grad()")),
+        "gradients cleared after each step instead of before each backward",
+    ),
+    Alternative(
         "sent_frozen_by_requires_grad",
         ("sentiment",),
         (
