@@ -642,36 +642,51 @@ def top_k_draws(ctx, handle, config, seed, k, comparisons, *, prompts=None, draw
             diagnosis=diagnosis, details={"proportions": _proportions(bad)})
 
 
+# A targeted example besides the drawn ones: on the FLAT_CONFIG model with moderately spread logits,
+# temperature 0.25 concentrates the mass on the best tokens, far (tens of half-widths of the
+# Chernoff interval, over FLAT_DRAWS draws) from softmax(logits) and from softmax(logits * 0.25).
+SPREAD_SCALE, SHARP_TEMPERATURE = 0.5, 0.25
+
+
 @check("gpt.temperature_distribution", "Sampling at a temperature draws from softmax(logits / temperature)")
 def temperature_distribution(ctx):
     examples = max(3, ctx.max_examples // 4)
+    spread = build_gpt(ctx, FLAT_CONFIG, scale=SPREAD_SCALE)
+    temperature_draws(ctx, spread, FLAT_CONFIG, ctx.seed, SHARP_TEMPERATURE, FLAT_CONFIG["vocab_size"],
+                      prompts=flat_prompt(ctx, spread), draws=FLAT_DRAWS)
 
     @ctx.given(gpt_configs(min_vocab=4, max_vocab=10), st.integers(0, 2**16), st.sampled_from([0.5, 2.0]),
                max_examples=examples)
     def prop(config, seed, temperature):
         handle = build_gpt(ctx, config, scale=1.0)
-        prompts, logits, shares = sampled_shares(ctx, handle, config, seed, temperature=temperature)
-        comparisons = examples * PROMPTS * config["vocab_size"]
-        expected = torch.softmax(logits / temperature, dim=-1)
-        bad = shares_fit(shares, expected, comparisons)
-        if bad:
-            ignored = not shares_fit(shares, torch.softmax(logits, -1), comparisons)
-            multiplied = not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons)
-            on_best = bool((shares.gather(1, logits.argmax(-1, keepdim=True)) == 1).all())
-            never = not (ignored or multiplied) and on_best and never_samples(ctx, handle, config, seed, prompts)
-            worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
-            seen = (": the draws follow softmax(logits), as if the temperature were 1" if ignored else
-                    ": the draws follow softmax(logits * temperature)" if multiplied else
-                    ": every draw was the argmax, at any temperature" if never else "")
-            raise CheckFailed(
-                f"with temperature={temperature}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was "
-                f"drawn in {worst['share']:.1%} of {DRAWS} draws; softmax(logits / temperature) gives {worst['expected']:.1%} "
-                f"(a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] except with probability below "
-                f"{DELTA:g})" + seen,
-                diagnosis="temperature_ignored" if ignored or multiplied else "generate_never_samples" if never else None,
-                details={"proportions": _proportions(bad)})
+        temperature_draws(ctx, handle, config, seed, temperature, examples * PROMPTS * config["vocab_size"])
 
     forward_gate(ctx)
+
+
+def temperature_draws(ctx, handle, config, seed, temperature, comparisons, *, prompts=None, draws=DRAWS):
+    """The draws of one new token at `temperature`: each token at its share of softmax(logits / temperature)
+    (`comparisons`: how many shares the check bounds in all)."""
+    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws,
+                                             temperature=temperature)
+    expected = torch.softmax(logits / temperature, dim=-1)
+    bad = shares_fit(shares, expected, comparisons, draws)
+    if bad:
+        ignored = not shares_fit(shares, torch.softmax(logits, -1), comparisons, draws)
+        multiplied = not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons, draws)
+        on_best = bool((shares.gather(1, logits.argmax(-1, keepdim=True)) == 1).all())
+        never = not (ignored or multiplied) and on_best and never_samples(ctx, handle, config, seed, prompts)
+        worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
+        seen = (": the draws follow softmax(logits), as if the temperature were 1" if ignored else
+                ": the draws follow softmax(logits * temperature)" if multiplied else
+                ": every draw was the argmax, at any temperature" if never else "")
+        raise CheckFailed(
+            f"with temperature={temperature}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was "
+            f"drawn in {worst['share']:.1%} of {draws} draws; softmax(logits / temperature) gives {worst['expected']:.1%} "
+            f"(a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] except with probability below "
+            f"{DELTA:g})" + seen,
+            diagnosis="temperature_ignored" if ignored or multiplied else "generate_never_samples" if never else None,
+            details={"proportions": _proportions(bad)})
 
 
 @check("gpt.temperature_small_is_greedy", "Sampling at a tiny temperature picks the argmax: the logits are divided by it")
