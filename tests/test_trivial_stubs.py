@@ -1,5 +1,5 @@
 """Trivial answers earn nothing: stubs of every graded function (zeros, ones, uniform, random,
-input echo) score 0 in their part.
+input echo, the template's stub made to return something of the right shape) score 0 in their part.
 
 A stub replaces the graded functions of one part in a copy of the reference (the constructors
 stay, so parameter shapes are right); every check of the part must then fail or error, except
@@ -102,6 +102,7 @@ STUBS = {
     "causal_lm.generate_square_subsequent_mask": ("causal_lm.py", "generate_square_subsequent_mask = _stub", {
         "zeros": "def _stub(sz):\n    return torch.zeros(sz, sz)\n",
         "ones": "def _stub(sz):\n    return torch.ones(sz, sz)\n",
+        "uniform": "def _stub(sz):\n    return torch.full((sz, sz), float('-inf'))\n",
         "random": "def _stub(sz):\n    return torch.randn(sz, sz)\n",
     }),
     "causal_lm.TransformerModel.forward": ("causal_lm.py", "TransformerModel.forward = _stub", {
@@ -110,26 +111,41 @@ STUBS = {
         "uniform": "def _stub(self, src, src_mask=None):\n    return torch.full((*src.shape, self.d_model), 0.5)\n",
         "random": "def _stub(self, src, src_mask=None):\n    return torch.randn(*src.shape, self.d_model)\n",
         "echo": "def _stub(self, src, src_mask=None):\n    return self.embedding(src)\n",
+        # the template's steps before the encoder: every position on its own
+        "template": "def _stub(self, src, src_mask=None):\n"
+                    "    return self.pos_encoder(self.embedding(src) * math.sqrt(self.d_model))\n",
     }),
     "causal_lm.LMHead.forward": ("causal_lm.py", "LMHead.forward = _stub", {
         "zeros": "def _stub(self, hidden):\n    return torch.zeros(*hidden.shape[:-1], self.decoder.out_features)\n",
         "ones": "def _stub(self, hidden):\n    return torch.ones(*hidden.shape[:-1], self.decoder.out_features)\n",
+        "uniform": "def _stub(self, hidden):\n"
+                   "    V = self.decoder.out_features\n    return torch.full((*hidden.shape[:-1], V), 1.0 / V)\n",
         "random": "def _stub(self, hidden):\n    return torch.randn(*hidden.shape[:-1], self.decoder.out_features)\n",
+        "echo": "def _stub(self, hidden):\n"
+                "    return hidden.sum(-1, keepdim=True).expand(*hidden.shape[:-1], self.decoder.out_features).contiguous()\n",
     }),
     "causal_lm.ClassificationHead.forward": ("causal_lm.py", "ClassificationHead.forward = _stub", {
         "zeros": "def _stub(self, hidden):\n    return torch.zeros(hidden.size(0), self.classifier.out_features)\n",
         "ones": "def _stub(self, hidden):\n    return torch.ones(hidden.size(0), self.classifier.out_features)\n",
+        "uniform": "def _stub(self, hidden):\n"
+                   "    C = self.classifier.out_features\n    return torch.full((hidden.size(0), C), 1.0 / C)\n",
         "random": "def _stub(self, hidden):\n    return torch.randn(hidden.size(0), self.classifier.out_features)\n",
+        # the last position's first feature, copied to every class
+        "echo": "def _stub(self, hidden):\n"
+                "    return hidden[:, -1, :1].expand(-1, self.classifier.out_features).contiguous()\n",
     }),
     "causal_lm.count_parameters": ("causal_lm.py", "count_parameters = _stub", {
         "zeros": "def _stub(module):\n    return 0\n",
         "ones": "def _stub(module):\n    return 1\n",
+        "random": "def _stub(module):\n    import random\n    return random.randint(0, 10**6)\n",
     }),
     "causal_lm.closed_form_parameter_count": ("causal_lm.py", "closed_form_parameter_count = _stub", {
         "zeros": "def _stub(ntoken, d_model, nhead, d_hid, nlayers, n_classes=2):\n"
                  "    return {'base': 0, 'lm_head': 0, 'classification_head': 0}\n",
         "ones": "def _stub(ntoken, d_model, nhead, d_hid, nlayers, n_classes=2):\n"
                 "    return {'base': 1, 'lm_head': 1, 'classification_head': 1}\n",
+        "random": "def _stub(ntoken, d_model, nhead, d_hid, nlayers, n_classes=2):\n    import random\n"
+                  "    return {key: random.randint(0, 10**6) for key in ('base', 'lm_head', 'classification_head')}\n",
     }),
     "gpt.GPT.forward": ("gpt.py", "GPT.forward = _stub", {
         kind: "def _stub(self, idx, targets=None, finetune_classify=False):\n"
@@ -174,11 +190,47 @@ STUBS = {
     "gpt.LanguageModelingDataset.__getitem__": ("gpt.py", "LanguageModelingDataset.__getitem__ = _stub", {
         "zeros": "def _stub(self, i):\n    n = len(self.token_ids[i]) - 1\n"
                  "    return torch.zeros(n, dtype=torch.long), torch.zeros(n, dtype=torch.long)\n",
+        "ones": "def _stub(self, i):\n    n = len(self.token_ids[i]) - 1\n"
+                "    return torch.ones(n, dtype=torch.long), torch.ones(n, dtype=torch.long)\n",
+        "random": "def _stub(self, i):\n    n = len(self.token_ids[i]) - 1\n"
+                  "    return torch.randint(30, (n,)), torch.randint(30, (n,))\n",
         "echo": "def _stub(self, i):\n    ids = torch.tensor(self.token_ids[i])\n    return ids, ids\n",
     }),
     "gpt.lm_collate_fn": ("gpt.py", "lm_collate_fn = _stub", {
-        "zeros": "def _stub(batch):\n    T = max(len(x) for x, _ in batch)\n"
-                 "    return torch.zeros(len(batch), T, dtype=torch.long), torch.zeros(len(batch), T, dtype=torch.long)\n",
+        kind: "def _stub(batch):\n    B, T = len(batch), max(len(x) for x, _ in batch)\n"
+              f"    return {pair}\n"
+        for kind, pair in {
+            "zeros": "torch.zeros(B, T, dtype=torch.long), torch.zeros(B, T, dtype=torch.long)",
+            "ones": "torch.ones(B, T, dtype=torch.long), torch.ones(B, T, dtype=torch.long)",
+            "random": "torch.randint(30, (B, T)), torch.randint(30, (B, T))",
+        }.items()
+    }),
+    "sentiment.BERTGRUSentiment.forward": ("sentiment.py", "BERTGRUSentiment.forward = _stub", {
+        kind: f"def _stub(self, text, attention_mask=None):\n    B, C = text.size(0), self.out.out_features\n    return {out}\n"
+        for kind, out in {
+            "zeros": "torch.zeros(B, C)",
+            "ones": "torch.ones(B, C)",
+            "uniform": "torch.full((B, C), 0.5)",
+            "random": "torch.randn(B, C)",
+            "echo": "text.float().mean(1, keepdim=True).expand(B, C).contiguous()",
+            # the template's forward made to return its head's output: the output layer's bias
+            "template": "self.out(torch.zeros(B, self.out.in_features))",
+        }.items()
+    }),
+    "sentiment.binary_accuracy": ("sentiment.py", "binary_accuracy = _stub", {
+        kind: f"def _stub(preds, y):\n    return {value}\n"
+        for kind, value in {"zeros": "torch.tensor(0.0)", "ones": "torch.tensor(1.0)", "uniform": "torch.tensor(0.5)",
+                            "random": "torch.rand(())", "echo": "preds.mean()"}.items()
+    }),
+    "sentiment.train": ("sentiment.py", "train = _stub", {
+        kind: f"def _stub(model, iterator, optimizer, criterion):\n    import math, random\n    return {value}\n"
+        for kind, value in {"zeros": "0.0, 0.0", "ones": "1.0, 1.0", "uniform": "math.log(2), 0.5",
+                            "random": "random.random(), random.random()"}.items()
+    }),
+    "sentiment.evaluate": ("sentiment.py", "evaluate = _stub", {
+        kind: f"def _stub(model, iterator, criterion):\n    import math, random\n    return {value}\n"
+        for kind, value in {"zeros": "0.0, 0.0", "ones": "1.0, 1.0", "uniform": "math.log(2), 0.5",
+                            "random": "random.random(), random.random()"}.items()
     }),
 }
 
@@ -192,14 +244,13 @@ PARTS = {
     "pretraining": (["bert.mask_inputs", "bert.pretrain_step"], {}),
     "causal_lm": (["causal_lm.generate_square_subsequent_mask", "causal_lm.TransformerModel.forward",
                    "causal_lm.LMHead.forward", "causal_lm.ClassificationHead.forward", "causal_lm.count_parameters",
-                   "causal_lm.closed_form_parameter_count"],
-                  {"causal_lm.model_parameters": "counts the constructor's parameters"}),
-    "gpt": (["gpt.GPT.forward", "gpt.GPT.generate", "gpt.LanguageModelingDataset.__getitem__", "gpt.lm_collate_fn"],
-            {"gpt.heads": "inspects the constructor's parameters",
-             "gpt.dataset_is_dataset": "inspects the dataset class's bases"}),
+                   "causal_lm.closed_form_parameter_count"], {}),
+    "gpt": (["gpt.GPT.forward", "gpt.GPT.generate", "gpt.LanguageModelingDataset.__getitem__", "gpt.lm_collate_fn"], {}),
+    "sentiment": (["sentiment.BERTGRUSentiment.forward", "sentiment.binary_accuracy", "sentiment.train",
+                   "sentiment.evaluate"], {}),
 }
 
-KINDS = ["zeros", "ones", "uniform", "uniform_unmasked", "random", "echo"]
+KINDS = ["zeros", "ones", "uniform", "uniform_unmasked", "random", "echo", "template"]
 
 
 def _stub_code(target, kind):

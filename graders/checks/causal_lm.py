@@ -4,6 +4,7 @@ import math
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
@@ -308,8 +309,9 @@ def batch_first_shape(ctx):
 SUB_MODULES = ("embedding", "pos_encoder", "transformer_encoder")
 
 
-def forward_variants(ctx, handle, ids, d_model):
-    """What the model's own sub-modules give for the right forward and for known mistakes."""
+def forward_variants(ctx, handle, ids, d_model, ntoken):
+    """(the right hidden states, [(diagnosis, hidden states)] of known mistakes), from the model's own
+    sub-modules."""
     try:
         mods = {name: ctx.student.getattr(handle, name) for name in SUB_MODULES}
     except StudentError:
@@ -323,12 +325,16 @@ def forward_variants(ctx, handle, ids, d_model):
     causal_mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
     embedded = run("embedding", ids)
     scaled = embedded * math.sqrt(d_model)
-    return {
-        "right": run("transformer_encoder", run("pos_encoder", scaled), mask=causal_mask),
-        "lm_embedding_not_scaled": run("transformer_encoder", run("pos_encoder", embedded), mask=causal_mask),
-        "lm_no_positional_encoding": run("transformer_encoder", scaled, mask=causal_mask),
-        "not_causal": run("transformer_encoder", run("pos_encoder", scaled)),
-    }
+    right = run("transformer_encoder", run("pos_encoder", scaled), mask=causal_mask)
+    mistakes = [
+        ("lm_embedding_not_scaled", run("transformer_encoder", run("pos_encoder", embedded), mask=causal_mask)),
+        ("lm_embedding_wrong_scale", run("transformer_encoder", run("pos_encoder", embedded * d_model), mask=causal_mask)),
+        ("lm_embedding_wrong_scale", run("transformer_encoder", run("pos_encoder", embedded * math.sqrt(ntoken)),
+                                         mask=causal_mask)),
+        ("lm_no_positional_encoding", run("transformer_encoder", scaled, mask=causal_mask)),
+        ("not_causal", run("transformer_encoder", run("pos_encoder", scaled))),
+    ]
+    return right, mistakes
 
 
 @check("causal_lm.forward_wiring", "forward = transformer_encoder(pos_encoder(embedding(src) * sqrt(d_model)), causal mask), "
@@ -339,17 +345,83 @@ def forward_wiring(ctx):
         config, ids, _ = ex
         d_model = config[1]
         handle = _model(ctx, config)
-        got = _hidden(ctx, handle, ids, d_model)
-        variants = forward_variants(ctx, handle, ids, d_model)
-        right = variants.pop("right")
+        try:
+            got = _hidden(ctx, handle, ids, d_model)
+        except StudentError as error:
+            if _square_batches_only(ctx, config, ids):
+                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: {error.message}; "
+                                  f"on a batch of {ids.size(1)} sequences it runs: the causal mask is sized by the batch "
+                                  "size, not by the sequence length"[:600], diagnosis="causal_mask_wrong_size") from None
+            raise
+        right, mistakes = forward_variants(ctx, handle, ids, d_model, config[0])
         if is_close(got, right, atol=1e-4):
             return
-        diagnosis = next((name for name, out in variants.items() if is_close(got, out, atol=1e-4)), None)
+        diagnosis = next((name for name, out in mistakes if is_close(got, out, atol=1e-4)), None)
         expect_close(got, right, f"hidden states of TransformerModel{config} (eval mode) against its own embedding, "
                                  "pos_encoder and transformer_encoder", atol=1e-4, diagnosis=diagnosis)
 
 
+def _square_batches_only(ctx, config, ids):
+    """The model, which raised on `ids` (B != T), gives the right hidden states on a batch of T
+    sequences of length T: the mistake of a causal mask sized by src.size(0)."""
+    T = ids.size(1)
+    square = torch.randint(0, config[0], (T, T), generator=torch.Generator().manual_seed(7))
+    handle = _model(ctx, config)
+    try:
+        got = ctx.student.call(handle, "__call__", square)
+    except StudentError:
+        return False
+    return is_close(got, forward_variants(ctx, handle, square, config[1], config[0])[0], atol=1e-4)
+
+
+@check("causal_lm.src_mask_argument", "A src_mask passed to forward replaces the causal mask")
+def src_mask_argument(ctx):
+    @ctx.given(causal_inputs(square=False))
+    def prop(ex):
+        config, ids, _ = ex
+        ntoken, d_model = config[0], config[1]
+        handle = _model(ctx, config)
+        T = ids.size(1)
+        # every position sees every other one: the encoder's output without a mask
+        open_mask = torch.zeros(T, T)
+        got = expect_tensor(ctx.student.call(handle, "__call__", ids, open_mask), "TransformerModel output",
+                            shape=(*ids.shape, d_model))
+        causal_out, mistakes = forward_variants(ctx, handle, ids, d_model, ntoken)
+        expected = dict(mistakes)["not_causal"]
+        if is_close(got, expected, atol=1e-4):
+            return
+        diagnosis = "src_mask_ignored" if is_close(got, causal_out, atol=1e-4) else None
+        expect_close(got, expected, f"hidden states of TransformerModel{config} called with src_mask = zeros({T}, {T}) "
+                                    "(no position blocked) against its own sub-modules", atol=1e-4, diagnosis=diagnosis)
+
+    lm_gate(ctx)
+
+
 # ---------------------------------------------------------------- heads
+
+
+def _linear_weights(ctx, handle, n_out, d_model, what):
+    """The head's own Linear weight (n_out, d_model) and bias (n_out,) (or None), read back with
+    state_dict(), or None when the head holds no such tensors (its sizes are graded elsewhere)."""
+    state = learnable(state_tensors(ctx, handle, what))
+    weights = [t for t in state.values() if tuple(t.shape) == (n_out, d_model)]
+    biases = [t for t in state.values() if tuple(t.shape) == (n_out,)]
+    if len(weights) != 1 or len(biases) > 1:
+        return None
+    return weights[0], (biases[0] if biases else None)
+
+
+def expect_linear(ctx, handle, got, hidden, n_out, what):
+    """`got` is the head's own Linear applied to `hidden`: logits, not probabilities."""
+    found = _linear_weights(ctx, handle, n_out, hidden.size(-1), what)
+    if found is None:
+        return
+    expected = F.linear(hidden.double(), found[0].double(), None if found[1] is None else found[1].double())
+    if is_close(got, expected, atol=1e-5):
+        return
+    probabilities = [torch.softmax(expected, -1), torch.log_softmax(expected, -1), torch.sigmoid(expected)]
+    diagnosis = "head_returns_probabilities" if any(is_close(got, p, atol=1e-5) for p in probabilities) else None
+    expect_close(got, expected, f"{what} output against its own Linear weights", diagnosis=diagnosis)
 
 
 @st.composite
@@ -377,6 +449,7 @@ def lm_head(ctx):
         if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
             raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
                               "the head must map every position on its own")
+        expect_linear(ctx, handle, out, hidden, ntoken, f"LMHead({d_model}, {ntoken})")
         expect_repeatable(out, ctx.student.call(handle, "__call__", hidden), "LMHead logits")
         expect_changes(out[:, 0], changed[:, 0], "LMHead logits at position 0", "the hidden state there changes")
         expect_varies(out, "LMHead logits", dim=-1)
@@ -401,6 +474,7 @@ def classification_head(ctx):
         if not torch.allclose(out, same, atol=1e-5):
             raise CheckFailed(f"on hidden states of shape {(B, T, d_model)}, changing positions 0..{T - 2} changed the class "
                               "logits: only the last position may count", diagnosis="head_wrong_position")
+        expect_linear(ctx, handle, out, hidden[:, -1], n_classes, f"ClassificationHead({d_model}, {n_classes})")
         last = hidden.clone()
         last[:, -1] += 1.0
         moved = expect_tensor(ctx.student.call(handle, "__call__", last), "ClassificationHead output", shape=(B, n_classes))
@@ -472,6 +546,9 @@ def model_parameters(ctx):
             raise CheckFailed(f"TransformerModel{config}: {shared[:4]} share their tensor with another entry (a layer used "
                               "twice), so the model has fewer parameters than its closed form",
                               diagnosis="parameter_count_off")
+
+    # the constructor alone earns nothing: the model must also compute (a stubbed forward)
+    lm_gate(ctx)
 
 
 @check("causal_lm.closed_form", "closed_form_parameter_count matches the modules and the formula for every configuration")

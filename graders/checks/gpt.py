@@ -194,6 +194,30 @@ def dataset_is_dataset(ctx):
         raise CheckFailed(f"dataset + dataset has length {n!r} (expected {2 * len(corpus)}) or another item at index "
                           f"{len(corpus)} than dataset[0]: LanguageModelingDataset must subclass torch.utils.data.Dataset",
                           diagnosis="dataset_wrong_class")
+    dataset_gate(ctx)
+
+
+def dataset_gate(ctx):
+    """LanguageModelingDataset does its job (graders/checks/gates.py): its items come from the
+    sentences (two sentences give different items) and Y is not a copy of X."""
+    corpus = [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]]
+    dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", corpus)
+    items = [ctx.student.call(dataset, "__getitem__", i) for i in range(len(corpus))]
+    pairs = [(expect_tensor(x, f"X of sentence {ids}"), expect_tensor(y, f"Y of sentence {ids}"))
+             for ids, item in zip(corpus, items) for x, y in [_pair(item)]]
+    (x0, y0), (x1, y1) = pairs
+    if x0.shape == x1.shape and torch.equal(x0, x1) and torch.equal(y0, y1):
+        raise CheckFailed(f"the sentences {corpus} give the same item {x0.tolist()}, {y0.tolist()}: the items do not come "
+                          "from the sentences, so the property earns no points", diagnosis=DEGENERATE)
+    if all(x.shape == y.shape and torch.equal(x, y) for x, y in pairs):
+        raise CheckFailed(f"sentence {corpus[0]} gives X = Y = {x0.tolist()}: Y must be X shifted by one, or the model "
+                          "learns to copy its input, so the property earns no points", diagnosis="dataset_not_shifted")
+
+
+def _pair(item):
+    if not isinstance(item, (tuple, list)) or len(item) != 2:
+        raise CheckFailed("dataset[i] must be a pair (X, Y)", diagnosis="returns_wrong_type")
+    return item
 
 
 @check("gpt.dataset_shifted", "LanguageModelingDataset gives (X, Y) with X = ids[:-1] and Y = ids[1:]")
@@ -219,6 +243,30 @@ def dataset_shifted(ctx):
             if x.dtype != torch.long or y.dtype != torch.long:
                 raise CheckFailed(f"X and Y must be long tensors (token ids), got {x.dtype} and {y.dtype}",
                                   diagnosis="returns_wrong_type")
+
+
+@check("gpt.dataset_drops_short", "LanguageModelingDataset leaves out sentences of fewer than two tokens")
+def dataset_drops_short(ctx):
+    @ctx.given(sentences(min_len=2), st.integers(1, 3), st.integers(0, 2**16))
+    def prop(corpus, n_short, seed):
+        g = torch.Generator().manual_seed(seed)
+        mixed = list(corpus)
+        for _ in range(n_short):  # one-token (or empty) sentences at seeded places
+            short = [int(torch.randint(1, 30, (1,), generator=g))] if bool(torch.rand(1, generator=g) < 0.7) else []
+            mixed.insert(int(torch.randint(0, len(mixed) + 1, (1,), generator=g)), short)
+        dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", mixed)
+        n = ctx.student.call(dataset, "__len__")
+        if n != len(corpus):
+            raise CheckFailed(f"the corpus {mixed} holds {len(corpus)} sentences of two tokens or more, but the dataset "
+                              f"has length {n!r}", diagnosis="dataset_keeps_short" if n == len(mixed) else None)
+        for i, ids in enumerate(corpus):
+            x, y = _pair(ctx.student.call(dataset, "__getitem__", i))
+            x, y = expect_tensor(x, f"X of item {i}"), expect_tensor(y, f"Y of item {i}")
+            if not (torch.equal(x.long(), torch.tensor(ids[:-1])) and torch.equal(y.long(), torch.tensor(ids[1:]))):
+                raise CheckFailed(f"item {i} of the dataset of {mixed} is X = {x.tolist()}, Y = {y.tolist()}; the sentences "
+                                  f"of two tokens or more, in order, give X = {ids[:-1]}, Y = {ids[1:]} there")
+
+    dataset_gate(ctx)
 
 
 def _pairs(corpus):
@@ -252,7 +300,7 @@ def collate_pads(ctx):
             if not (torch.equal(X[i, : len(x)].long(), x) and torch.equal(Y[i, : len(y)].long(), y)):
                 raise CheckFailed(f"row {i} of the batch does not start with its own sequence", diagnosis="collate_not_padded")
             if not bool((X[i, len(x):] == PAD_ID).all()):
-                raise CheckFailed(f"X must be padded with PAD_ID = {PAD_ID}, got {X[i].tolist()}", diagnosis="collate_not_padded")
+                raise CheckFailed(f"X must be padded with PAD_ID = {PAD_ID}, got {X[i].tolist()}", diagnosis="collate_x_pad_wrong")
             if not bool((Y[i, len(y):] == IGNORE_INDEX).all()):
                 raise CheckFailed(f"Y must be padded with IGNORE_INDEX = {IGNORE_INDEX} so padding is not in the loss, "
                                   f"got {Y[i].tolist()}", diagnosis="collate_padding_counts")
@@ -270,7 +318,14 @@ def padding_not_in_loss(ctx):
         corpus = [torch.randint(1, V, (n,), generator=g).tolist() for n in lengths]
         handle = build_gpt(ctx, config)
         X, Y = collate(ctx, _pairs(corpus))
-        _, loss = forward(ctx, handle, X, Y)
+        try:
+            _, loss = forward(ctx, handle, X, Y)
+        except StudentError as error:
+            if bool((Y == IGNORE_INDEX).any()) and _loss_runs_without_ignore_index(ctx, handle, X, Y):
+                raise CheckFailed(f"GPT.forward(X, Y) raised {error.exc_type}: {error.message}; with the padded targets "
+                                  f"IGNORE_INDEX = {IGNORE_INDEX} replaced by a real token it runs: the loss does not "
+                                  "ignore IGNORE_INDEX"[:600], diagnosis="loss_ignore_index_wrong") from None
+            raise
         total, count = 0.0, 0
         for ids in corpus:
             x, y = torch.tensor([ids[:-1]]), torch.tensor(ids[1:])
@@ -282,7 +337,8 @@ def padding_not_in_loss(ctx):
         got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 else None
         if got is None or not math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
             padded_y = Y[torch.arange(Y.size(1))[None, :] >= torch.tensor([len(i) - 1 for i in corpus])[:, None]]
-            diagnosis = "collate_padding_counts" if bool((padded_y != IGNORE_INDEX).any()) else None
+            diagnosis = ("collate_padding_counts" if bool((padded_y != IGNORE_INDEX).any()) else
+                         "loss_not_mean" if got is not None and math.isclose(got, total, rel_tol=1e-4) else None)
             raise CheckFailed(
                 f"sentences of lengths {lengths}: the batch loss is {got}, but the mean cross-entropy over the real tokens "
                 f"(each sentence run alone) is {expected:.6g}",
@@ -290,6 +346,15 @@ def padding_not_in_loss(ctx):
             )
 
     forward_gate(ctx)
+
+
+def _loss_runs_without_ignore_index(ctx, handle, X, Y):
+    """GPT.forward(X, Y) runs once the IGNORE_INDEX targets are a real token (1)."""
+    try:
+        forward(ctx, handle, X, Y.masked_fill(Y == IGNORE_INDEX, 1))
+    except StudentError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- model and heads
@@ -306,6 +371,8 @@ def heads(ctx):
             raise CheckFailed(f"expected a parameter {name} of shape {shape}, got {shapes.get(name)}")
     if "lm_head.bias" in shapes:
         raise CheckFailed("lm_head must have no bias (minGPT: Linear(n_embd, vocab_size, bias=False))", diagnosis="parameter_count_off")
+    # the constructor alone earns nothing: the model must also compute (a stubbed forward)
+    forward_gate(ctx)
 
 
 @check("gpt.causal", "GPT logits at position t do not depend on later tokens")
@@ -372,8 +439,12 @@ def greedy_follows_argmax(ctx):
             logits = last_logits(ctx, handle, out[:, : T + step], config["vocab_size"])
             expected = logits.argmax(-1)
             if not torch.equal(out[:, T + step], expected):
+                logits, _ = forward(ctx, handle, out[:, : T + step])
+                first = torch.equal(out[:, T + step], logits[:, 0].argmax(-1)) and not torch.equal(expected, logits[:, 0].argmax(-1))
                 raise CheckFailed(f"new token {step}: generate gave {out[:, T + step].tolist()}, the argmax of the model's "
-                                  f"logits is {expected.tolist()}", diagnosis="generate_not_greedy")
+                                  f"last-position logits is {expected.tolist()}"
+                                  + (" (it is the argmax at the first position)" if first else ""),
+                                  diagnosis="generate_wrong_position" if first else "generate_not_greedy")
 
     forward_gate(ctx)
 
@@ -462,27 +533,30 @@ def chernoff_interval(p, n, budget):
     return low, high
 
 
-def sampled_shares(ctx, handle, config, seed, **sampling):
-    """(prompts (P, T), logits (P, V) of their last positions, shares (P, V) of DRAWS draws of one new token each)."""
+def sampled_shares(ctx, handle, config, seed, *, prompts=None, draws=DRAWS, **sampling):
+    """(prompts (P, T), logits (P, V) of their last positions, shares (P, V) of `draws` draws of one
+    new token each); the prompts are drawn from `seed` unless given."""
     V = config["vocab_size"]
-    prompts = _sample_rows(config, seed, PROMPTS)
+    if prompts is None:
+        prompts = _sample_rows(config, seed, PROMPTS)
     logits = last_logits(ctx, handle, prompts, V).double()
     ctx.student.seed(seed)
-    out = generate(ctx, handle, prompts.repeat_interleave(DRAWS, dim=0), 1, do_sample=True, **sampling)
-    drawn = out[:, -1].reshape(PROMPTS, DRAWS)
+    out = generate(ctx, handle, prompts.repeat_interleave(draws, dim=0), 1, do_sample=True, **sampling)
+    drawn = out[:, -1].reshape(len(prompts), draws)
     if bool(((drawn < 0) | (drawn >= V)).any()):
         raise CheckFailed(f"sampling drew token ids outside [0, {V}): {sorted(set(drawn[(drawn < 0) | (drawn >= V)].tolist()))[:8]}")
-    shares = torch.stack([torch.bincount(row, minlength=V).double() / DRAWS for row in drawn])
+    shares = torch.stack([torch.bincount(row, minlength=V).double() / draws for row in drawn])
     return prompts, logits, shares
 
 
-def shares_fit(shares, expected, comparisons):
-    """Rows of (token, share, expected, low, high) where a share lies outside its Chernoff interval."""
+def shares_fit(shares, expected, comparisons, draws=DRAWS):
+    """Rows of (token, share, expected, low, high) where a share of `draws` draws lies outside its
+    Chernoff interval."""
     budget = math.log(2 * comparisons / DELTA)
     bad = []
     for p_row, s_row, row in zip(expected.tolist(), shares.tolist(), range(len(shares))):
         for token, (p, x) in enumerate(zip(p_row, s_row)):
-            low, high = chernoff_interval(p, DRAWS, budget)
+            low, high = chernoff_interval(p, draws, budget)
             if not low <= x <= high:
                 bad.append({"prompt": row, "token": token, "share": x, "expected": p, "low": low, "high": high})
     return bad
@@ -498,15 +572,36 @@ def top_k_probabilities(logits, k):
     return torch.softmax(logits.masked_fill(logits < kth, float("-inf")), dim=-1)
 
 
+# A targeted example besides the drawn ones: weights so small that the model's logits are nearly
+# flat, so each of the top FLAT_K tokens holds about 1 / FLAT_K of the renormalised mass. A sampler
+# that keeps fewer tokens (only the best one, say) draws the best in every one of FLAT_DRAWS draws,
+# about 20 half-widths of its Chernoff interval away; a right sampler stays inside it.
+FLAT_CONFIG = {"vocab_size": 8, "block_size": 6, "n_layer": 1, "n_head": 2, "n_embd": 8,
+               "n_classification_class": 2, "weights_seed": 53}
+FLAT_SCALE, FLAT_K, FLAT_DRAWS = 0.05, 4, 8000
+
+
+def flat_prompt(ctx, handle):
+    """Of a few seeded prompts, the one whose k-th and (k+1)-th best logits lie furthest apart, so that
+    the top k is the same set whatever the rounding of the student's batched forward."""
+    V = FLAT_CONFIG["vocab_size"]
+    candidates = torch.randint(0, V, (8, 4), generator=torch.Generator().manual_seed(59))
+    top = last_logits(ctx, handle, candidates, V).topk(FLAT_K + 1, dim=-1).values
+    return candidates[int((top[:, FLAT_K - 1] - top[:, FLAT_K]).argmax())][None]
+
+
 @check("gpt.top_k", "Sampling with top_k draws each of the k most likely tokens with its renormalised probability, and no other")
 def top_k(ctx):
     examples = max(3, ctx.max_examples // 4)
+    flat = build_gpt(ctx, FLAT_CONFIG, scale=FLAT_SCALE)
+    top_k_draws(ctx, flat, FLAT_CONFIG, ctx.seed, FLAT_K, FLAT_CONFIG["vocab_size"], prompts=flat_prompt(ctx, flat),
+                draws=FLAT_DRAWS)
 
     @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), max_examples=examples)
     def prop(config, seed):
         handle = build_gpt(ctx, config, scale=0.5)
         for k in TOP_KS:
-            top_k_draws(ctx, handle, config, seed, k, examples)
+            top_k_draws(ctx, handle, config, seed, k, examples * len(TOP_KS) * PROMPTS * config["vocab_size"])
 
     forward_gate(ctx)
 
@@ -514,60 +609,92 @@ def top_k(ctx):
 TOP_KS = (1, 2, 4)
 
 
-def top_k_draws(ctx, handle, config, seed, k, examples):
-    """The draws of one new token with top_k=k: none outside the top k, each of them at its renormalised probability."""
-    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, top_k=k)
+def never_samples(ctx, handle, config, seed, prompts, draws=400):
+    """do_sample=True without top_k gave the argmax in all `draws` draws of every prompt whose best
+    token has a probability below 0.95 (a right sampler does so with probability below 0.95^400 ~ 1e-9)."""
+    _, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws)
+    spread = torch.softmax(logits, -1).amax(-1) < 0.95
+    on_best = shares.gather(1, logits.argmax(-1, keepdim=True))[:, 0] == 1
+    return bool(spread.any()) and bool(on_best[spread].all())
+
+
+def top_k_draws(ctx, handle, config, seed, k, comparisons, *, prompts=None, draws=DRAWS):
+    """The draws of one new token with top_k=k: none outside the top k, each of them at its
+    renormalised probability (`comparisons`: how many shares the check bounds in all)."""
+    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws, top_k=k)
+    total = len(prompts) * draws
     allowed = logits >= logits.topk(k, dim=-1).values[:, -1:]
     leaked = (shares > 0) & ~allowed
     if leaked.any():
         row = int(leaked.any(-1).nonzero()[0])
-        raise CheckFailed(f"with top_k={k}, {shares[leaked].sum().item() * DRAWS:.0f} of {PROMPTS * DRAWS} draws fell "
+        raise CheckFailed(f"with top_k={k}, {shares[leaked].sum().item() * draws:.0f} of {total} draws fell "
                           f"outside the top {k} (prompt {prompts[row].tolist()}: drew tokens "
                           f"{leaked[row].nonzero()[:, 0].tolist()}, the top {k} are {logits[row].topk(k).indices.tolist()})",
                           diagnosis="top_k_leaks")
     expected = top_k_probabilities(logits, k)
-    bad = shares_fit(shares, expected, examples * len(TOP_KS) * PROMPTS * config["vocab_size"])
+    bad = shares_fit(shares, expected, comparisons, draws)
     if bad:
         best = logits.argmax(-1)
         only_best = k > 1 and bool((shares.gather(1, best[:, None]) == 1).all())
+        diagnosis, seen = None, ""
+        if only_best and never_samples(ctx, handle, config, seed, prompts):
+            diagnosis, seen = "generate_never_samples", ": every draw was the argmax, with or without top_k"
+        elif only_best:
+            diagnosis, seen = "top_k_only_best", ": only the most likely token was ever drawn"
         worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
         raise CheckFailed(
             f"with top_k={k}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was drawn in "
-            f"{worst['share']:.1%} of {DRAWS} draws; the model's probabilities renormalised over the top {k} give "
+            f"{worst['share']:.1%} of {draws} draws; the model's probabilities renormalised over the top {k} give "
             f"{worst['expected']:.1%} (a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] "
-            f"except with probability below {DELTA:g})"
-            + (": only the most likely token was ever drawn" if only_best else ""),
-            diagnosis="top_k_only_best" if only_best else None,
-            details={"proportions": _proportions(bad)})
+            f"except with probability below {DELTA:g}){seen}",
+            diagnosis=diagnosis, details={"proportions": _proportions(bad)})
+
+
+# A targeted example besides the drawn ones: on the FLAT_CONFIG model with moderately spread logits,
+# temperature 0.25 concentrates the mass on the best tokens, far (tens of half-widths of the
+# Chernoff interval, over FLAT_DRAWS draws) from softmax(logits) and from softmax(logits * 0.25).
+SPREAD_SCALE, SHARP_TEMPERATURE = 0.5, 0.25
 
 
 @check("gpt.temperature_distribution", "Sampling at a temperature draws from softmax(logits / temperature)")
 def temperature_distribution(ctx):
     examples = max(3, ctx.max_examples // 4)
+    spread = build_gpt(ctx, FLAT_CONFIG, scale=SPREAD_SCALE)
+    temperature_draws(ctx, spread, FLAT_CONFIG, ctx.seed, SHARP_TEMPERATURE, FLAT_CONFIG["vocab_size"],
+                      prompts=flat_prompt(ctx, spread), draws=FLAT_DRAWS)
 
     @ctx.given(gpt_configs(min_vocab=4, max_vocab=10), st.integers(0, 2**16), st.sampled_from([0.5, 2.0]),
                max_examples=examples)
     def prop(config, seed, temperature):
         handle = build_gpt(ctx, config, scale=1.0)
-        prompts, logits, shares = sampled_shares(ctx, handle, config, seed, temperature=temperature)
-        comparisons = examples * PROMPTS * config["vocab_size"]
-        expected = torch.softmax(logits / temperature, dim=-1)
-        bad = shares_fit(shares, expected, comparisons)
-        if bad:
-            ignored = not shares_fit(shares, torch.softmax(logits, -1), comparisons)
-            multiplied = not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons)
-            worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
-            seen = (": the draws follow softmax(logits), as if the temperature were 1" if ignored else
-                    ": the draws follow softmax(logits * temperature)" if multiplied else "")
-            raise CheckFailed(
-                f"with temperature={temperature}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was "
-                f"drawn in {worst['share']:.1%} of {DRAWS} draws; softmax(logits / temperature) gives {worst['expected']:.1%} "
-                f"(a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] except with probability below "
-                f"{DELTA:g})" + seen,
-                diagnosis="temperature_ignored" if ignored or multiplied else None,
-                details={"proportions": _proportions(bad)})
+        temperature_draws(ctx, handle, config, seed, temperature, examples * PROMPTS * config["vocab_size"])
 
     forward_gate(ctx)
+
+
+def temperature_draws(ctx, handle, config, seed, temperature, comparisons, *, prompts=None, draws=DRAWS):
+    """The draws of one new token at `temperature`: each token at its share of softmax(logits / temperature)
+    (`comparisons`: how many shares the check bounds in all)."""
+    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws,
+                                             temperature=temperature)
+    expected = torch.softmax(logits / temperature, dim=-1)
+    bad = shares_fit(shares, expected, comparisons, draws)
+    if bad:
+        ignored = not shares_fit(shares, torch.softmax(logits, -1), comparisons, draws)
+        multiplied = not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons, draws)
+        on_best = bool((shares.gather(1, logits.argmax(-1, keepdim=True)) == 1).all())
+        never = not (ignored or multiplied) and on_best and never_samples(ctx, handle, config, seed, prompts)
+        worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
+        seen = (": the draws follow softmax(logits), as if the temperature were 1" if ignored else
+                ": the draws follow softmax(logits * temperature)" if multiplied else
+                ": every draw was the argmax, at any temperature" if never else "")
+        raise CheckFailed(
+            f"with temperature={temperature}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was "
+            f"drawn in {worst['share']:.1%} of {draws} draws; softmax(logits / temperature) gives {worst['expected']:.1%} "
+            f"(a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] except with probability below "
+            f"{DELTA:g})" + seen,
+            diagnosis="temperature_ignored" if ignored or multiplied else "generate_never_samples" if never else None,
+            details={"proportions": _proportions(bad)})
 
 
 @check("gpt.temperature_small_is_greedy", "Sampling at a tiny temperature picks the argmax: the logits are divided by it")
@@ -602,6 +729,10 @@ def temperature_large_spreads(ctx):
         out = generate(ctx, handle, prompt.repeat(rows, 1), 1, temperature=1e4, do_sample=True)
         counts = torch.bincount(out[:, -1].clamp(0, config["vocab_size"] - 1), minlength=config["vocab_size"])
         # at T=1e4 the draw is uniform: a token is missed from 400 draws with probability < 10 * 0.9^400 ~ 5e-18
+        if int((counts > 0).sum()) == 1 and never_samples(ctx, handle, config, seed, prompt):
+            raise CheckFailed(f"with temperature=1e4 and do_sample=True, all {rows} draws were token "
+                              f"{int(counts.argmax())}, the argmax: generate never samples", diagnosis="generate_never_samples",
+                              details={"numbers": {"counts": counts.tolist()}})
         if bool((counts == 0).any()):
             raise CheckFailed(f"with temperature=1e4, {rows} draws hit only {int((counts > 0).sum())} of "
                               f"{config['vocab_size']} tokens (counts {counts.tolist()}): the distribution should be "

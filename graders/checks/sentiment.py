@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from graders.checks.compare import expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import expect_changes
 from graders.checks.weights import state_tensors
 
 MODULE = "sentiment"
@@ -181,7 +182,13 @@ def load_head(ctx, handle, arch, rnn, out, *, exact=True, seed=0):
     gru_state = rnn.state_dict()
     g = torch.Generator().manual_seed(seed)
     state, linear = {}, []
-    for name, tensor in state_tensors(ctx, handle, "BERTGRUSentiment").items():
+    student_state = state_tensors(ctx, handle, "BERTGRUSentiment")
+    gru_names = [name for name in student_state if not name.startswith("bert.") and GRU_PARAM.search(name)]
+    if exact and bidirectional and gru_names and not any(name.endswith("_reverse") for name in gru_names):
+        raise CheckFailed(f"BERTGRUSentiment(hidden_dim={hidden_dim}, n_layers={n_layers}, bidirectional=True) has a GRU "
+                          f"without backward-direction weights (its parameters are {gru_names[:4]}...): the GRU must be "
+                          "built with bidirectional=bidirectional", diagnosis="gru_not_bidirectional")
+    for name, tensor in student_state.items():
         if name.startswith("bert.") or not tensor.is_floating_point():
             continue
         match = GRU_PARAM.search(name)
@@ -224,6 +231,7 @@ def summaries(rnn, features):
         found["output[:, -1]"] = output[:, -1]
         found["hidden[-1] twice"] = torch.cat((hidden[-1], hidden[-1]), dim=1)
         found["hidden[-2] twice"] = torch.cat((hidden[-2], hidden[-2]), dim=1)
+        found["cat(hidden[-1], hidden[-2]), backward state first"] = torch.cat((hidden[-1], hidden[-2]), dim=1)
     else:
         found["hidden[0]"] = hidden[0]
         found["output[:, 0]"] = output[:, 0, :H]
@@ -253,7 +261,8 @@ def expected_outputs(rnn, out, text, mask):
     packed = _packed_summary(rnn, features, mask)
     if packed is not None:
         accepted.append(out(packed))
-    mistakes = {("no_attention_mask", "BERT run without the attention mask"): out(summaries(rnn, plain)["right"])}
+    mistakes = {("no_attention_mask", "BERT run without the attention mask"): out(summaries(rnn, plain)["right"]),
+                ("head_returns_probabilities", "the sigmoid of the right logits"): torch.sigmoid(accepted[0])}
     mistakes.update({("gru_wrong_hidden", f"the GRU summary {name}"): value for name, value in variants.items()})
     return accepted, mistakes
 
@@ -264,15 +273,15 @@ def student_forward(ctx, handle, text, mask, output_dim):
 
 
 def _graded_output(ctx, bert, arch, text, mask, seed):
-    """(the student's output, the accepted outputs, the known mistakes' outputs) under the grader's
-    GRU/Linear weights drawn from `seed`."""
+    """(the student's output, the accepted outputs, the known mistakes' outputs, the model) under the
+    grader's GRU/Linear weights drawn from `seed`."""
     handle = build_model(ctx, bert, arch)
     ctx.student.call(handle, "eval")
     rnn, out = grader_head(arch, seed)
     load_head(ctx, handle, arch, rnn, out)
     got = student_forward(ctx, handle, text, mask, arch[1])
     accepted, mistakes = expected_outputs(rnn, out, text, mask)
-    return got, accepted, mistakes
+    return got, accepted, mistakes, handle
 
 
 def _matching(got, mistakes):
@@ -288,16 +297,20 @@ CONFIRM_MASK = (CONFIRM_TEXT != 0).long()
 def _confirmed(ctx, bert, arch, key):
     hidden_dim, output_dim, n_layers, bidirectional = arch
     bigger = (max(hidden_dim, 3), max(output_dim, 2), n_layers, bidirectional)
-    got, accepted, mistakes = _graded_output(ctx, bert, bigger, CONFIRM_TEXT, CONFIRM_MASK, 4242)
+    got, accepted, mistakes, _ = _graded_output(ctx, bert, bigger, CONFIRM_TEXT, CONFIRM_MASK, 4242)
     return key in _matching(got, mistakes) and not any(is_close(got, a, atol=1e-5) for a in accepted)
 
 
 def compare_with_expected(ctx, ex):
     arch, text, mask, seed = ex
     bert = tiny_bert(ctx)
-    got, accepted, mistakes = _graded_output(ctx, bert, arch, text, mask, seed)
+    got, accepted, mistakes, handle = _graded_output(ctx, bert, arch, text, mask, seed)
     if any(is_close(got, value, atol=1e-5) for value in accepted):
         return
+    if not torch.equal(got, student_forward(ctx, handle, text, mask, arch[1])):
+        raise CheckFailed(f"two forward passes of BERTGRUSentiment in eval mode on the same ids {text.tolist()} gave "
+                          "different outputs: dropout is still active in eval mode (use self.dropout, an nn.Dropout, "
+                          "or pass training=self.training)", diagnosis="dropout_in_eval")
     matches = [key for key in _matching(got, mistakes) if _confirmed(ctx, bert, arch, key)]
     diagnosis, what = matches[0] if matches else (None, None)
     hidden_dim, output_dim, n_layers, bidirectional = arch
@@ -315,6 +328,32 @@ def compare_with_expected(ctx, ex):
     )
 
 
+# ---------------------------------------------------------------- gate (graders/checks/gates.py)
+
+GATE_ARCH = (3, 2, 1, True)  # hidden_dim, output_dim, n_layers, bidirectional
+GATE_TEXT = torch.tensor([[5, 9, 2, 7, 11], [4, 8, 6, 12, 3]])
+
+
+def sentiment_gate(ctx, bert, arch=GATE_ARCH):
+    """BERTGRUSentiment does its job, on ids of the gate's own, in eval mode: its output is
+    repeatable, differs between two sentences, and changes when the grader loads other GRU and
+    Linear weights (the output is computed by the model's GRU and Linear, not made up)."""
+    handle = build_model(ctx, bert, arch)
+    ctx.student.call(handle, "eval")
+    mask = torch.ones_like(GATE_TEXT)
+    what = f"the outputs of BERTGRUSentiment{arch} (eval mode, the grader's GRU/Linear weights)"
+    outputs = []
+    for seed in (11, 12):
+        rnn, out = grader_head(arch, seed)
+        load_head(ctx, handle, arch, rnn, out, exact=False, seed=seed)
+        outputs.append(student_forward(ctx, handle, GATE_TEXT, mask, arch[1]))
+    if not torch.equal(outputs[-1], student_forward(ctx, handle, GATE_TEXT, mask, arch[1])):
+        raise CheckFailed(f"{what} differ between two calls on the same ids: the property earns no points until the "
+                          "output is repeatable in eval mode", diagnosis="nondeterministic")
+    expect_changes(outputs[0][0], outputs[0][1], what, "the sentence changes")
+    expect_changes(outputs[0], outputs[1], what, "the GRU and Linear weights change")
+
+
 # ---------------------------------------------------------------- the model
 
 
@@ -326,6 +365,8 @@ def output_shape(ctx):
         handle = build_model(ctx, tiny_bert(ctx), arch)
         ctx.student.call(handle, "eval")
         student_forward(ctx, handle, text, mask, arch[1])
+
+    sentiment_gate(ctx, tiny_bert(ctx))
 
 
 @check("sentiment.gru_summary", "The GRU's final states (both directions when bidirectional) feed the output layer")
@@ -360,6 +401,7 @@ def bert_frozen(ctx):
     if report["head_changed"] == 0:
         raise CheckFailed("after one backward and an Adam step no parameter of the GRU or the output layer changed: "
                           "the head must train")
+    sentiment_gate(ctx, bert)
 
 
 # ---------------------------------------------------------------- accuracy
@@ -503,15 +545,17 @@ def bce_mean(predictions, labels):
     return sum(losses) / len(losses), sum(losses)
 
 
-def replay_bias(bias, labels, lr, *, zero_grad=True):
+def replay_bias(bias, labels, lr, *, zero_grad=True, sigmoid_first=False):
     """The output bias after one epoch of train() when every prediction is that bias (the output
-    weight is zero, or dropout 1.0 in training mode zeroes its input): Adam, one step per batch."""
+    weight is zero, or dropout 1.0 in training mode zeroes its input): Adam, one step per batch;
+    `sigmoid_first` replays a loss taken on sigmoid(predictions) instead of the logits."""
     b = nn.Parameter(bias.detach().clone().float())
     optimizer = torch.optim.Adam([b], lr=lr)
     for y in labels:
         if zero_grad:
             optimizer.zero_grad()
-        F.binary_cross_entropy_with_logits(b.expand(len(y), b.numel())[:, 0], y).backward()
+        predictions = b.expand(len(y), b.numel())[:, 0]
+        F.binary_cross_entropy_with_logits(torch.sigmoid(predictions) if sigmoid_first else predictions, y).backward()
         optimizer.step()
     return b.detach()
 
@@ -539,12 +583,49 @@ def train_steps(ctx):
     if not torch.allclose(got, expected, rtol=1e-4, atol=1e-6):
         if torch.allclose(got, replay_bias(epoch.bias, epoch.labels, LR, zero_grad=False), rtol=1e-4, atol=1e-6):
             diagnosis, why = "zero_grad_missing", ": the gradients of earlier batches were added to each step's"
+        elif torch.allclose(got, replay_bias(epoch.bias, epoch.labels, LR, sigmoid_first=True), rtol=1e-4, atol=1e-6):
+            diagnosis, why = "double_sigmoid", ": the loss was taken on sigmoid(predictions)"
         else:
             diagnosis, why = None, ""
         raise CheckFailed(f"after train() over {n} batches the output bias is {got.tolist()}; one Adam step per batch "
                           f"on BCEWithLogitsLoss gives {expected.tolist()}{why}", diagnosis=diagnosis,
                           details={"numbers": numbers})
     _check_returns(returned, "something else", "train(model, iterator, optimizer, criterion)")
+
+
+@check("sentiment.train_values", "train() returns the mean loss and mean accuracy over the batches")
+def train_values(ctx):
+    # The output weight is zero and the optimizer (over the output bias) has learning rate 0, so
+    # every prediction of the epoch is that bias, whatever the mode or the steps taken: the loss
+    # and accuracy of each batch are known here.
+    epoch = Epoch(ctx, dropout=0.25, zero_output_weight=True)
+    returned = epoch.train(epoch.optimizer([epoch.bias_name], lr=0.0))
+    _check_returns(returned, "something else", "train(model, iterator, optimizer, criterion)")
+    predictions = [epoch.bias.expand(len(y), 1)[:, 0] for y in epoch.labels]
+    expect_epoch_means(ctx, "train()", returned, predictions, epoch.labels)
+
+
+def expect_epoch_means(ctx, function, returned, predictions, labels):
+    """`returned` (loss, accuracy) are the means over the batches of BCEWithLogitsLoss and of the
+    accuracy (right, or the student's own binary_accuracy, graded on its own) of `predictions`."""
+    loss, loss_sum = bce_mean(predictions, labels)
+    right = sum(((torch.sigmoid(p) > 0.5).float() == y).float().mean().item()
+                for p, y in zip(predictions, labels)) / len(predictions)
+    own = sum(_as_float(ctx.student.call(MODULE, "binary_accuracy", p, y))
+              for p, y in zip(predictions, labels)) / len(predictions)
+    got = returned
+    if _close(got[0], loss) and (math.isclose(got[1], right, abs_tol=1e-5) or math.isclose(got[1], own, abs_tol=1e-5)):
+        return
+    n = len(predictions)
+    summed = _close(got[0], loss_sum) or any(math.isclose(got[1], a * n, abs_tol=1e-5) for a in (right, own))
+    sigmoid_first = bce_mean([torch.sigmoid(p) for p in predictions], labels)[0]
+    diagnosis = ("epoch_sum_not_mean" if summed and n > 1 else
+                 "double_sigmoid" if _close(got[0], sigmoid_first) else None)
+    raise CheckFailed(f"{function} returned (loss, accuracy) = ({got[0]:.5g}, {got[1]:.4g}), expected the means over "
+                      f"its {n} batches ({loss:.5g}, {right:.4g})", diagnosis=diagnosis,
+                      details={"numbers": {"expected": [loss, right], "got": list(got),
+                                           "margin": max(abs(got[0] - loss) / (1e-5 + 1e-4 * abs(loss)),
+                                                         min(abs(got[1] - right), abs(got[1] - own)) / 1e-5)}})
 
 
 @check("sentiment.train_mode", "train() puts the model in training mode (dropout on)")
@@ -617,19 +698,8 @@ def evaluate_values(ctx):
     epoch = Epoch(ctx, dropout=0.25)
     returned = epoch.evaluate()
     _check_returns(returned, "something else", "evaluate(model, iterator, criterion)")
-    predictions = epoch.eval_predictions()
-    loss, _ = bce_mean(predictions, epoch.labels)
-    right = sum(((torch.sigmoid(p) > 0.5).float() == y).float().mean().item()
-                for p, y in zip(predictions, epoch.labels)) / len(predictions)
     # the student's own binary_accuracy is graded on its own: a wrong one is not blamed twice
-    own = sum(_as_float(ctx.student.call(MODULE, "binary_accuracy", p, y))
-              for p, y in zip(predictions, epoch.labels)) / len(predictions)
-    got = returned
-    if _close(got[0], loss) and (math.isclose(got[1], right, abs_tol=1e-5) or math.isclose(got[1], own, abs_tol=1e-5)):
-        return
-    raise CheckFailed(f"evaluate() returned (loss, accuracy) = ({got[0]:.5g}, {got[1]:.4g}), expected the batch means "
-                      f"({loss:.5g}, {right:.4g})",
-                      details={"numbers": {"expected": [loss, right], "got": list(got)}})
+    expect_epoch_means(ctx, "evaluate()", returned, epoch.eval_predictions(), epoch.labels)
 
 
 # ---------------------------------------------------------------- hyper-parameters
@@ -666,4 +736,6 @@ def hyperparameters(ctx):
     arch = {key: values[key] for key in ("hidden_dim", "n_layers", "bidirectional", "dropout")}
     ctx.student.construct(MODULE, "BERTGRUSentiment", tiny_bert(ctx), arch["hidden_dim"], 1, arch["n_layers"],
                           arch["bidirectional"], arch["dropout"])  # the model the fine-tuning will build
+    # data alone earns nothing: the model they build must also compute
+    sentiment_gate(ctx, tiny_bert(ctx), (arch["hidden_dim"], 1, arch["n_layers"], arch["bidirectional"]))
 

@@ -15,6 +15,11 @@ COUNT = "return sum(p.numel() for p in module.parameters() if p.requires_grad)"
 ATTENTION_FORMULA = "attention = (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model)"
 FF_FORMULA = "feed_forward = (d_model * d_hid + d_hid) + (d_hid * d_model + d_model)"
 
+LM_HEAD = "self.decoder = nn.Linear(d_model, ntoken)"
+LAYER_NORMS = "layer_norms = 2 * (2 * d_model)"
+BASE = "base = ntoken * d_model + nlayers * (attention + feed_forward + layer_norms)"
+CAUSAL_DEFAULT = "src_mask = generate_square_subsequent_mask(src.size(1)).to(src.device)"
+
 # gpt.py
 CLS_LOGITS = "logits = self.classifier_head(x[:, -1, :])  # (B, n_classes)"
 CROP = "context = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size :]"
@@ -30,6 +35,11 @@ COLLATE = """    xs, ys = zip(*batch)
     return X, Y"""
 PAD_Y = "Y = nn.utils.rnn.pad_sequence(ys, batch_first=True, padding_value=IGNORE_INDEX)"
 DATASET_CLASS = "class LanguageModelingDataset(Dataset):"
+KEEP_SENTENCES = "self.token_ids = [list(ids) for ids in token_ids if len(ids) >= 2]"
+PAD_X = "X = nn.utils.rnn.pad_sequence(xs, batch_first=True, padding_value=PAD_ID)"
+LM_LOSS = "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE_INDEX)"
+SAMPLE = "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)"
+LM_HEAD_GPT = "self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)"
 
 # sentiment.py
 NO_GRAD_BERT = """        with torch.no_grad():
@@ -46,6 +56,14 @@ TRAIN_MODE = """    epoch_loss, epoch_acc = 0.0, 0.0
     model.train()"""
 EVAL_MODE = """    epoch_loss, epoch_acc = 0.0, 0.0
     model.eval()"""
+GRU_BIDI = "bidirectional=bidirectional,"
+OUT = "return self.out(self.dropout(hidden))"
+ZERO_GRAD = "        optimizer.zero_grad()\n"
+TRAIN_LOSS = "loss = criterion(predictions, batch.label)"
+TRAIN_RETURN = """        epoch_acc += acc.item()
+    return epoch_loss / len(iterator), epoch_acc / len(iterator)"""
+EVAL_RETURN = """            epoch_acc += binary_accuracy(predictions, batch.label).item()
+    return epoch_loss / len(iterator), epoch_acc / len(iterator)"""
 EVAL_NO_GRAD = """    with torch.no_grad():
         for batch in iterator:
             predictions = _forward_batch(model, batch)
@@ -91,6 +109,32 @@ MUTANTS = [
         (Edit(LM, LAYER + "\n", LAYER.replace("layer = ", "self.layer = ") + "\n        layer = self.layer\n"),),
         "extra_layer_copy",
     ),
+    one("lm_embedding_scaled_by_d_model", "causal_lm", LM, SCALE, "x = self.embedding(src) * self.d_model",
+        "lm_embedding_wrong_scale"),
+    one("lm_embedding_scaled_by_vocab", "causal_lm", LM, SCALE,
+        "x = self.embedding(src) * math.sqrt(self.embedding.num_embeddings)", "lm_embedding_wrong_scale"),
+    # seq-first tutorial code moved to batch-first: the mask is sized by the batch
+    one("lm_mask_from_batch_size", "causal_lm", LM, CAUSAL_DEFAULT,
+        "src_mask = generate_square_subsequent_mask(src.size(0)).to(src.device)", "causal_mask_wrong_size"),
+    one("lm_src_mask_ignored", "causal_lm", LM, CAUSAL_DEFAULT.join(["if src_mask is None:\n            ", ""]),
+        CAUSAL_DEFAULT, "src_mask_ignored"),
+    one("lm_head_no_bias", "causal_lm", LM, LM_HEAD, "self.decoder = nn.Linear(d_model, ntoken, bias=False)",
+        "parameter_count_off"),
+    one("lm_head_log_softmax", "causal_lm", LM, "return self.decoder(hidden)",
+        "return torch.log_softmax(self.decoder(hidden), dim=-1)", "head_returns_probabilities"),
+    one("lm_classifier_softmax", "causal_lm", LM, CLS_FORWARD,
+        "return torch.softmax(self.classifier(hidden[:, -1]), dim=-1)", "head_returns_probabilities"),
+    one("lm_count_tensors", "causal_lm", LM, COUNT, "return len([p for p in module.parameters() if p.requires_grad])",
+        "parameter_count_off"),
+    one("lm_shared_layers", "causal_lm", LM, ENCODER,
+        ENCODER + "\n        self.transformer_encoder.layers = nn.ModuleList([layer] * nlayers)", "parameter_count_off"),
+    one("lm_closed_form_no_layer_norm", "causal_lm", LM, LAYER_NORMS, "layer_norms = 0", "closed_form_wrong"),
+    one("lm_closed_form_no_out_proj", "causal_lm", LM, ATTENTION_FORMULA,
+        "attention = 3 * d_model * d_model + 3 * d_model", "closed_form_wrong"),
+    one("lm_closed_form_counts_positional_table", "causal_lm", LM, BASE, BASE + " + 5000 * d_model",
+        "closed_form_wrong"),
+    one("lm_closed_form_lm_head_no_bias", "causal_lm", LM, '"lm_head": d_model * ntoken + ntoken,',
+        '"lm_head": d_model * ntoken,', "closed_form_wrong"),
     # ---- gpt
     one("gpt_dataset_not_shifted", "gpt", GPT, GETITEM, "return ids, ids", "dataset_not_shifted"),
     one("gpt_dataset_no_drop_last", "gpt", GPT, GETITEM, "return ids[:-1], ids[:-1]", "dataset_not_shifted"),
@@ -111,6 +155,38 @@ MUTANTS = [
     one("gpt_temperature_ignored", "gpt", GPT, TEMPERATURE, "logits = logits[:, -1, :]", "temperature_ignored"),
     one("gpt_temperature_multiplied", "gpt", GPT, TEMPERATURE,
         "logits = logits[:, -1, :] * temperature", "temperature_ignored"),
+    one("gpt_dataset_off_by_two", "gpt", GPT, GETITEM, "return ids[:-2], ids[2:]", "dataset_not_shifted"),
+    one("gpt_dataset_keeps_short", "gpt", GPT, KEEP_SENTENCES, "self.token_ids = [list(ids) for ids in token_ids]",
+        "dataset_keeps_short"),
+    one("gpt_collate_pads_x_with_ignore_index", "gpt", GPT, PAD_X,
+        "X = nn.utils.rnn.pad_sequence(xs, batch_first=True, padding_value=IGNORE_INDEX)", "collate_x_pad_wrong"),
+    one("gpt_collate_truncates_to_shortest", "gpt", GPT, COLLATE,
+        "    xs, ys = zip(*batch)\n    T = min(len(x) for x in xs)\n"
+        "    return torch.stack([x[:T] for x in xs]), torch.stack([y[:T] for y in ys])", "collate_not_padded"),
+    one("gpt_loss_default_ignore_index", "gpt", GPT, LM_LOSS,
+        "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))", "loss_ignore_index_wrong"),
+    one("gpt_loss_ignores_pad_id", "gpt", GPT, LM_LOSS, LM_LOSS.replace("IGNORE_INDEX)", "PAD_ID)"),
+        "loss_ignore_index_wrong"),
+    one("gpt_loss_summed", "gpt", GPT, LM_LOSS, LM_LOSS.replace("IGNORE_INDEX)", 'IGNORE_INDEX, reduction="sum")'),
+        "loss_not_mean"),
+    one("gpt_lm_head_with_bias", "gpt", GPT, LM_HEAD_GPT, "self.lm_head = nn.Linear(config.n_embd, config.vocab_size)",
+        "parameter_count_off"),
+    one("gpt_classifier_mean", "gpt", GPT, CLS_LOGITS, "logits = self.classifier_head(x.mean(dim=1))",
+        "classifier_not_last"),
+    one("gpt_generate_first_position", "gpt", GPT, TEMPERATURE, "logits = logits[:, 0, :] / temperature",
+        "generate_wrong_position"),
+    one("gpt_crop_keeps_first", "gpt", GPT, CROP, "context = idx if idx.size(1) <= self.block_size else idx[:, : self.block_size]",
+        "generate_no_crop"),
+    Mutant(
+        "gpt_temperature_after_softmax",
+        "gpt",
+        (Edit(GPT, TEMPERATURE, "logits = logits[:, -1, :]"),
+         Edit(GPT, SAMPLE, "next_id = torch.multinomial(F.softmax(logits, dim=-1) / temperature, num_samples=1)")),
+        "temperature_ignored",
+    ),
+    one("gpt_top_k_softmax_twice", "gpt", GPT, SAMPLE,
+        "next_id = torch.multinomial(F.softmax(F.softmax(logits, dim=-1), dim=-1), num_samples=1)", "top_k_leaks"),
+    one("gpt_never_samples", "gpt", GPT, SAMPLE, "next_id = logits.argmax(dim=-1, keepdim=True)", "generate_never_samples"),
     # ---- sentiment
     one("sent_bert_not_frozen", "sentiment", SENT, NO_GRAD_BERT,
         "        embedded = self.bert(text, attention_mask=attention_mask)[0]", "bert_not_frozen"),
@@ -147,6 +223,21 @@ MUTANTS = [
         "evaluate_no_eval_mode"),
     one("sent_evaluate_with_grad", "sentiment", SENT, EVAL_NO_GRAD,
         EVAL_NO_GRAD.replace("    with torch.no_grad():\n", "    if True:\n"), "evaluate_grad_enabled"),
+    one("sent_gru_not_bidirectional", "sentiment", SENT, GRU_BIDI, "", "gru_not_bidirectional"),
+    one("sent_hidden_swapped", "sentiment", SENT, BIDI, "hidden = torch.cat((hidden[-1], hidden[-2]), dim=1)",
+        "gru_wrong_hidden"),
+    one("sent_dropout_in_eval", "sentiment", SENT, OUT, "return self.out(nn.functional.dropout(hidden, self.dropout.p))",
+        "dropout_in_eval"),
+    one("sent_sigmoid_output", "sentiment", SENT, OUT, "return torch.sigmoid(self.out(self.dropout(hidden)))",
+        "head_returns_probabilities"),
+    one("sent_train_no_zero_grad", "sentiment", SENT, ZERO_GRAD, "", "zero_grad_missing"),
+    one("sent_train_sigmoid_before_loss", "sentiment", SENT, TRAIN_LOSS,
+        "loss = criterion(torch.sigmoid(predictions), batch.label)", "double_sigmoid"),
+    one("sent_train_returns_sums", "sentiment", SENT, TRAIN_RETURN,
+        "        epoch_acc += acc.item()\n    return epoch_loss, epoch_acc", "epoch_sum_not_mean"),
+    one("sent_evaluate_returns_sums", "sentiment", SENT, EVAL_RETURN,
+        "            epoch_acc += binary_accuracy(predictions, batch.label).item()\n    return epoch_loss, epoch_acc",
+        "epoch_sum_not_mean"),
     one("sent_hyperparameters_string", "sentiment", SENT, '"hidden_dim": 256,', '"hidden_dim": "256",',
         "hyperparameters_invalid"),
 ]
@@ -205,6 +296,69 @@ ALTERNATIVES = [
         ("gpt",),
         (Edit(GPT, CROP, "context = idx[:, -self.block_size :]"),),
         "the crop as an unconditional slice",
+    ),
+    Alternative(
+        "lm_mask_tutorial",
+        ("causal_lm",),
+        (Edit(LM, MASK, "mask = (torch.triu(torch.ones(sz, sz)) == 1).transpose(0, 1)\n"
+                        '    return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, float(0.0))'),),
+        "the PyTorch tutorial's mask: a lower-triangular boolean, filled with -inf and 0",
+    ),
+    Alternative(
+        "lm_mask_nn_transformer",
+        ("causal_lm",),
+        (Edit(LM, MASK, "return nn.Transformer.generate_square_subsequent_mask(sz)"),),
+        "torch's own nn.Transformer.generate_square_subsequent_mask",
+    ),
+    Alternative(
+        "lm_mask_ones_times_inf",
+        ("causal_lm",),
+        (Edit(LM, MASK, 'return torch.triu(torch.ones(sz, sz) * float("-inf"), diagonal=1)'),),
+        "triu of a matrix of -inf (triu writes the zeros itself)",
+    ),
+    Alternative(
+        "gpt_sample_categorical",
+        ("gpt",),
+        (Edit(GPT, SAMPLE, "next_id = torch.distributions.Categorical(logits=logits).sample().unsqueeze(-1)"),),
+        "sampling with torch.distributions.Categorical on the logits",
+    ),
+    Alternative(
+        "gpt_sample_gumbel_max",
+        ("gpt",),
+        (Edit(GPT, SAMPLE, "gumbel = -torch.log(-torch.log(torch.rand_like(logits)))\n"
+                           "                next_id = (logits + gumbel).argmax(dim=-1, keepdim=True)"),),
+        "the Gumbel-max trick: argmax of the logits plus Gumbel noise",
+    ),
+    Alternative(
+        "gpt_top_k_on_probabilities",
+        ("gpt",),
+        (Edit(GPT, TOP_K, """                probs = F.softmax(logits, dim=-1)
+                kth_best = torch.topk(probs, top_k).values[:, [-1]]
+                logits = torch.log(probs.masked_fill(probs < kth_best, 0.0))"""),),
+        "top-k on the probabilities, zeroing the others (multinomial renormalises)",
+    ),
+    Alternative(
+        "gpt_dataset_pairs_in_init",
+        ("gpt",),
+        (Edit(GPT, KEEP_SENTENCES, KEEP_SENTENCES + "\n        self.pairs = [(torch.tensor(ids[:-1]), torch.tensor(ids[1:])) "
+                                                    "for ids in self.token_ids]"),
+         Edit(GPT, "ids = torch.tensor(self.token_ids[i], dtype=torch.long)\n        " + GETITEM, "return self.pairs[i]")),
+        "the (X, Y) pairs built once in __init__",
+    ),
+    Alternative(
+        "sent_summary_from_outputs",
+        ("sentiment",),
+        (Edit(SENT, GRU_RUN, "output, hidden = self.rnn(embedded)"),
+         Edit(SENT, BIDI, "H = self.rnn.hidden_size\n"
+                          "            hidden = torch.cat((output[:, -1, :H], output[:, 0, H:]), dim=1)"),
+         Edit(SENT, UNI, "hidden = output[:, -1]")),
+        "the final states read from the GRU's outputs: forward at the last step, backward at the first",
+    ),
+    Alternative(
+        "sent_zero_grad_after_step",
+        ("sentiment",),
+        (Edit(SENT, ZERO_GRAD, ""), Edit(SENT, STEP, STEP + "\n        optimizer.zero_grad()")),
+        "gradients cleared after each step instead of before each backward",
     ),
     Alternative(
         "sent_frozen_by_requires_grad",
