@@ -75,6 +75,8 @@ DIAGNOSES = {
     "square_mask_polarity": "The square mask must be 0 on and below the diagonal and -inf above it.",
     "square_mask_diagonal": "The diagonal is masked too (triu without diagonal=1): the first row is fully masked.",
     "square_mask_boolean": "The square mask must be a float tensor of 0 and -inf, not booleans or 0/1.",
+    "gpt_no_position_embedding": "GPT.forward never adds the position embeddings: x = wte(idx) + wpe(positions 0..T-1) before the blocks.",
+    "gpt_no_final_norm": "GPT.forward skips ln_f: the blocks' output goes through the final LayerNorm before the heads.",
     "not_causal": "A future token changes earlier outputs: the causal mask is missing or wrong.",
     "lm_embedding_not_scaled": "The embeddings are not multiplied by sqrt(d_model) before the positional encoding is added.",
     "lm_no_positional_encoding": "The positional encoding is never applied to the embeddings: call self.pos_encoder before the encoder.",

@@ -34,7 +34,25 @@ def mha_forward(state_dict, embed_dim, n_heads, x, mask=None):
         return layer(x, mask)
 
 
-COMPUTATIONS = {"mha_forward": mha_forward}
+def gpt_forward(state_dict, config, idx, positions=True, final_norm=True):
+    """The reference GPT's eval-mode logits under the given weights; with positions=False or
+    final_norm=False, what a forward without the position embeddings or without ln_f gives (the
+    mistakes a check names)."""
+    from torch import nn
+
+    from reference.gpt import GPT, GPTConfig
+
+    model = GPT(GPTConfig(**config)).eval()
+    model.load_state_dict(state_dict, strict=False)
+    if not positions:
+        nn.init.zeros_(model.transformer.wpe.weight)
+    if not final_norm:
+        model.transformer.ln_f = nn.Identity()
+    with torch.no_grad():
+        return model(idx)[0]
+
+
+COMPUTATIONS = {"mha_forward": mha_forward, "gpt_forward": gpt_forward}
 
 
 def _resolve(name):

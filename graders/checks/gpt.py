@@ -13,10 +13,11 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from graders.checks.causal_lm import is_float_entry, parameter_entries
-from graders.checks.compare import expect_tensor
+from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate
 from graders.checks.weights import state_shapes
+from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
 
 MODULE = "gpt"
@@ -373,6 +374,36 @@ def heads(ctx):
         raise CheckFailed("lm_head must have no bias (minGPT: Linear(n_embd, vocab_size, bias=False))", diagnosis="parameter_count_off")
     # the constructor alone earns nothing: the model must also compute (a stubbed forward)
     forward_gate(ctx)
+
+
+@check("gpt.forward_matches_reference", "GPT.forward: token and position embeddings, the blocks, ln_f, lm_head, under the grader's weights")
+def forward_matches_reference(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, _ = ex
+        handle = build_gpt(ctx, config)
+        got, _ = forward(ctx, handle, idx)
+        got = expect_tensor(got, "logits", shape=(*idx.shape, config["vocab_size"]))
+        state = grader_state(ctx, handle, config["weights_seed"])
+        cfg = {k: v for k, v in config.items() if k != "weights_seed"}
+        expected = ctx.oracle.call("gpt_forward", state, cfg, idx)
+        if not is_close(got, expected, atol=1e-4, rtol=1e-3):
+            expect_close(got, expected, "logits", atol=1e-4, rtol=1e-3, diagnosis=_forward_mistake(ctx, got, state, cfg, idx))
+
+    forward_gate(ctx)
+
+
+def _forward_mistake(ctx, got, state, cfg, idx):
+    """The known GPT.forward mistake whose logits `got` equals, or None. The self-check's golden
+    answers hold the right logits only: there the mistake goes unnamed, never unseen."""
+    for diagnosis, variant in (("gpt_no_position_embedding", {"positions": False}),
+                               ("gpt_no_final_norm", {"final_norm": False})):
+        try:
+            if is_close(got, ctx.oracle.call("gpt_forward", state, cfg, idx, **variant), atol=1e-4, rtol=1e-3):
+                return diagnosis
+        except OracleUnavailable:
+            return None
+    return None
 
 
 @check("gpt.causal", "GPT logits at position t do not depend on later tokens")

@@ -136,6 +136,10 @@ MUTANTS = [
     one("lm_closed_form_lm_head_no_bias", "causal_lm", LM, '"lm_head": d_model * ntoken + ntoken,',
         '"lm_head": d_model * ntoken,', "closed_form_wrong"),
     # ---- gpt
+    one("gpt_forward_no_position_embedding", "gpt", GPT,
+        "x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C)",
+        "x = self.transformer.drop(self.transformer.wte(idx))", "gpt_no_position_embedding"),
+    one("gpt_forward_no_final_norm", "gpt", GPT, "x = self.transformer.ln_f(x)", "pass", "gpt_no_final_norm"),
     one("gpt_dataset_not_shifted", "gpt", GPT, GETITEM, "return ids, ids", "dataset_not_shifted"),
     one("gpt_dataset_no_drop_last", "gpt", GPT, GETITEM, "return ids[:-1], ids[:-1]", "dataset_not_shifted"),
     one("gpt_dataset_plain_class", "gpt", GPT, DATASET_CLASS, "class LanguageModelingDataset:", "dataset_wrong_class"),
