@@ -27,6 +27,10 @@ from tests.mutation.model import Edit, apply_edits
 
 MIN_MARGIN = 10  # a caught mutant's error is at least this many times the check's tolerance
 ALTERNATIVE_SEEDS = range(20)
+# Examples per check: the grading seed 0 as a grade draws them; the other seeds and the regrades
+# of dependent parts draw fewer each, which keeps the suite's time in bounds (20 seeds x 3 is
+# still 60 inputs a check per alternative).
+EXAMPLES, EXAMPLES_PER_EXTRA_SEED, EXAMPLES_OF_DEPENDENT_PARTS = 10, 3, 5
 # Parts graded on the whole model, too slow to regrade for every mutant: fine-tuning has its
 # own tests (test_finetune_*), answers depend on no module.
 NOT_REGRADED = {"finetune", "answers"}
@@ -75,12 +79,12 @@ def dependent_parts(edits):
     return sorted(p.id for p in RUBRIC.parts if p.module in users and p.id not in NOT_REGRADED)
 
 
-def _graded_copy(tmp_path, edits, part, seed=0):
+def _graded_copy(tmp_path, edits, part, seed=0, max_examples=EXAMPLES):
     folder = tmp_path / "submission"
     if not folder.exists():
         shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
         apply_edits(folder, edits)
-    return run_part(folder, part, seed=seed, max_examples=10)
+    return run_part(folder, part, seed=seed, max_examples=max_examples)
 
 
 def failure_margin(result):
@@ -147,7 +151,7 @@ def test_mutant_is_charged_once(mutant, tmp_path):
     charged = {}
     for part in dependent_parts(mutant.edits):
         if PARTS[part].points:
-            results = _graded_copy(tmp_path, mutant.edits, part)
+            results = _graded_copy(tmp_path, mutant.edits, part, max_examples=EXAMPLES_OF_DEPENDENT_PARTS)
             charged.update({cid: (r.status, r.diagnosis, r.message[:200]) for cid, r in lost(results).items()})
     assert not charged, f"{mutant.id} ({mutant.part}) is charged again in {sorted(charged)}: {charged}"
 
@@ -156,7 +160,8 @@ def test_mutant_is_charged_once(mutant, tmp_path):
 def test_alternative_keeps_full_marks(alternative, tmp_path):
     for seed in ALTERNATIVE_SEEDS:
         for part in alternative.parts:
-            results = _graded_copy(tmp_path, alternative.edits, part, seed=seed)
+            results = _graded_copy(tmp_path, alternative.edits, part, seed=seed,
+                                   max_examples=EXAMPLES if seed == 0 else EXAMPLES_PER_EXTRA_SEED)
             short = {cid: (r.status, r.message[:300]) for cid, r in lost(results).items()}
             assert not short, f"{alternative.id} lost points in {part} under grading seed {seed}: {short}"
 
