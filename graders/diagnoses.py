@@ -64,6 +64,7 @@ DIAGNOSES = {
     "mlm_random_not_uniform": "Random replacement tokens are not uniform over the vocabulary.",
     "mlm_order_dependent": "The category (mask / random / unchanged) depends on the token's position in the batch: draw it at random for every selected token, not by its order.",
     "mlm_only_mask_ignored": "only_mask=True must turn every selected token into the mask token.",
+    "pretrain_no_padding_mask": "pretrain_step calls the model without the padding mask: build pad_mask = (text == pad_ind) and call model(masked_text, pad_mask).",
     "pretrain_no_backward": "The pre-training step never calls loss.backward(): the weights do not change.",
     "pretrain_no_step": "The pre-training step never calls optimizer.step(): the weights do not change.",
     "pretrain_loss_on_all_tokens": "The loss counts unselected tokens: use the -100 labels with ignore_index so only selected tokens count.",

@@ -541,6 +541,7 @@ class ProbeStep:
     scale_grad: float | None  # the stand-in's own report, only to name the mistake
     seen: torch.Tensor | None  # what the stand-in saw, only to explain a masking that cannot be reproduced
     vocab_size: int
+    mask_seen: torch.Tensor | None = None  # the padding mask the step passed the stand-in
 
     def token_losses(self, scale=PROBE_SCALE, requires_grad=False):
         """Per-token cross-entropy of the stand-in against the original tokens, (B*T,), and the scale."""
@@ -573,9 +574,11 @@ def probe_step(ctx, text, vocab_size, seed, stale_grad=None):
         raise CheckFailed("the stand-in model lost its weight during pretrain_step")
     seen = ctx.student.getattr(model, "seen")
     seen = seen[0] if isinstance(seen, list) and seen and type(seen[0]) is torch.Tensor else None
+    masks = ctx.student.getattr(model, "masks_seen")
+    mask_seen = masks[0] if isinstance(masks, list) and masks and type(masks[0]) is torch.Tensor else None
     grad = ctx.student.call(model, "scale_grad")
     return ProbeStep(text, masked, labels, loss, float(after.reshape(())), grad if isinstance(grad, float) else None,
-                     seen, V)
+                     seen, V, mask_seen)
 
 
 def _not_reproduced(probe):
@@ -698,6 +701,22 @@ def loss_on_selected(ctx):
         f"the {n_selected} selected tokens is {forms['selected']:.4f} ({n_changed} tokens were changed by masking, "
         f"{n_real} are not padding)",
         diagnosis=diagnosis, details={"numbers": numbers})
+
+
+@check("pretraining.step_passes_padding_mask", "pretrain_step passes the model the padding mask text == pad_ind")
+def step_passes_padding_mask(ctx):
+    V = 20
+    text = big_batch(ctx.seed, B=8, T=16, vocab_size=V)  # every row ends in padding
+    mask = probe_step(ctx, text, V, ctx.seed).mask_seen
+    padding = text == 0
+    if type(mask) is not torch.Tensor:
+        raise CheckFailed("pretrain_step called the model without a padding mask: pass model(masked_text, "
+                          "text == pad_ind), so that padded positions get no attention", diagnosis="pretrain_no_padding_mask")
+    if tuple(mask.shape) != tuple(padding.shape) or not torch.equal(mask.bool(), padding):
+        raise CheckFailed(f"the padding mask passed to the model is not text == pad_ind (shape {tuple(mask.shape)}, "
+                          f"{int(mask.bool().sum())} positions set; the batch has {int(padding.sum())} padded ones)",
+                          diagnosis="pretrain_no_padding_mask" if not mask.bool().any() else None,
+                          details={"numbers": {"expected_set": int(padding.sum()), "got_set": int(mask.bool().sum())}})
 
 
 @check("pretraining.first_loss", "The first loss of a freshly initialised masked-LM model is about ln(vocab_size)")

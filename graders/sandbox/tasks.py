@@ -70,9 +70,11 @@ class _PerfectOnInputs(torch.nn.Module):
         if stale_grad is not None:  # left over from an earlier step: the step must clear it
             self.scale.grad = torch.tensor(float(stale_grad))
         self.seen: list[torch.Tensor] = []  # only to explain a failure, never to score
+        self.masks_seen: list[Any] = []  # the padding masks the step passed
 
     def forward(self, batch_text: torch.Tensor, mask: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
         self.seen.append(batch_text.detach().clone())
+        self.masks_seen.append(mask.detach().clone() if isinstance(mask, torch.Tensor) else None)
         ids = batch_text.long().clamp(0, self.vocab_size)
         onehot = torch.nn.functional.one_hot(ids, self.vocab_size + 1)[..., : self.vocab_size].float()
         return self.scale * onehot

@@ -163,6 +163,8 @@ MUTANTS = [
         "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate, only_mask=True)",
         "pretrain_only_mask"),
     one("pretrain_no_backward", "pretraining", BERT, BACKWARD, "", "pretrain_no_backward"),  # seed 004's student
+    one("pretrain_no_padding_mask", "pretraining", BERT, "logits = model(masked_text, pad_mask)  # (B, T, V)",
+        "logits = model(masked_text)", "pretrain_no_padding_mask"),
     one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
     one("pretrain_loss_on_all_tokens", "pretraining", BERT, LOSS,
         "loss = F.cross_entropy(logits.reshape(-1, vocab_size), text.flatten())", "pretrain_loss_on_all_tokens"),
