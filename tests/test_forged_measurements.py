@@ -24,6 +24,7 @@ import graders
 from graders.build import REFERENCE_DIR
 from graders.checks import REGISTRY
 from graders.checks.framework import Context, check_seed, run_check
+from graders.reports.summary import format_points
 from graders.grading import SCHEMA_VERSION, TrackedStudent, part_json, secret_paths
 from graders.oracles import ReferenceOracle
 from graders.reports.html import render_html
@@ -291,7 +292,7 @@ def test_a_forged_measurement_is_marked_in_results_and_report(tmp_path):
     page = render_html(results)
     assert page.count(">worker-measured</span>") == len(MEASURED)
     measured_points = sum(checks[cid]["score"] for cid in MEASURED)
-    assert "Worker-measured:" in page and f"{measured_points:g} of these points" in page
+    assert "Worker-measured:" in page and f"{format_points(measured_points)} of these points" in page
 
 
 def test_no_report_line_without_worker_measured_checks():

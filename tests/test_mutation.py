@@ -29,8 +29,8 @@ MIN_MARGIN = 10  # a caught mutant's error is at least this many times the check
 ALTERNATIVE_SEEDS = range(20)
 # Examples per check: the grading seed 0 as a grade draws them; the other seeds and the regrades
 # of dependent parts draw fewer each, which keeps the suite's time in bounds (20 seeds x 3 is
-# still 60 inputs a check per alternative).
-EXAMPLES, EXAMPLES_PER_EXTRA_SEED, EXAMPLES_OF_DEPENDENT_PARTS = 10, 3, 5
+# still 40 inputs a check per alternative).
+EXAMPLES, EXAMPLES_PER_EXTRA_SEED, EXAMPLES_OF_DEPENDENT_PARTS = 10, 2, 3
 # Parts graded on the whole model, too slow to regrade for every mutant: fine-tuning has its
 # own tests (test_finetune_*), answers depend on no module.
 NOT_REGRADED = {"finetune", "answers"}
