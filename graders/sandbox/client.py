@@ -433,18 +433,10 @@ class Worker:
                                                 private_mounts=self.layers.private_mounts,
                                                 tmp_bytes=self.limits.tmp_bytes),
                        *command]
-        try:
-            process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
-                pass_fds=(request_read, reply_write), cwd=workdir, env=self._environment(workdir),
-                start_new_session=True)
-        except BaseException:
-            for fd in (request_write, reply_read, output_read):
-                os.close(fd)
-            raise
-        finally:
-            for fd in (request_read, reply_write, output_write):
-                os.close(fd)
+        process = _spawn(command, ours=(request_write, reply_read, output_read),
+                         theirs=(request_read, reply_write, output_write),
+                         stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
+                         pass_fds=(request_read, reply_write), cwd=workdir, env=self._environment(workdir))
         channel = PollingChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
                                  max_header_bytes=self.limits.max_header_bytes)
         return process, channel, OutputTail(output_read, self.limits.max_output_bytes)
@@ -461,18 +453,9 @@ class Worker:
         request_read, request_write = _pipe()
         reply_read, reply_write = _pipe()
         output_read, output_write = os.pipe()
-        try:
-            process = subprocess.Popen(
-                command, stdin=request_read, stdout=reply_write, stderr=output_write, cwd=workdir,
-                env=environment,
-                start_new_session=True)  # POSIX: a process group to kill; ignored on Windows
-        except BaseException:
-            for fd in (request_write, reply_read, output_read):
-                os.close(fd)
-            raise
-        finally:
-            for fd in (request_read, reply_write, output_write):
-                os.close(fd)
+        process = _spawn(command, ours=(request_write, reply_read, output_read),
+                         theirs=(request_read, reply_write, output_write),
+                         stdin=request_read, stdout=reply_write, stderr=output_write, cwd=workdir, env=environment)
         channel = ThreadedChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
                                   max_header_bytes=self.limits.max_header_bytes)
         return process, channel, ThreadedOutputTail(output_read, self.limits.max_output_bytes, marker)
@@ -607,6 +590,21 @@ def _interpreter_itself(environment: dict[str, str]) -> tuple[str, dict[str, str
     if sys.platform == "win32" and sys._base_executable != sys.executable:
         return sys._base_executable, {**environment, "__PYVENV_LAUNCHER__": sys.executable}
     return sys.executable, environment
+
+
+def _spawn(command: list[str], *, ours: tuple[int, ...], theirs: tuple[int, ...], **popen) -> subprocess.Popen:
+    """The worker in a session of its own (POSIX: a process group to kill; ignored on Windows).
+    The pipe ends the worker inherits (`theirs`) are closed here once it has them; the grader's
+    own ends (`ours`) too if it could not start."""
+    try:
+        return subprocess.Popen(command, start_new_session=True, **popen)
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in theirs:
+            os.close(fd)
 
 
 def _pipe() -> tuple[int, int]:
