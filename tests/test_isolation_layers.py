@@ -277,3 +277,51 @@ def test_a_batch_refuses_before_reading_anything(monkeypatch, tmp_path):
     (tmp_path / "course" / "alice").mkdir(parents=True)
     assert cmd_batch([str(tmp_path / "course"), "--out", str(tmp_path / "out"), "--no-progress"]) == 3
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------ a worker's GPUs
+
+# Four GPUs as nvidia-smi lists them (index, uuid, minor number): the minor numbers follow
+# another order than the indices, as on machines whose PCI order differs from the slots'.
+FOUR_GPUS = [("0", "GPU-aaaa1111", "2"), ("1", "GPU-bbbb2222", "0"), ("2", "GPU-cccc3333", "3"),
+             ("3", "GPU-dddd4444", "1")]
+DEVICE_NODES = ["/dev/nvidia-caps", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia1",
+                "/dev/nvidia2", "/dev/nvidia3", "/dev/nvidiactl"]
+SHARED_NODES = ["/dev/nvidia-caps", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidiactl"]
+
+
+@pytest.mark.parametrize("visible, own_nodes, uuids", [
+    ("1", ["/dev/nvidia0"], "GPU-bbbb2222"),
+    ("2,0", ["/dev/nvidia3", "/dev/nvidia2"], "GPU-cccc3333,GPU-aaaa1111"),
+    ("GPU-dddd", ["/dev/nvidia1"], "GPU-dddd4444"),
+])
+def test_a_worker_gets_the_node_of_its_own_gpu_and_no_other(visible, own_nodes, uuids):
+    view = isolation.gpu_view(visible, FOUR_GPUS, DEVICE_NODES)
+    assert view.nodes == [*SHARED_NODES, *own_nodes] and view.visible == uuids and not view.note
+
+
+@pytest.mark.parametrize("visible", ["", "-1"])
+def test_a_worker_told_no_gpu_gets_no_device_node(visible):
+    assert isolation.gpu_view(visible, FOUR_GPUS, DEVICE_NODES).nodes == []
+
+
+@pytest.mark.parametrize("visible, gpus", [("7", FOUR_GPUS), ("MIG-1234", FOUR_GPUS), ("0", [])])
+def test_a_gpu_that_cannot_be_mapped_shows_every_node_and_says_so(visible, gpus):
+    view = isolation.gpu_view(visible, gpus, DEVICE_NODES)
+    assert view.nodes == DEVICE_NODES and view.visible == visible and "every GPU" in view.note
+
+
+def test_without_cuda_visible_devices_a_worker_sees_every_gpu():
+    view = isolation.gpu_view(None, FOUR_GPUS, DEVICE_NODES)
+    assert view.nodes == DEVICE_NODES and view.visible is None
+
+
+def test_the_gpus_are_read_from_the_driver_in_pci_order(tmp_path):
+    for address, uuid, minor in (("0000:c1:00.0", "GPU-cccc3333", 3), ("0000:01:00.0", "GPU-aaaa1111", 2),
+                                 ("0000:41:00.0", "GPU-bbbb2222", 0)):
+        (tmp_path / address).mkdir()
+        (tmp_path / address / "information").write_text(
+            f"Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t {uuid}\nBus Location: \t {address}\n"
+            f"Device Minor: \t {minor}\nGPU Excluded:\t No\n")
+    assert isolation._driver_gpus(str(tmp_path)) == [("0", "GPU-aaaa1111", "2"), ("1", "GPU-bbbb2222", "0"),
+                                                      ("2", "GPU-cccc3333", "3")]

@@ -120,6 +120,15 @@ def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]
     findings.append(Finding("secrets absent from the worker's file system", hidden,
                             "none present" if hidden else "present: " + ", ".join(report["secrets_present"]),
                             "" if hidden else "needs bubblewrap"))
+    if gpu:
+        expected = isolation.gpu_view(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        exact = layers.bwrap and not expected.note and report["gpu_nodes"] == sorted(expected.nodes)
+        findings.append(Finding("worker sees exactly its own GPUs", exact,
+                                f"device nodes {', '.join(report['gpu_nodes']) or 'none'}; "
+                                f"CUDA_VISIBLE_DEVICES={report['cuda_visible_devices']}"
+                                + (f"; {expected.note}" if expected.note else ""),
+                                "" if exact else "set CUDA_VISIBLE_DEVICES to GPU indices or UUIDs that "
+                                                 "nvidia-smi lists"))
     findings.append(Finding("audit hook (a tripwire, not a wall)", None, "installed in every worker"))
     return findings
 

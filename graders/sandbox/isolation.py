@@ -26,6 +26,7 @@ import functools
 import glob
 import importlib.util
 import os
+import re
 import shutil
 import site
 import stat
@@ -200,7 +201,7 @@ def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readabl
     for path in exposed:
         command += [*_folders_on_the_way(path, made), "--ro-bind", path, path]
     if gpu:
-        for device in sorted(glob.glob("/dev/nvidia*")):
+        for device in gpu_view(os.environ.get("CUDA_VISIBLE_DEVICES")).nodes:
             command += ["--dev-bind", device, device]
     visible = [*SYSTEM_PATHS, *exposed]
     for secret in secret_paths:  # only those inside something bound are there to hide
@@ -216,6 +217,66 @@ def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readabl
     else:
         command += [*_folders_on_the_way(str(workdir), made), "--bind", str(workdir), str(workdir)]
     return [*command, "--chdir", str(workdir), "--"]
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """What a worker allowed a GPU is given: the device nodes bound into its /dev and its
+    CUDA_VISIBLE_DEVICES (None: left unset)."""
+
+    nodes: list[str]
+    visible: str | None
+    note: str = ""
+
+
+_PER_GPU_NODE = re.compile(r"/dev/nvidia(\d+)")
+
+
+def gpu_view(visible: str | None, gpus: list[tuple[str, str, str]] | None = None,
+             nodes: list[str] | None = None) -> GpuView:
+    """Exactly the GPUs of `visible` (the grader's CUDA_VISIBLE_DEVICES, a batch slot's GPU):
+    the driver's shared nodes (nvidiactl, nvidia-uvm, ...) and the node of each of those GPUs,
+    none of another's, and the same GPUs named by UUID, which means the same whatever order CUDA
+    would count them in. An index counts as nvidia-smi counts (PCI bus order). `gpus`: (index,
+    uuid, minor number) rows, read from the driver when not given. Every node when `visible` is
+    unset, or names a GPU that cannot be mapped (a MIG instance): the worker then sees every GPU
+    of the machine, and CUDA_VISIBLE_DEVICES alone picks its own, which the note says."""
+    nodes = sorted(glob.glob("/dev/nvidia*")) if nodes is None else nodes
+    shared = [node for node in nodes if not _PER_GPU_NODE.fullmatch(node)]
+    if visible is None:
+        return GpuView(nodes, None)
+    wanted = [entry.strip() for entry in visible.split(",") if entry.strip()]
+    if not wanted or wanted[0].lstrip("-").isdigit() and int(wanted[0]) < 0:
+        return GpuView([], visible)  # CUDA_VISIBLE_DEVICES="" or -1: no GPU at all
+    gpus = _driver_gpus() if gpus is None else gpus
+    chosen = []
+    for entry in wanted:
+        match = [row for row in gpus if entry == row[0] or (entry.startswith("GPU-") and row[1].startswith(entry))]
+        if len(match) != 1:
+            return GpuView(nodes, visible, note=f"GPU {entry!r} of CUDA_VISIBLE_DEVICES not mapped to a device "
+                                                "node: the worker sees every GPU's node")
+        chosen.append(match[0])
+    own = [f"/dev/nvidia{minor}" for _, _, minor in chosen]
+    return GpuView([*shared, *(node for node in own if node in nodes)], ",".join(uuid for _, uuid, _ in chosen))
+
+
+@functools.cache
+def _driver_gpus(root: str = "/proc/driver/nvidia/gpus") -> list[tuple[str, str, str]]:
+    """(index, uuid, minor number) of every GPU, as the NVIDIA driver lists them: one folder per
+    GPU, named by its PCI address, whose order is nvidia-smi's (and CUDA's under
+    CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
+    gpus = []
+    for index, folder in enumerate(sorted(glob.glob(os.path.join(root, "*")))):
+        try:
+            information = Path(folder, "information").read_text(errors="replace")
+        except OSError:
+            return []
+        uuid = re.search(r"^GPU UUID:\s*(\S+)", information, re.MULTILINE)
+        minor = re.search(r"^Device Minor:\s*(\d+)", information, re.MULTILINE)
+        if not (uuid and minor):
+            return []
+        gpus.append((str(index), uuid.group(1), minor.group(1)))
+    return gpus
 
 
 def _folders_on_the_way(path: str, made: set[str]) -> list[str]:

@@ -7,6 +7,7 @@ write, whether it has a network and which of the grader's secrets exist for it.
 
 from __future__ import annotations
 
+import glob
 import os
 import socket
 import stat
@@ -32,6 +33,8 @@ def sandbox_probe(ctx: Any, secret_paths: list) -> dict:
         "interfaces": sorted(name for _, name in socket.if_nameindex()),
         "processes_visible": sum(entry.isdigit() for entry in os.listdir("/proc")),
         "secrets_present": [path for path in secret_paths if _visible(path)],
+        "gpu_nodes": sorted(glob.glob("/dev/nvidia*")),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
 
 
