@@ -77,10 +77,65 @@ def missing_dependency_message(module_name):
             "in the environment you run `grade` from (a problem of the installation, not of your code)")
 
 
+def broken_dependency_message(module_name, problem):
+    """What to tell whoever runs the grader when one of its dependencies is installed but fails
+    to import (`problem`: the error at the bottom of it)."""
+    return (f"the grader's environment cannot import {module_name}: {problem}. Another package of the "
+            f"environment clashes with it (often torchvision, torchaudio or an extension built for "
+            f"another torch): run `pip check`, then reinstall it or remove the clashing package "
+            "(a problem of the installation, not of your code)")
+
+
 def missing_module(error):
-    """The grader dependency whose absence an ImportError reports, or None. Only the package
-    itself counts: a submodule that does not exist (`import torch.nonexistent`) is the
+    """The grader dependency whose absence a ModuleNotFoundError reports, or None. Only the
+    package itself counts: a submodule that does not exist (`import torch.nonexistent`) or a
+    name it does not have (`from transformers import Bertmodel`, a plain ImportError) is the
     importing code's mistake."""
-    if not isinstance(error, ImportError) or not error.name or "." in error.name:
+    if not isinstance(error, ModuleNotFoundError) or not error.name or "." in error.name:
         return None
     return error.name if grader_distribution(error.name) else None
+
+
+def broken_dependency(error):
+    """`(module, problem)` when `error` came out of the module code of one of the grader's
+    dependencies while it was imported, whoever imported it: it is installed but does not import
+    in this environment (transformers importing a torchvision built for another torch). `problem`
+    is the error at the bottom of the chain. None for anything else, the student's own mistakes
+    inside a dependency's functions included (those run in functions, not in module code)."""
+    try:
+        folders = _dependency_folders()
+        chain, seen = [], set()
+        while error is not None and id(error) not in seen and len(chain) < 20:
+            seen.add(id(error))
+            chain.append(error)
+            error = error.__cause__ or error.__context__
+        for link in chain:
+            traceback = link.__traceback__
+            while traceback is not None:
+                code = traceback.tb_frame.f_code
+                if code.co_name == "<module>":
+                    for module, folder in folders:
+                        if code.co_filename.startswith(folder):
+                            bottom = chain[-1]
+                            return module, f"{type(bottom).__name__}: {str(bottom)[:300]}"
+                traceback = traceback.tb_next
+    except Exception:  # noqa: BLE001  an exception object of the student's own making
+        return None
+    return None
+
+
+def _dependency_folders():
+    """(module, its package folder + "/") of each grader dependency installed here."""
+    import importlib.util
+    import os
+    import sys
+
+    folders = []
+    for _, module, _ in SELF_CHECK_REQUIREMENTS:
+        loaded = sys.modules.get(module)
+        try:
+            locations = list(getattr(loaded, "__path__", None) or importlib.util.find_spec(module).submodule_search_locations)
+        except Exception:  # noqa: BLE001  not installed, or not a package
+            continue
+        folders += [(module, os.path.join(location, "")) for location in locations]
+    return folders

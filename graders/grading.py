@@ -300,8 +300,9 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
     elif mode == INSTRUCTOR and (missing := _missing_dependencies(parts)):
         # Checks were skipped for want of a package of the grader's: not a grade to hand back
         # (a self-check shows the skipped checks and their fix to the student instead).
-        status, reason = "error", (f"the grader's environment lacks {', '.join(missing)}, so some checks could not run; "
-                                   "install it and grade again (`grade batch --redo-errors`)")
+        status, reason = "error", (f"the grader's environment lacks {', '.join(missing)} or cannot import it, so some checks "
+                                   "could not run; the skipped checks say how to fix it, then grade again "
+                                   "(`grade batch --redo-errors`)")
     if mode == INSTRUCTOR:
         parts, removed = redact_results(parts, solution_lines(REFERENCE_DIR))
         if removed:

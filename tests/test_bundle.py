@@ -350,6 +350,45 @@ def test_only_a_missing_grader_package_is_blamed_on_the_environment():
     assert missing_module(ModuleNotFoundError("No module named 'torch.nope'", name="torch.nope")) is None
     assert missing_module(ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")) is None
     assert missing_module(ValueError("transformers")) is None
+    # a name it lacks is the importing code's mistake (from transformers import Bertmodel)
+    assert missing_module(ImportError("cannot import name 'Bertmodel'", name="transformers")) is None
     message = missing_dependency_message("transformers")
     assert "the grader's environment lacks transformers: run `pip install 'transformers>=4.40,<6'`" in message
     assert missing_dependency_message("matplotlib") is None
+
+
+def raised_in_module_code_of(package_folder, error):
+    """`error` raised from module code in a file of `package_folder`, as a failed import raises it."""
+    try:
+        exec(compile("raise error", str(package_folder / "clashing_module.py"), "exec"), {"error": error})
+    except type(error) as raised:
+        return raised
+
+
+def test_a_dependency_that_fails_to_import_is_blamed_on_the_environment():
+    import transformers
+
+    from graders.dependencies import broken_dependency, broken_dependency_message
+
+    # transformers' lazy import, on a machine whose torchvision was built for another torch
+    cause = raised_in_module_code_of(Path(transformers.__file__).parent,
+                                     RuntimeError("operator torchvision::nms does not exist"))
+    try:
+        raise ModuleNotFoundError("Could not import module 'BertModel'") from cause
+    except ModuleNotFoundError as error:
+        lazy_import = error
+    assert broken_dependency(lazy_import) == ("transformers", "RuntimeError: operator torchvision::nms does not exist")
+    message = broken_dependency_message("transformers", "RuntimeError: operator torchvision::nms does not exist")
+    assert "cannot import transformers" in message and "not of your code" in message
+
+
+def test_a_mistake_inside_a_dependencys_functions_stays_the_students():
+    import torch
+
+    from graders.dependencies import broken_dependency
+
+    try:
+        torch.cat([torch.zeros(2, 3), torch.zeros(3, 2)])
+    except RuntimeError as error:
+        assert broken_dependency(error) is None
+    assert broken_dependency(raised_in_module_code_of(Path("/somewhere/student"), ValueError("x"))) is None

@@ -507,6 +507,33 @@ def test_dangerous_operations_are_denied(any_worker, function, args):
         any_worker.call("hostile", function, *args)
 
 
+def installed_library_not_loaded() -> str:
+    """A native library of an installed package that no worker has mapped at its start."""
+    import markupsafe
+
+    return str(next(Path(markupsafe.__file__).parent.glob("_speedups*.so")))
+
+
+@BOTH_LAYERS
+def test_a_library_of_an_installed_package_may_be_loaded_late(any_worker):
+    # torchvision loads its operators this way when transformers first imports it.
+    assert any_worker.call("hostile", "load_library", installed_library_not_loaded()) is None
+
+
+def test_a_library_inside_the_working_directory_is_never_installed(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    hook = audit.make_hook(workdir=str(work), secret_paths=(), loaded_libraries=frozenset(),
+                           installed_folders=(str(tmp_path),))
+    (tmp_path / "lib.so").write_bytes(b"")
+    (work / "lib.so").write_bytes(b"")
+    hook("ctypes.dlopen", (str(tmp_path / "lib.so"),))
+    with pytest.raises(PermissionError):
+        hook("ctypes.dlopen", (str(work / "lib.so"),))
+    with pytest.raises(PermissionError):
+        hook("ctypes.dlopen", (str(tmp_path / "elsewhere" / ".." / "work" / "lib.so"),))
+
+
 def test_the_hook_guards_its_own_code(tmp_path):
     hook = audit.make_hook(workdir=str(tmp_path), secret_paths=(), loaded_libraries=frozenset())
     no_op = (lambda event, args: None).__code__

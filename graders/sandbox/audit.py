@@ -5,7 +5,8 @@ while importing) and before any student code. A denied event raises `PermissionE
 student's code, which the grader receives as a `StudentError`.
 
 Denied: starting processes, signalling processes, network connections and name lookups, loading
-native code through ctypes and reading or writing raw memory through it, creating links, writing
+native code through ctypes (but for the libraries of installed packages) and reading or writing
+raw memory through it, creating links, writing
 anywhere but the worker's own directory, reading or listing the secret paths, and the standard
 ways of reaching the hook itself (gc's object graph, swapping a function's code).
 
@@ -84,8 +85,25 @@ def install(*, workdir: str, secret_paths: Iterable[str], denials: DenialLog | N
     sys.addaudithook(make_hook(workdir=os.path.realpath(workdir),
                                secret_paths=tuple(os.path.realpath(p) for p in secret_paths),
                                loaded_libraries=already_loaded_libraries(), denials=denials,
+                               installed_folders=installed_folders(os.path.realpath(workdir)),
                                # code objects name their files as imported, not resolved
                                code_dirs=(workdir, os.path.realpath(workdir))))
+
+
+def installed_folders(workdir: str) -> tuple[str, ...]:
+    """Where the interpreter's installed packages and the system's libraries live (real paths):
+    a library there was installed, not written by the submission. Packages load their native
+    parts from there lazily: torchvision's operators, when transformers first imports it. The
+    worker's own folder and /dev/shm, the only places it can write, are never among them."""
+    import site
+
+    candidates = [*site.getsitepackages(), sys.prefix, sys.base_prefix,
+                  "/usr/lib", "/usr/lib64", "/usr/local/lib", "/lib", "/lib64"]
+    folders = {os.path.realpath(folder) for folder in candidates if os.path.isdir(folder)}
+    writable = (workdir, "/dev/shm")
+    return tuple(sorted(folder for folder in folders
+                        if folder != "/" and not any(place == folder or place.startswith(folder + "/")
+                                                     or folder.startswith(place + "/") for place in writable)))
 
 
 def already_loaded_libraries() -> frozenset[str]:
@@ -118,12 +136,13 @@ def disable_fork_exec() -> None:
 
 
 def make_hook(*, workdir: str, secret_paths: tuple[str, ...], loaded_libraries: frozenset[str],
-              denials: DenialLog | None = None, code_dirs: tuple[str, ...] = ()) -> Callable[[str, tuple], None]:
+              denials: DenialLog | None = None, code_dirs: tuple[str, ...] = (),
+              installed_folders: tuple[str, ...] = ()) -> Callable[[str, tuple], None]:
     """The hook function. Everything it calls is bound here, in its closure: student code can
     rebind `os.lstat` or `builtins.len`, but not what the hook already holds."""
     lstat, readlink, getcwd = os.lstat, os.readlink, os.getcwd
     is_link, is_directory = stat.S_ISLNK, stat.S_ISDIR
-    type_, str_, bytes_, int_ = type, str, bytes, int
+    type_, str_, bytes_, int_, any_ = type, str, bytes, int, any
     permission_error = PermissionError
     denied_events, denied_imports = DENIED_EVENTS, DENIED_IMPORTS
     read_events, write_events = READ_EVENTS, WRITE_EVENTS
@@ -279,14 +298,17 @@ def make_hook(*, workdir: str, secret_paths: tuple[str, ...], loaded_libraries: 
                 deny(event, arg)
 
     def check_dlopen(event: str, name: object) -> None:
-        """Only libraries already mapped: a bare name is what the dynamic linker finds loaded
-        under that name; a path must be the very file (not a look-alike written elsewhere)."""
+        """Only libraries already mapped or installed: a bare name is what the dynamic linker
+        finds loaded under that name; a path must be the very file, or a file of an installed
+        package (never one the submission could have written)."""
         if name is None:  # the main program, mapped from the start
             return
         if type_(name) is not str_:
             deny(event)
         if "/" in name:
-            if resolve(name) not in loaded_libraries:
+            path = resolve(name)
+            if path not in loaded_libraries and not (any_(inside(path, folder) for folder in installed_folders)
+                                                     and not inside(path, workdir)):
                 deny(event, name)
         elif name not in loaded_names:
             deny(event, name)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, NoReturn
 
 import graders
-from graders.dependencies import missing_dependency_message
+from graders.dependencies import broken_dependency_message, missing_dependency_message
 
 from . import audit, isolation
 from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
@@ -347,6 +347,8 @@ class Worker:
         if kind == "environment":
             module = _text(error, "module")
             message = missing_dependency_message(module)
+            if message is not None and error.get("problem") is not None:
+                message = broken_dependency_message(module, _text(error, "problem"))
             if message is None:  # only a dependency of the grader's may be blamed on the environment
                 raise ProtocolError(f"the worker blamed the environment for {module[:100]!r}, not a grader dependency")
             raise MissingDependency(message, module=module, output=self.last_output)

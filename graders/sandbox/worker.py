@@ -39,7 +39,7 @@ import numpy
 import safetensors.torch  # noqa: F401  (imported before the audit hook, like torch)
 import torch
 
-from graders.dependencies import missing_module
+from graders.dependencies import broken_dependency, missing_module
 from graders.sandbox import audit
 from graders.sandbox import tasks  # noqa: F401  (the built-in tasks are always available)
 from graders.sandbox.harness import TASKS
@@ -476,6 +476,9 @@ def answer(session: Session, header: dict, tensors: dict) -> tuple[dict, dict, i
         missing = missing_module(error)
         if missing is not None:  # transformers & co. are the grader's to provide, whoever imports them
             return failure({"kind": "environment", "module": missing})
+        broken = broken_dependency(error)
+        if broken is not None:
+            return failure({"kind": "environment", "module": broken[0], "problem": broken[1]})
         return failure(describe_exception(error, session.submission_dir))
     encoder = Encoder(session.keep)
     try:
