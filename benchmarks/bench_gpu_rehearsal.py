@@ -22,7 +22,6 @@ import argparse
 import json
 import math
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -41,22 +40,23 @@ ENCODER_SIZES = {  # hidden, layers, heads, intermediate
 }
 
 
-def review_words(rng: random.Random) -> int:
-    """Words in one review: log-normal as IMDB's (median ~175, mean ~230), clipped to 10..2,500."""
-    return max(10, min(2500, round(rng.lognormvariate(math.log(175), 0.75))))
-
-
 def write_synthetic_imdb(root: Path, n_per_split: int, seed: int = 0) -> None:
-    rng = random.Random(seed)
-    vocabulary = [f"w{i}" for i in range(5000)]
+    """Words per review log-normal as IMDB's (median ~175, mean ~230), clipped to 10..2,500;
+    4% of the words are cues of the review's label."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    vocabulary = np.array([f"w{i}" for i in range(5000)], dtype=object)
     for split in ("train", "test"):
         for polarity, cue in (("neg", NEGATIVE), ("pos", POSITIVE)):
             folder = root / "aclImdb" / split / polarity
             folder.mkdir(parents=True, exist_ok=True)
-            for i in range(n_per_split // 2):
-                n = review_words(rng)
-                words = [rng.choice(cue) if rng.random() < 0.04 else rng.choice(vocabulary) for _ in range(n)]
-                (folder / f"{i}_{8 if polarity == 'pos' else 2}.txt").write_text(" ".join(words) + ".")
+            lengths = np.clip(np.rint(rng.lognormal(math.log(175), 0.75, n_per_split // 2)), 10, 2500).astype(int)
+            words = vocabulary[rng.integers(0, len(vocabulary), lengths.sum())]
+            cues = rng.random(len(words)) < 0.04
+            words[cues] = np.array(cue, dtype=object)[rng.integers(0, len(cue), cues.sum())]
+            for i, review in enumerate(np.split(words, np.cumsum(lengths)[:-1])):
+                (folder / f"{i}_{8 if polarity == 'pos' else 2}.txt").write_text(" ".join(review) + ".")
 
 
 def write_encoder(folder: Path, size: str) -> None:
@@ -104,7 +104,8 @@ class GpuMemory:
             self.thread.join()
 
 
-def timed(name: str, command: list[str], figures: dict, device: str, env: dict) -> subprocess.CompletedProcess:
+def timed(name: str, command: list[str], figures: dict, device: str, env: dict,
+          save: Path | None) -> subprocess.CompletedProcess:
     print(f"{name}: {' '.join(command)}", file=sys.stderr, flush=True)
     started = time.perf_counter()
     with GpuMemory(device) as memory:
@@ -113,6 +114,8 @@ def timed(name: str, command: list[str], figures: dict, device: str, env: dict) 
                      "exit": done.returncode}
     if done.returncode != 0:
         print(done.stdout[-3000:] + done.stderr[-3000:], file=sys.stderr)
+    if save:  # after every step: a run stopped part-way keeps what it measured
+        save.write_text(json.dumps(figures, indent=2))
     return done
 
 
@@ -144,18 +147,23 @@ def main() -> None:
         figures["make_data_s"] = round(time.perf_counter() - started, 1)
         finetune = ["--imdb", str(work / "aclImdb"), "--encoder", str(work / "encoder"), "--device", args.device]
         build = [sys.executable, "-m", "graders.finetune", *finetune]
-        timed("cache_build", build, figures, args.device, env)
-        timed("cache_warm", build, figures, args.device, env)
+        timed("cache_build", build, figures, args.device, env, args.json)
+        timed("cache_warm", build, figures, args.device, env, args.json)
 
         grade = [sys.executable, "-m", "graders.cli"]
         done = timed("grade", [*grade, "reference", "--parts", "finetune", "--out", str(work / "one"),
-                               "--finetune-budget", str(args.budget), *finetune], figures, args.device, env)
+                               "--finetune-budget", str(args.budget), *finetune], figures, args.device, env, args.json)
         if done.returncode == 0:
             check = json.loads((work / "one" / "results.json").read_text())["parts"][0]["checks"][0]
             curve = check.get("details", {}).get("training_curve", {})
             numbers = check.get("details", {}).get("numbers", {})
-            figures["grade"].update(training_s=numbers.get("seconds"), epochs=len(curve.get("epoch", [])),
-                                    valid_acc=curve.get("valid_acc"), message=check.get("message"))
+            figures["grade"].update(training_s=numbers.get("seconds"), predict_s=numbers.get("predict_seconds"),
+                                    worker_gpu_peak_mib=numbers.get("gpu_peak_mib"),
+                                    check_s=json.loads((work / "one" / "results.json").read_text())
+                                    .get("timings", {}).get("checks", {}).get("finetune.accuracy"),
+                                    epochs=len(curve.get("epoch", [])),
+                                    valid_acc=curve.get("valid_acc"), message=check.get("message"),
+                                    status=check.get("status"))
 
         subs = work / "subs"
         for i in range(args.submissions):
@@ -163,7 +171,7 @@ def main() -> None:
         gpus = ["--gpus", "0"] if args.device == "cuda" else []
         done = timed("batch", [*grade, "batch", str(subs), "--out", str(work / "batch"), "--parts", "finetune",
                                "--jobs", str(args.submissions), *gpus, "--finetune-budget", str(args.budget),
-                               "--no-progress", *finetune], figures, args.device, env)
+                               "--no-progress", *finetune], figures, args.device, env, args.json)
         logs = "".join(p.read_text(errors="replace") for p in (work / "batch" / ".batch" / "logs").glob("*.log"))
         figures["batch"]["encoded_again"] = "encod" in logs.lower()
     finally:
@@ -178,7 +186,9 @@ def main() -> None:
         print(f"  {name:12} {step.get('wall_s', '-'):>8} s  (exit {step.get('exit')}{extra})")
     if "training_s" in figures.get("grade", {}):
         g = figures["grade"]
-        print(f"  one grade's training: {g['training_s']} s over {g['epochs']} epochs; {g['message']}")
+        print(f"  one grade's fine-tuning check: {g['check_s']} s, of which training {g['training_s']} s over "
+              f"{g['epochs']} epochs ({g['predict_s']} s predicting validation and test), the worker's GPU tensors "
+              f"at most {g['worker_gpu_peak_mib']} MiB; {g['message']}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 

@@ -119,6 +119,9 @@ class PartProgress:
             note = f" (training {mode}{f', up to {budget:g} s' if budget else ''})"
         print(f"[{time.perf_counter() - self.started:6.1f} s] grading {part}{note}", file=sys.stderr, flush=True)
 
+    def note(self, text) -> None:
+        print(f"[{time.perf_counter() - self.started:6.1f} s]   {text}", file=sys.stderr, flush=True)
+
 
 def cmd_report(argv):
     parser = argparse.ArgumentParser(prog="grade report", description="Re-render the reports of a results.json.")

@@ -277,7 +277,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                         continue
                     student = TrackedStudent(worker)
                     ctx = Context(student, oracle, check_seed(seed, chk.id), max_examples=MAX_EXAMPLES[mode], answers=answers,
-                                  reference_answers=reference_answers, options=options)
+                                  reference_answers=reference_answers, options=options,
+                                  note=getattr(progress, "note", None))
                     result = run_check(chk, ctx, before=(lambda: worker.seed(ctx.seed)) if runs_code else None)
                     student.release()
                     denials.mark(f"check {chk.id}")

@@ -15,13 +15,31 @@ def _finetune_part(folder, **options):
     return part
 
 
-def test_reference_passes_smoke_mode_provisionally():
-    part = _finetune_part(REFERENCE_DIR)
+class Notes:
+    """What `grade` prints on stderr while a check runs: here, kept."""
+
+    def __init__(self):
+        self.lines = []
+
+    def __call__(self, chk):
+        pass
+
+    def note(self, text):
+        self.lines.append(text)
+
+
+def test_reference_passes_smoke_mode_provisionally_and_each_epoch_is_shown():
+    notes = Notes()
+    results = grade(REFERENCE_DIR, only_parts=["finetune"], progress=notes)
+    (part,) = results["parts"]
     (check,) = part["checks"]
     assert check["status"] == "passed", check["message"]
     assert part["provisional"] and "IMDB" in part["note"]
     curve = check["details"]["training_curve"]
     assert len(curve["valid_acc"]) == len(curve["epoch"]) >= 2 and max(curve["valid_acc"]) >= 0.7
+    assert [line.split(":")[0] for line in notes.lines] == [f"fine-tuning epoch {n}" for n in curve["epoch"]]
+    assert f"validation accuracy {curve['valid_acc'][-1]:.1%}" in notes.lines[-1]
+    assert "test accuracy" in check["message"]
 
 
 @pytest.mark.parametrize("bug, diagnosis", [

@@ -15,8 +15,8 @@ from graders.finetune.data import load_small_sentiment
 from graders.finetune.encoder import load_encoder, smoke_encoder_path, tokenize
 from graders.finetune.standin import CachedEncoder, StandInMismatch
 from graders.finetune.training import (
-    PLACEHOLDER_LABEL, Batch, accuracy, check_frozen, diagnose, make_iterators, run_training, score_accuracy,
-    validate_hyperparameters,
+    PLACEHOLDER_LABEL, Batch, Training, accuracy, check_frozen, diagnose, make_iterators, predict, run_training,
+    score_accuracy, validate_hyperparameters,
 )
 
 
@@ -57,7 +57,8 @@ def quick_run(small, student_code, **hyperparameters):
     """Two short epochs on a quarter of the training set: enough to see what a loop does."""
     hp = {**students.HYPERPARAMETERS, "n_epochs": 2, **hyperparameters}
     return run_training(student_code, hp, small.train.subset(range(100)), small.labels["train"][:100],
-                        small.valid.subset(range(50)), small.test.subset(range(50)), time_budget_s=60, probe_size=64)
+                        small.valid.subset(range(50)), small.test.subset(range(50)), small.labels["valid"][:50],
+                        time_budget_s=60, probe_size=64)
 
 
 # -----------------------------------------------------------------------------
@@ -157,17 +158,32 @@ def test_forward_that_trains_the_encoder_is_caught(encoder):
 
 def test_reference_like_model_beats_chance_on_the_small_set(small):
     run = run_training(student(), students.HYPERPARAMETERS, small.train, small.labels["train"], small.valid,
-                       small.test, time_budget_s=300)
+                       small.test, small.labels["valid"], time_budget_s=300)
     assert run.stopped == "completed" and run.error is None
     assert len(run.epochs) == len(run.valid_logits) == students.HYPERPARAMETERS["n_epochs"]
     valid = [accuracy(logits, small.labels["valid"]) for logits in run.valid_logits]
-    best = int(np.argmax(valid))
-    assert valid[best] >= 0.75, valid
-    assert accuracy(run.test_logits[best], small.labels["test"]) >= 0.7
+    assert max(valid) >= 0.75, valid
+    assert run.test_logits.shape == (200,) and not torch.isnan(run.test_logits).any()
+    assert accuracy(run.test_logits, small.labels["test"]) >= 0.7
     assert diagnose(run.summary()) == []
-    tensors = run.tensors()
-    assert tensors["valid_logits"].shape == (len(run.epochs), 200) and tensors["test_logits"].shape[1] == 200
-    assert not torch.isnan(tensors["test_logits"]).any()
+
+
+def test_the_test_set_is_predicted_once_with_the_best_epochs_weights(small):
+    """The test logits are those of the epoch with the best validation accuracy (the first of
+    equals), as if the test set had been predicted right after it."""
+    hp = {**students.HYPERPARAMETERS, "n_epochs": 3}
+    args = (student(), hp, small.train.subset(range(100)), small.labels["train"][:100], small.valid.subset(range(50)),
+            small.test.subset(range(50)))
+    predicted_after_each_epoch = []
+    training = Training(*args, time_budget_s=60, probe_size=64)
+    while (epoch := training.next_epoch()) is not None:
+        predicted_after_each_epoch.append(predict(training.model, training.iterators.test))
+    assert len(predicted_after_each_epoch) == 3
+    for chosen in range(3):  # labels that make epoch `chosen` the best
+        labels = (training.run.valid_logits[chosen] > 0).long().numpy()
+        run = run_training(*args, labels, time_budget_s=60, probe_size=64)
+        best = max(range(3), key=lambda e: accuracy(run.valid_logits[e], labels))
+        assert torch.equal(run.test_logits, predicted_after_each_epoch[best])
 
 
 @pytest.mark.parametrize("replaced, diagnosis", [
@@ -197,7 +213,7 @@ def test_time_budget_stops_between_and_within_epochs(small):
     run = quick_run(small, student(), n_epochs=5)
     assert run.stopped == "completed"
     run = run_training(student(), {**students.HYPERPARAMETERS, "n_epochs": 5}, small.train, small.labels["train"],
-                       small.valid, small.test, time_budget_s=0)
+                       small.valid, small.test, small.labels["valid"], time_budget_s=0)
     assert run.stopped == "time budget" and len(run.epochs) == 1 and run.epochs[0].cut_short
     assert run.epochs[0].train["batches_served"] == 0
 

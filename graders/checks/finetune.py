@@ -9,6 +9,7 @@ sentiment set over a tiny CPU encoder: it shows that the pipeline trains and bea
 the part is marked provisional.
 """
 
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def _views(data):
 def finetune_accuracy(ctx):
     # The accuracy is computed here from logits and labels the worker never sees; the frozen-encoder
     # gate before it (`finetune.check_frozen`) is the worker's measurement of where gradients go.
-    from graders.finetune.training import accuracy, diagnose, score_accuracy
+    from graders.finetune.training import accuracy, diagnose, drive_training, score_accuracy
 
     options = ctx.options or {}
     device = _device(options)
@@ -123,14 +124,24 @@ def finetune_accuracy(ctx):
                           details={"numbers": {k: v for k, v in frozen.items() if k != "violations"}})
 
     budget = options.get("time_budget_s") or (SMOKE_BUDGET_S if data.provisional else FULL_BUDGET_S)
-    run = ctx.student.task("finetune.train", features=_views(data), train_labels=torch.tensor(data.train_labels),
-                           time_budget_s=budget, device=device, seed=ctx.seed, timeout=budget + 120,
-                           overrides=SMOKE_OVERRIDES if data.provisional else {},
-                           probe_size=SMOKE_PROBE_REVIEWS if data.provisional else None)
-    summary, valid_logits, test_logits = run["summary"], run["valid_logits"], run["test_logits"]
-    epochs = summary["epochs"]
-    valid_acc = [accuracy(logits, data.valid_labels) for logits in valid_logits]
-    test_acc = [accuracy(logits, data.test_labels) for logits in test_logits]
+    handle = ctx.student.task("finetune.start", features=_views(data), train_labels=torch.tensor(data.train_labels),
+                              time_budget_s=budget, device=device, seed=ctx.seed,
+                              overrides=SMOKE_OVERRIDES if data.provisional else {},
+                              probe_size=SMOKE_PROBE_REVIEWS if data.provisional else None)
+    training = TrainingInWorker(ctx.student, handle, budget, len(data.valid_labels), len(data.test_labels))
+    epochs, valid_acc, since = [], [], [time.monotonic()]
+
+    def epoch_ended(record, accuracy_):
+        epochs.append(record)
+        valid_acc.append(accuracy_)
+        ctx.note(f"fine-tuning epoch {len(valid_acc)}: validation accuracy {accuracy_:.1%} "
+                 f"({time.monotonic() - since[0]:.1f} s)")
+        since[0] = time.monotonic()
+
+    run = drive_training(training, data.valid_labels, epoch_ended)
+    summary = run["summary"]
+    best = max(range(len(valid_acc)), key=valid_acc.__getitem__) if valid_acc else None
+    test_acc = None if run["test_logits"] is None else accuracy(run["test_logits"], data.test_labels)
     found = [HARNESS_DIAGNOSES[d["id"]] for d in diagnose(summary) if d["id"] in HARNESS_DIAGNOSES]
     details = {
         "training_curve": {
@@ -138,17 +149,17 @@ def finetune_accuracy(ctx):
             "train_loss": [e["train"]["reported_loss"] for e in epochs],
             "train_acc": [e["train"]["reported_accuracy"] for e in epochs],
             "valid_acc": valid_acc,
-            "test_acc": test_acc,
         },
         "numbers": {"stopped": summary["stopped"], "trainable_parameters": summary["trainable_parameters"],
-                    "seconds": round(sum(e["seconds"] for e in epochs), 1)},
+                    "seconds": round(sum(e["seconds"] for e in epochs), 1),
+                    "predict_seconds": round(sum(e.get("predict_seconds", 0) for e in epochs), 1),
+                    "gpu_peak_mib": summary.get("gpu_peak_mib")},
     }
     if not valid_acc:
         raise CheckFailed(f"no epoch finished ({summary['stopped']}): {summary.get('error') or ''}".strip(),
                           diagnosis=found[0] if found else None, details=details, provisional_note=note)
-    best = max(range(len(valid_acc)), key=valid_acc.__getitem__)
     message = (f"best validation accuracy {valid_acc[best]:.1%} (epoch {best + 1} of {len(valid_acc)}), "
-               f"test accuracy {test_acc[best]:.1%}")
+               + ("test accuracy unknown" if test_acc is None else f"test accuracy {test_acc:.1%}"))
     if data.provisional:
         fraction = 1.0 if valid_acc[best] >= SMOKE_PASS_ACCURACY else score_accuracy(valid_acc[best])
     else:
@@ -159,3 +170,44 @@ def finetune_accuracy(ctx):
         details["observed_mistakes"] = found
         message += ". Also seen while training: " + " ".join(DIAGNOSES[d] for d in dict.fromkeys(found))
     return CheckOutcome(fraction=fraction, message=message, details=details, provisional_note=note)
+
+
+class TrainingInWorker:
+    """The worker's `graders.finetune.training.Training`, driven from here (`drive_training`): one
+    request per epoch, the next given what is left of the budget. What comes back is checked
+    for shape before it is scored: a worker is the student's process."""
+
+    def __init__(self, student, handle, budget_s, n_valid, n_test):
+        self.student, self.handle = student, handle
+        self.deadline = time.monotonic() + budget_s
+        self.n_valid, self.n_test = n_valid, n_test
+
+    def next_epoch(self):
+        epoch = self.student.task("finetune.next_epoch", self.handle, timeout=self._time_left())
+        if epoch is None:
+            return None
+        if not (isinstance(epoch, tuple) and len(epoch) == 2 and isinstance(epoch[0], dict)):
+            raise CheckFailed("the worker answered an epoch with something other than (record, logits)")
+        return epoch[0], _logits(epoch[1], self.n_valid, "validation")
+
+    def keep_latest(self):
+        self.student.task("finetune.keep_latest", self.handle)
+
+    def finish(self):
+        run = self.student.task("finetune.finish", self.handle, timeout=self._time_left())
+        if not (isinstance(run, dict) and isinstance(run.get("summary"), dict)):
+            raise CheckFailed("the worker ended training with a malformed summary")
+        tensor = run.get("test_logits")
+        empty = isinstance(tensor, torch.Tensor) and tensor.numel() == 0
+        return {"summary": run["summary"], "test_logits": None if empty else _logits(tensor, self.n_test, "test")}
+
+    def _time_left(self):
+        # The worker stops at the budget itself; the margin covers a last batch and the test set.
+        return max(0.0, self.deadline - time.monotonic()) + 120
+
+
+def _logits(value, n, split):
+    if not (isinstance(value, torch.Tensor) and value.shape == (n,) and value.is_floating_point()):
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise CheckFailed(f"the worker returned {shape} for the {split} logits, not ({n},)")
+    return value

@@ -150,7 +150,8 @@ class _StopShrinking(Exception):
 class Context:
     """What a check sees: the student (through the worker), the oracle, and the grading seed."""
 
-    def __init__(self, student, oracle, seed, *, max_examples=20, answers=None, reference_answers=None, options=None):
+    def __init__(self, student, oracle, seed, *, max_examples=20, answers=None, reference_answers=None, options=None,
+                 note=None):
         self.student = student
         self.oracle = oracle
         self.seed = seed
@@ -158,6 +159,12 @@ class Context:
         self.answers = answers  # the submission's answers.toml, parsed in the grader
         self.reference_answers = reference_answers or {}
         self.options = options or {}  # e.g. the fine-tuning data and encoder
+        self._note = note
+
+    def note(self, text):
+        """Say how a long check is getting on (`grade` prints it on stderr); nothing otherwise."""
+        if self._note is not None:
+            self._note(text)
 
     def given(self, *strategies, max_examples=None):
         """Decorator: run the property on hypothesis-drawn inputs now; raise the minimal failure."""

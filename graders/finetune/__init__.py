@@ -8,10 +8,13 @@ The encoder is frozen, so it runs once per dataset, not once per step of every s
     data.split_train_valid          (17,500 / 7,500)
     encoder.load_encoder            (offline only)
     cache.build_features            (once; reused)  cache.open_features (read-only memmaps)
-                                                    training.run_training(student, HYPERPARAMETERS,
+                                                    training.Training(student, HYPERPARAMETERS,
                                                         train features + train labels,
                                                         valid and test features, no labels)
-                                                    -> logits per epoch (safetensors) + what it saw (JSON)
+    training.drive_training, an epoch a request:    .next_epoch() -> record, validation logits
+      accuracy on validation; the best so far?      .keep_latest()   (a copy of its weights)
+      at the end                                    .finish() -> test logits of the kept weights
+                                                       + what it saw (JSON)
     training.accuracy / score_accuracy  <- logits
     training.diagnose                   <- what it saw
     training.check_frozen (in the worker, with the real encoder: the stand-in cannot show it)

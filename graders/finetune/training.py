@@ -7,8 +7,9 @@ feature caches (read-only) and the *training* labels. It never gets validation o
     never a true label), so a student's code that reads `.label` there runs but learns nothing;
   - the student's `evaluate` runs on a labelled slice of the training data (the "probe"), to see that
     it works, not to score it;
-  - the worker returns logits on validation and test for every epoch; the grader, which holds the
-    labels, computes accuracy (`accuracy`, `score_accuracy`).
+  - the worker returns logits on validation after every epoch and on test once, for the weights of
+    the epoch the grader found best; the grader, which holds the labels, computes accuracy
+    (`accuracy`, `score_accuracy`) and drives the epochs (`drive_training`).
 
 Around the student's `train` and `evaluate` the harness records what it can observe from outside, so
 that a broken loop shows up as a number rather than only as a low accuracy (`diagnose` names them):
@@ -253,6 +254,7 @@ class TrainingObserver:
 class EpochRecord:
     epoch: int
     seconds: float
+    predict_seconds: float  # of which: logits on validation and test
     train: dict  # PhaseCounts of the student's train(), with the loss and accuracy it reported
     probe: dict  # PhaseCounts of the student's evaluate() on the labelled probe slice
     weights_moved: float  # largest absolute change of a trainable weight during train()
@@ -265,9 +267,10 @@ class TrainingRun:
     trainable_parameters: int
     epochs: list[EpochRecord] = field(default_factory=list)
     valid_logits: list[torch.Tensor] = field(default_factory=list)  # one (N_valid,) per epoch
-    test_logits: list[torch.Tensor] = field(default_factory=list)  # one (N_test,) per epoch
+    test_logits: torch.Tensor | None = None  # (N_test,) of the weights kept (`Training.keep_latest`)
     stopped: str = "completed"  # or "time budget" or "error"
     error: str | None = None  # the student's traceback, when stopped == "error"
+    gpu_peak_mib: int | None = None  # most GPU memory the run held in tensors (None on CPU)
 
     def summary(self) -> dict:
         """Everything but the logits, as JSON-able data (what crosses the trust boundary as JSON)."""
@@ -277,56 +280,113 @@ class TrainingRun:
             "epochs": [asdict(e) for e in self.epochs],
             "stopped": self.stopped,
             "error": self.error,
+            "gpu_peak_mib": self.gpu_peak_mib,
         }
 
-    def tensors(self) -> dict[str, torch.Tensor]:
-        """Logits per epoch, (E, N_valid) and (E, N_test) (what crosses the trust boundary as safetensors)."""
-        return {"valid_logits": _stack(self.valid_logits), "test_logits": _stack(self.test_logits)}
+
+class Training:
+    """The student's model trained as the notebook does, on cached features, within `time_budget_s`
+    seconds, one epoch per `next_epoch` call.
+
+    Whoever holds the validation labels drives it (`drive_training`): after each epoch it calls
+    `keep_latest` if that epoch is the best so far, and `finish` predicts the test set once, with
+    the weights kept (a copy on the CPU), rather than after every epoch. `student` has
+    BERTGRUSentiment, train and evaluate (a module, or anything with those attributes).
+    """
+
+    def __init__(self, student, hyperparameters: dict, features: Features, train_labels, valid_features: Features,
+                 test_features: Features, time_budget_s: float, device="cpu", *, seed: int = 0, probe_size: int = 500):
+        self.deadline = time.monotonic() + time_budget_s
+        self.student = student
+        hp = validate_hyperparameters(hyperparameters)
+        self.device = torch.device(device)
+        torch.manual_seed(seed)
+        encoder = CachedEncoder(features.config)
+        model = student.BERTGRUSentiment(encoder, hp["hidden_dim"], 1, hp["n_layers"], hp["bidirectional"], hp["dropout"])
+        freeze_encoder_by_name(model)
+        self.model = model.to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=hp["learning_rate"])
+        self.criterion = ObservedBCEWithLogitsLoss().to(self.device)
+        self.observer = TrainingObserver(self.model, self.criterion, self.optimizer, encoder)
+        self.iterators = make_iterators(features, train_labels, valid_features, test_features, encoder=encoder,
+                                        batch_size=hp["batch_size"], device=self.device, seed=seed,
+                                        probe_size=probe_size, deadline=self.deadline)
+        self.run = TrainingRun(hp, sum(p.numel() for p in self.model.parameters() if p.requires_grad))
+        self._latest: dict[str, torch.Tensor] | None = None  # the weights after the last epoch
+        self._kept: dict[str, torch.Tensor] | None = None
+        self._over = False
+
+    def next_epoch(self) -> tuple[dict, torch.Tensor] | None:
+        """Train one epoch and predict validation: (the epoch's record, valid logits (N_valid,)), or
+        None once training is over (all epochs, the time budget, or the student's code failed:
+        `run.stopped` says which)."""
+        run, number = self.run, len(self.run.epochs) + 1
+        if self._over or number > run.hyperparameters["n_epochs"]:
+            self._over = True
+            return None
+        started = time.monotonic()
+        try:
+            record = _run_epoch(number, self.student, self.model, self.optimizer, self.criterion, self.observer,
+                                self.iterators)
+            predicting = time.monotonic()
+            logits = predict(self.model, self.iterators.valid)
+        except Exception:  # the student's code failed: keep the epochs that finished
+            run.stopped, run.error, self._over = "error", traceback.format_exc(limit=-8), True
+            return None
+        record.predict_seconds = round(time.monotonic() - predicting, 3)
+        record.seconds = round(time.monotonic() - started, 3)
+        run.epochs.append(record)
+        run.valid_logits.append(logits)
+        self._latest = {name: value.detach().to("cpu", copy=True) for name, value in self.model.state_dict().items()}
+        # The test set is predicted at the end, in about this epoch's prediction time per review.
+        test_seconds = record.predict_seconds * len(self.iterators.test.features) / max(1, len(logits))
+        if record.cut_short or time.monotonic() + record.seconds + test_seconds > self.deadline:
+            if number < run.hyperparameters["n_epochs"]:
+                run.stopped = "time budget"
+            self._over = True
+        return asdict(record), logits
+
+    def keep_latest(self) -> None:
+        """The last epoch's weights are the ones `finish` predicts the test set with."""
+        self._kept = self._latest
+
+    def finish(self) -> TrainingRun:
+        """The run, with the test logits of the weights kept (none if no epoch was kept)."""
+        if self._kept is not None:
+            try:
+                self.model.load_state_dict(self._kept)
+                self.run.test_logits = predict(self.model, self.iterators.test)
+            except Exception:  # a model whose weights do not load back: its test accuracy stays unknown
+                self.run.stopped, self.run.error = "error", traceback.format_exc(limit=-8)
+        if self.device.type == "cuda":
+            self.run.gpu_peak_mib = torch.cuda.max_memory_allocated(self.device) >> 20
+        return self.run
+
+
+def drive_training(training, valid_labels, progress: Callable[[dict, float], None] | None = None) -> TrainingRun:
+    """Run `training` (a `Training`, or the grader's proxy of one in the worker) to its end, keeping
+    the weights of the epoch with the best validation accuracy (the first of equals); `progress`,
+    if given, gets each epoch's record and validation accuracy as it ends."""
+    best = None
+    while (epoch := training.next_epoch()) is not None:
+        record, logits = epoch
+        valid_accuracy = accuracy(logits, valid_labels)
+        if best is None or valid_accuracy > best:
+            best = valid_accuracy
+            training.keep_latest()
+        if progress is not None:
+            progress(record, valid_accuracy)
+    return training.finish()
 
 
 def run_training(student, hyperparameters: dict, features: Features, train_labels, valid_features: Features,
-                 test_features: Features, time_budget_s: float, device="cpu",
-                 progress: Callable[[dict], None] | None = None, *, seed: int = 0, probe_size: int = 500) -> TrainingRun:
-    """Train the student's model as the notebook does, on cached features, within `time_budget_s` seconds.
-
-    `student` has BERTGRUSentiment, train and evaluate (a module, or anything with those attributes).
-    `progress`, if given, is called with a summary after each epoch.
-    """
-    deadline = time.monotonic() + time_budget_s
-    hp = validate_hyperparameters(hyperparameters)
-    device = torch.device(device)
-    torch.manual_seed(seed)
-
-    encoder = CachedEncoder(features.config)
-    model = student.BERTGRUSentiment(encoder, hp["hidden_dim"], 1, hp["n_layers"], hp["bidirectional"], hp["dropout"])
-    freeze_encoder_by_name(model)
-    model = model.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=hp["learning_rate"])
-    criterion = ObservedBCEWithLogitsLoss().to(device)
-    observer = TrainingObserver(model, criterion, optimizer, encoder)
-    iterators = make_iterators(features, train_labels, valid_features, test_features, encoder=encoder,
-                               batch_size=hp["batch_size"], device=device, seed=seed, probe_size=probe_size,
-                               deadline=deadline)
-    run = TrainingRun(hp, sum(p.numel() for p in model.parameters() if p.requires_grad))
-
-    for epoch in range(1, hp["n_epochs"] + 1):
-        started = time.monotonic()
-        try:
-            record = _run_epoch(epoch, student, model, optimizer, criterion, observer, iterators)
-            run.valid_logits.append(predict(model, iterators.valid))
-            run.test_logits.append(predict(model, iterators.test))
-        except Exception:  # the student's code failed: keep the epochs that finished
-            run.stopped, run.error = "error", traceback.format_exc(limit=-8)
-            break
-        record.seconds = round(time.monotonic() - started, 3)
-        run.epochs.append(record)
-        if progress is not None:
-            progress(asdict(record))
-        if record.cut_short or time.monotonic() + record.seconds > deadline:  # the next epoch would not fit
-            if epoch < hp["n_epochs"]:
-                run.stopped = "time budget"
-            break
-    return run
+                 test_features: Features, valid_labels, time_budget_s: float, device="cpu",
+                 progress: Callable[[dict, float], None] | None = None, *, seed: int = 0,
+                 probe_size: int = 500) -> TrainingRun:
+    """`Training` driven to its end where the validation labels are at hand (tests, benchmarks)."""
+    training = Training(student, hyperparameters, features, train_labels, valid_features, test_features,
+                        time_budget_s, device, seed=seed, probe_size=probe_size)
+    return drive_training(training, valid_labels, progress)
 
 
 def _run_epoch(epoch, student, model, optimizer, criterion, observer, iterators: Iterators) -> EpochRecord:
@@ -347,7 +407,7 @@ def _run_epoch(epoch, student, model, optimizer, criterion, observer, iterators:
     probe = {**asdict(observer.finish(iterators.probe, served)), "reported_loss": _number(loss),
              "reported_accuracy": _number(acc), "observed_loss": observer.counts.observed_loss,
              "observed_accuracy": observer.counts.observed_accuracy}
-    return EpochRecord(epoch, 0.0, train, probe, moved, iterators.train.cut_short)
+    return EpochRecord(epoch, 0.0, 0.0, train, probe, moved, iterators.train.cut_short)
 
 
 def predict(model: nn.Module, iterator: BatchIterator) -> torch.Tensor:
@@ -537,6 +597,3 @@ def _number(value) -> float | None:
         return None
     return number if math.isfinite(number) else None
 
-
-def _stack(logits: list[torch.Tensor]) -> torch.Tensor:
-    return torch.stack(logits) if logits else torch.empty(0)

@@ -477,8 +477,15 @@ class Worker:
             environment["TEMP"] = environment["TMP"] = environment["TMPDIR"]  # Windows's names for it
         if not self.allow_gpu:
             environment["CUDA_VISIBLE_DEVICES"] = ""  # empty hides every GPU; unset would show all
-        elif "CUDA_VISIBLE_DEVICES" in os.environ:
-            environment["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+            return environment
+        # batches of every length: growing segments leave fewer cached blocks unused in between
+        environment["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        if self.layers.bwrap:  # its /dev holds exactly its own GPUs, named by UUID
+            visible = isolation.gpu_view(os.environ.get("CUDA_VISIBLE_DEVICES")).visible
+        else:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None:
+            environment["CUDA_VISIBLE_DEVICES"] = visible
         return environment
 
     def _ask_to_exit(self) -> None:

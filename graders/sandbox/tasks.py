@@ -325,22 +325,39 @@ def finetune_check_frozen(ctx: TaskContext, encoder_dir: str, text: torch.Tensor
     return asdict(check_frozen(model, encoder, Batch(text, attention_mask, label, np.arange(len(label)))))
 
 
-@task("finetune.train")
-def finetune_train(ctx: TaskContext, *, features: dict, train_labels: torch.Tensor, time_budget_s: float,
-                   device: str, seed: int, overrides: dict, probe_size: int | None = None) -> dict:
-    """The student's model, hyper-parameters (with `overrides`), train and evaluate on cached features.
-    `features` maps train / valid / test to (cache folder, rows); only the training labels are here.
-    Returns the logits of every epoch on validation and test, and what the harness observed."""
+@task("finetune.start")
+def finetune_start(ctx: TaskContext, *, features: dict, train_labels: torch.Tensor, time_budget_s: float,
+                   device: str, seed: int, overrides: dict, probe_size: int | None = None) -> Any:
+    """The student's model, hyper-parameters (with `overrides`), train and evaluate, ready to train
+    on cached features (a `Training`, kept here: the grader drives it through the tasks below).
+    `features` maps train / valid / test to (cache folder, rows); only the training labels are here."""
     import numpy as np
 
     from graders.finetune.cache import open_features
-    from graders.finetune.training import run_training
+    from graders.finetune.training import Training
 
     views = {name: open_features(folder).subset(np.asarray(rows, dtype=np.int64))
              for name, (folder, rows) in features.items()}
     student = ctx.student_module("sentiment")
     hyperparameters = {**student.HYPERPARAMETERS, **overrides}
-    run = run_training(student, hyperparameters, views["train"], train_labels.numpy(), views["valid"],
-                       views["test"], time_budget_s, device, seed=seed,
-                       **({} if probe_size is None else {"probe_size": probe_size}))
-    return {"summary": run.summary(), **run.tensors()}
+    return Training(student, hyperparameters, views["train"], train_labels.numpy(), views["valid"], views["test"],
+                    time_budget_s, device, seed=seed, **({} if probe_size is None else {"probe_size": probe_size}))
+
+
+@task("finetune.next_epoch")
+def finetune_next_epoch(ctx: TaskContext, training: Any) -> Any:
+    """One epoch: (its record, validation logits), or None once training is over."""
+    return training.next_epoch()
+
+
+@task("finetune.keep_latest")
+def finetune_keep_latest(ctx: TaskContext, training: Any) -> None:
+    training.keep_latest()
+
+
+@task("finetune.finish")
+def finetune_finish(ctx: TaskContext, training: Any) -> dict:
+    """What the harness observed, and the test logits of the weights kept (an empty tensor if none)."""
+    run = training.finish()
+    return {"summary": run.summary(), "test_logits": run.test_logits if run.test_logits is not None
+            else torch.empty(0)}
