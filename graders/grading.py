@@ -40,7 +40,7 @@ MAX_WORKER_FAILURES_PER_PART = 2
 # not the submission, is at fault (no student code runs before the worker has started).
 MAX_START_FAILURES = 2
 # Examples per property: a self-check must answer in seconds; an instructor's grade looks harder.
-MAX_EXAMPLES = {INSTRUCTOR: 20, SELF_CHECK: 10}
+MAX_EXAMPLES = {INSTRUCTOR: 20, SELF_CHECK: 5}
 SCHEMA_VERSION = 1
 MAX_ANSWERS_BYTES = 256 * 1024
 

@@ -304,13 +304,16 @@ def cmd_check(argv) -> int:
     if unknown:
         print(f"grade check: unknown part {', '.join(unknown)}; the parts are: {', '.join(known)}", file=sys.stderr)
         return 2
+    from graders.sandbox.limits import Limits
+    from graders.sandbox.spawn import prestart_self_check_worker
+
+    limits = Limits() if args.timeout is None else Limits(call_timeout_s=args.timeout)
+    prestart_self_check_worker(threads=limits.threads)  # it imports torch while this process does
     from rich.console import Console
 
     from graders.reports import print_summary
-    from graders.sandbox import Limits
 
     console = Console()
-    limits = Limits() if args.timeout is None else Limits(call_timeout_s=args.timeout)
     status = console.status("starting the worker...") if console.is_terminal else nullcontext()
     with status:
         def progress(chk):

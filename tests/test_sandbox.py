@@ -72,6 +72,9 @@ STUDENT_FILES = {
         def echo(*args, **kwargs):
             return args, kwargs
 
+        def environment(name):
+            return os.environ.get(name)
+
         class Liar(torch.Tensor):
             @classmethod
             def __torch_function__(cls, func, types, args=(), kwargs=None):

@@ -103,3 +103,28 @@ def test_folders_of_graders_without_a_start_time_are_kept_while_their_pid_lives(
     gone.mkdir()
     isolation.remove_orphaned_workdirs(tmp_path)
     assert alive.exists() and not gone.exists()
+
+
+def test_a_worker_started_ahead_is_adopted_and_its_submission_arrives_after(tmp_path):
+    from graders.sandbox import spawn
+
+    spawn.prestart_self_check_worker(threads=TEST_LIMITS.threads)
+    ahead = spawn._prestarted.process
+    time.sleep(0.5)  # it has started, knowing nothing of a submission yet
+    submission = write_package(tmp_path / "alice hw", STUDENT_FILES)
+    with Worker(submission, limits=TEST_LIMITS, require_isolation=False, containment_only=True) as worker:
+        assert worker._process is ahead
+        assert worker.call("values", "echo", 1) == ((1,), {})
+        home = worker.call("values", "environment", "HOME")
+        assert home == str(worker._workdir)  # its own folders came with the configuration
+    with Worker(submission, limits=TEST_LIMITS, require_isolation=False, containment_only=True) as later:
+        assert later._process is not ahead and later.call("values", "echo", 2) == ((2,), {})
+
+
+def test_a_worker_started_ahead_with_other_settings_is_ended_not_adopted():
+    from graders.sandbox import spawn
+
+    spawn.prestart_self_check_worker(threads=TEST_LIMITS.threads + 1)
+    ahead = spawn._prestarted.process
+    assert spawn.take_prestarted(threads=TEST_LIMITS.threads) is None
+    assert ahead.poll() is not None  # it saw the end of its configuration pipe and exited

@@ -548,15 +548,23 @@ def bce_mean(predictions, labels):
 def replay_bias(bias, labels, lr, *, zero_grad=True, sigmoid_first=False):
     """The output bias after one epoch of train() when every prediction is that bias (the output
     weight is zero, or dropout 1.0 in training mode zeroes its input): Adam, one step per batch;
-    `sigmoid_first` replays a loss taken on sigmoid(predictions) instead of the logits."""
-    b = nn.Parameter(bias.detach().clone().float())
-    optimizer = torch.optim.Adam([b], lr=lr)
-    for y in labels:
+    `sigmoid_first` replays a loss taken on sigmoid(predictions) instead of the logits. Adam is
+    written out as torch.optim.Adam computes it: torch.optim's first use imports the compiler
+    stack, a second of every grade."""
+    beta1, beta2, eps = 0.9, 0.999, 1e-8  # torch.optim.Adam's defaults, as the notebook uses it
+    b = bias.detach().clone().float().requires_grad_(True)
+    grad, m, v = torch.zeros_like(b), torch.zeros_like(b), torch.zeros_like(b)
+    for step, y in enumerate(labels, start=1):
         if zero_grad:
-            optimizer.zero_grad()
+            grad = torch.zeros_like(b)
         predictions = b.expand(len(y), b.numel())[:, 0]
-        F.binary_cross_entropy_with_logits(torch.sigmoid(predictions) if sigmoid_first else predictions, y).backward()
-        optimizer.step()
+        loss = F.binary_cross_entropy_with_logits(torch.sigmoid(predictions) if sigmoid_first else predictions, y)
+        grad = grad + torch.autograd.grad(loss, b)[0]  # without zero_grad, gradients add up
+        with torch.no_grad():
+            m = beta1 * m + (1 - beta1) * grad  # first moment
+            v = beta2 * v + (1 - beta2) * grad * grad  # second moment
+            denominator = v.sqrt() / math.sqrt(1 - beta2 ** step) + eps
+            b -= lr / (1 - beta1 ** step) * m / denominator  # bias-corrected step
     return b.detach()
 
 

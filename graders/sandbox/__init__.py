@@ -4,17 +4,25 @@ The grading process never imports a submission. `Worker` starts a sandboxed work
 (bubblewrap namespaces where available, an unprivileged user, rlimits, an audit hook), sends it
 requests (construct, call, state_dict, harness tasks) and gets plain values and tensors back.
 See docs/sandbox.md.
+
+The names below are imported on first use: `graders.sandbox.spawn` must be importable without
+torch (`grade check` starts its worker before the grader imports torch).
 """
 
-from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, SandboxError, StudentError,
-                     WorkerCrashed, WorkerTimeout)
-from .harness import task
-from .isolation import Layers
-from .limits import Limits
-from .protocol import Handle
-from .client import Worker
+import importlib
 
-__all__ = [
-    "BudgetExhausted", "Handle", "Layers", "Limits", "MissingDependency", "ProtocolError", "RequestError", "SandboxError",
-    "StudentError", "Worker", "WorkerCrashed", "WorkerTimeout", "task",
-]
+_EXPORTS = {
+    "BudgetExhausted": "errors", "MissingDependency": "errors", "ProtocolError": "errors",
+    "RequestError": "errors", "SandboxError": "errors", "StudentError": "errors", "WorkerCrashed": "errors",
+    "WorkerTimeout": "errors", "task": "harness", "Layers": "isolation", "Limits": "limits",
+    "Handle": "protocol", "Worker": "client",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value

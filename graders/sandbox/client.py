@@ -36,14 +36,9 @@ from .isolation import IsolationUnavailable, Layers
 from .limits import Limits
 from .output import OutputTail
 from .protocol import Encoder, Handle, decode
+from .spawn import base_environment, pipe, spawn, start_self_check_worker, take_prestarted
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                    "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
-# Passed on to a self-check's worker: Windows's Python needs SYSTEMROOT to start, and its
-# libraries are found through PATH there.
-PLATFORM_VARIABLES = ("PATH", "SYSTEMROOT", "WINDIR")
 MAX_ERROR_TEXT = 50_000
-PIPE_BYTES = 1 << 20  # the request and reply pipes (default 64 KiB); see `_pipe`
 # How long a dead worker's processes get to release their pipes after the kill.
 REAP_TIMEOUT_S = 5.0
 SHUTDOWN_TIMEOUT_S = 1.0
@@ -423,8 +418,8 @@ class Worker:
     def _start_isolated(self, workdir: Path, config: dict) -> tuple[subprocess.Popen, PollingChannel, OutputTail]:
         """The worker (in bubblewrap where the layers say so) with its protocol pipes as
         inherited descriptors, in a session of its own: POSIX."""
-        request_read, request_write = _pipe()
-        reply_read, reply_write = _pipe()
+        request_read, request_write = pipe()
+        reply_read, reply_write = pipe()
         output_read, output_write = os.pipe()
         config = {**config, "request_fd": request_read, "reply_fd": reply_write}
         command = [sys.executable, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
@@ -435,46 +430,33 @@ class Worker:
                                                 private_mounts=self.layers.private_mounts,
                                                 tmp_bytes=self.limits.tmp_bytes),
                        *command]
-        process = _spawn(command, ours=(request_write, reply_read, output_read),
-                         theirs=(request_read, reply_write, output_write),
-                         stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
-                         pass_fds=(request_read, reply_write), cwd=workdir, env=self._environment(workdir))
+        process = spawn(command, ours=(request_write, reply_read, output_read),
+                        theirs=(request_read, reply_write, output_write),
+                        stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
+                        pass_fds=(request_read, reply_write), cwd=workdir, env=self._environment(workdir))
         channel = PollingChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
                                  max_header_bytes=self.limits.max_header_bytes)
         return process, channel, OutputTail(output_read, self.limits.max_output_bytes)
 
     def _start_contained(self, workdir: Path, config: dict) -> tuple[subprocess.Popen, ThreadedChannel,
                                                                      ThreadedOutputTail]:
-        """A self-check's worker, with what every platform has: the protocol on its stdin and
-        stdout (it moves them aside and points its stdout at its stderr), its output on its
-        stderr, each pipe served by a thread here."""
+        """A self-check's worker (graders/sandbox/spawn.py): the one started ahead by `grade
+        check` if it runs with these settings, else a new one; then its configuration, the
+        first message on its request pipe, with the folders of its own in its environment."""
+        started = take_prestarted(threads=self.limits.threads) or start_self_check_worker(threads=self.limits.threads)
         marker = new_marker()
-        config = {**config, "output_marker": marker.hex()}
-        python, environment = _interpreter_itself(self._environment(workdir))
-        command = [python, "-s", "-m", "graders.sandbox.worker", json.dumps(config)]
-        request_read, request_write = _pipe()
-        reply_read, reply_write = _pipe()
-        output_read, output_write = os.pipe()
-        process = _spawn(command, ours=(request_write, reply_read, output_read),
-                         theirs=(request_read, reply_write, output_write),
-                         stdin=request_read, stdout=reply_write, stderr=output_write, cwd=workdir, env=environment)
-        channel = ThreadedChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
+        own_folders = {"HOME": str(workdir), "TMPDIR": str(workdir / "tmp")}
+        own_folders["TEMP"] = own_folders["TMP"] = own_folders["TMPDIR"]  # Windows's names for it
+        config = {**config, "output_marker": marker.hex(), "environment": own_folders}
+        channel = ThreadedChannel(started.request_write, started.reply_read, max_bytes=self.limits.max_message_bytes,
                                   max_header_bytes=self.limits.max_header_bytes)
-        return process, channel, ThreadedOutputTail(output_read, self.limits.max_output_bytes, marker)
+        output = ThreadedOutputTail(started.output_read, self.limits.max_output_bytes, marker)
+        channel.send(config, {}, time.monotonic() + self.limits.call_timeout_s)
+        return started.process, channel, output
 
     def _environment(self, workdir: Path) -> dict[str, str]:
-        threads = str(self.limits.threads)
-        environment = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"),
-            "LANG": "C.UTF-8", "USER": "grader-sandbox", "LOGNAME": "grader-sandbox",  # no passwd entry
-            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONFAULTHANDLER": "1",  # a segfault's Python traceback ends up in the output
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            **{name: threads for name in THREAD_VARIABLES},
-        }
-        if self.containment_only:  # the student's own machine: what its Python needs to start
-            environment.update({name: os.environ[name] for name in PLATFORM_VARIABLES if name in os.environ})
-            environment["TEMP"] = environment["TMP"] = environment["TMPDIR"]  # Windows's names for it
+        environment = {**base_environment(self.limits.threads), "HOME": str(workdir),
+                       "TMPDIR": str(workdir / "tmp")}
         if not self.allow_gpu:
             environment["CUDA_VISIBLE_DEVICES"] = ""  # empty hides every GPU; unset would show all
             return environment
@@ -589,47 +571,6 @@ def _text(error: dict, field: str) -> str:
     if type(value) is not str:
         raise ProtocolError(f"malformed {field!r} in an error reply")
     return value[-MAX_ERROR_TEXT:]
-
-
-def _interpreter_itself(environment: dict[str, str]) -> tuple[str, dict[str, str]]:
-    """The Python to start a worker with, and its environment. On Windows, a virtual
-    environment's python.exe is a launcher that runs the real interpreter as its child: killing
-    the launcher would leave the worker running. Like multiprocessing there, start the base
-    interpreter and tell it which environment it is in."""
-    if sys.platform == "win32" and sys._base_executable != sys.executable:
-        return sys._base_executable, {**environment, "__PYVENV_LAUNCHER__": sys.executable}
-    return sys.executable, environment
-
-
-def _spawn(command: list[str], *, ours: tuple[int, ...], theirs: tuple[int, ...], **popen) -> subprocess.Popen:
-    """The worker in a session of its own (POSIX: a process group to kill; ignored on Windows).
-    The pipe ends the worker inherits (`theirs`) are closed here once it has them; the grader's
-    own ends (`ours`) too if it could not start."""
-    try:
-        return subprocess.Popen(command, start_new_session=True, **popen)
-    except BaseException:
-        for fd in ours:
-            os.close(fd)
-        raise
-    finally:
-        for fd in theirs:
-            os.close(fd)
-
-
-def _pipe() -> tuple[int, int]:
-    """A pipe that holds a typical request or reply whole: with the default 64 KiB, sending a
-    few activations takes several switches between the two processes."""
-    read, write = os.pipe()
-    try:
-        import fcntl
-    except ImportError:  # Windows
-        return read, write
-    if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux only: elsewhere pipes keep the system's size
-        try:
-            fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        except OSError:
-            pass  # above /proc/sys/fs/pipe-max-size for this user: keep the default
-    return read, write
 
 
 def _kill_group(pid: int, workdir: Path | None) -> None:

@@ -60,16 +60,23 @@ DENIALS = audit.DenialLog()
 
 
 def main(argv: list[str]) -> None:
-    config = json.loads(argv[1])
     # `-m` put the start directory (the worker's fresh working directory, which holds nothing
     # importable) first on sys.path; the submission gets its own entry below.
     if sys.path and sys.path[0] == os.getcwd():
         sys.path.pop(0)
-    containment_only = config["containment_only"]
-    if containment_only:
+    started_ahead = argv[1] == "--config-on-stdin"
+    if started_ahead:  # a self-check's worker (graders/sandbox/spawn.py)
+        warm_up_in_background()  # while the grader imports its own modules
         request_fd, reply_fd = protocol_from_stdio()
+        try:
+            config, _ = receive_message(request_fd)
+        except EOFError:
+            os._exit(0)  # started ahead for a self-check that did not happen
+        os.environ.update(config["environment"])
     else:
+        config = json.loads(argv[1])
         request_fd, reply_fd = config["request_fd"], config["reply_fd"]
+    containment_only = config["containment_only"]
     limits = Limits.from_json(config["limits"])
     if config["private_source"]:
         make_private_space(Path(config["workdir"]), Path(config["private_source"]), limits, config["run_as"])
@@ -88,16 +95,18 @@ def main(argv: list[str]) -> None:
     if not containment_only:  # a tripwire against hostile code: the instructor's threat model
         audit.install(workdir=config["workdir"], secret_paths=config["secret_paths"], denials=DENIALS)
     os.chdir(session.submission_dir)
-    warm_up_in_background()
+    if not started_ahead:
+        warm_up_in_background()
     marker = bytes.fromhex(config["output_marker"]) if containment_only else None
     serve(session, request_fd, reply_fd, output_marker=marker)
 
 
 def warm_up_in_background() -> None:
     """Pay torch.optim's first-use cost (its first optimizer pulls in the compiler stack, about
-    2 s) while the grader runs its first checks, instead of inside the check that first needs it.
-    Plain imports are thread-safe; transformers' lazy module is not, so it is not warmed here.
-    Uses no random numbers, so the seeded draws of the student's code are unchanged."""
+    a second) while the grader imports its modules (a worker started ahead) or runs its first
+    checks, instead of inside the check that first needs it. Plain imports are thread-safe;
+    transformers' lazy module is not, so it is not warmed here. Uses no random numbers, so the
+    seeded draws of the student's code are unchanged."""
 
     def warm_up() -> None:
         # A short switch interval hands the interpreter back to the request loop within a
