@@ -176,7 +176,7 @@ def test_the_test_set_is_predicted_once_with_the_best_epochs_weights(small):
             small.test.subset(range(50)))
     predicted_after_each_epoch = []
     training = Training(*args, time_budget_s=60, probe_size=64)
-    while (epoch := training.next_epoch()) is not None:
+    while training.next_epoch() is not None:
         predicted_after_each_epoch.append(predict(training.model, training.iterators.test))
     assert len(predicted_after_each_epoch) == 3
     for chosen in range(3):  # labels that make epoch `chosen` the best
