@@ -99,19 +99,20 @@ def cmd_grade(argv):
 
 
 class PartProgress:
-    """One line on stderr as each part starts, so a long grade (the fine-tuning check trains for
-    minutes) says what it is doing; stdout keeps the summary alone."""
+    """One line on stderr as each part starts, and the notes of long checks (each fine-tuning
+    epoch), so a long grade says what it is doing; stdout keeps the summary alone. Called from
+    two threads when a part runs beside the others: each line is one write."""
 
     def __init__(self, options):
         self.options = options
-        self.part = None
+        self.parts_shown = set()  # a long part runs beside the others: their checks interleave
         self.started = time.perf_counter()
 
     def __call__(self, chk) -> None:
         part = chk.id.split(".")[0]
-        if part == self.part:
+        if part in self.parts_shown:
             return
-        self.part = part
+        self.parts_shown.add(part)
         note = ""
         if part == "finetune":
             budget = self.options.finetune.budget_s

@@ -11,6 +11,7 @@ import tempfile
 import time
 import tomllib
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import hypothesis
@@ -20,6 +21,7 @@ import graders
 from graders.atomic import write_atomically
 from graders.build import REFERENCE_DIR, REPO_ROOT
 from graders.checks import REGISTRY
+from graders.consistency import validate_assignment
 from graders.checks.finetune import worker_readable_paths
 from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, environment_result,
                                       run_check)
@@ -184,6 +186,21 @@ def _not_started_result(chk, error):
                        "this is a problem of the grading machine, not of your code")
 
 
+class _Lane:
+    """One worker and what goes with it: its starter, its module gate, and where each of its
+    audit-hook denials happened."""
+
+    def __init__(self, worker, ingested):
+        self.worker = worker
+        self.starter = _Starter(worker)
+        self.denials = _DenialPlaces(worker)
+        self.gate = _ModuleGate(worker, ingested)
+
+    def start(self):
+        self.starter.ensure_running()
+        self.denials.mark("the worker's start")
+
+
 class _DenialPlaces:
     """Where each audit-hook denial the worker reported happened: the worker's start, a module's
     import or a check (`mark` labels those recorded since the previous mark)."""
@@ -224,6 +241,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         require_full_isolation()
     started = time.perf_counter()
     rubric = load_rubric()
+    if mode == INSTRUCTOR:  # a self-check grades with what `grade build` validated
+        validate_assignment(rubric.sha256)
     seed = rubric.seed if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         try:
@@ -236,68 +255,96 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         answers = read_answers(ingested.root)
         code_flags, flags_dropped = scan_folder(ingested.root)  # text only: nothing is imported
         timings = {"parts": {}, "checks": {}}
-        worker_started = time.perf_counter()
         options = options or {}
         held_out = [options["imdb"]] if options.get("imdb") else []  # its labels never reach the worker
         allow_gpu = options.get("device") == "cuda" or (options.get("device") is None and torch.cuda.is_available())
-        fine_tuning = mode == INSTRUCTOR and (not only_parts or "finetune" in only_parts)
-        worker = Worker(ingested.root, limits=limits or Limits(), secret_paths=secret_paths([*extra_secrets, *held_out]),
-                        allow_gpu=allow_gpu, readable_paths=worker_readable_paths(options) if fine_tuning else (),
-                        require_isolation=isolated, containment_only=mode == SELF_CHECK)
-        try:
-            starter = _Starter(worker)
-            starter.ensure_running()
-            timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
-            denials = _DenialPlaces(worker)
-            denials.mark("the worker's start")
-            gate = _ModuleGate(worker, ingested)
-            parts = []
-            for part in rubric.parts:
-                if only_parts and part.id not in only_parts:
+        selected = [part for part in rubric.parts if not only_parts or part.id in only_parts]
+        checks_of = {part.id: [c for c in REGISTRY.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
+                     for part in selected}
+        # A long part of its own (the fine-tuning: minutes of training that only wait on the
+        # worker) runs in a worker of its own, beside the others, when there are others.
+        apart = [part for part in selected if part.own_worker and checks_of[part.id]]
+        if not any(checks_of[part.id] for part in selected if part not in apart):
+            apart = []
+
+        def new_worker(*, apart_part):
+            fine_tuning = mode == INSTRUCTOR and (apart_part or (not apart and any(p.own_worker for p in selected)))
+            return Worker(ingested.root, limits=limits or Limits(),
+                          secret_paths=secret_paths([*extra_secrets, *held_out]), allow_gpu=allow_gpu and fine_tuning,
+                          readable_paths=worker_readable_paths(options) if fine_tuning else (),
+                          require_isolation=isolated, containment_only=mode == SELF_CHECK)
+
+        def grade_part(part, lane):
+            part_started = time.perf_counter()
+            results = []
+            failures_in_a_row = 0
+            runs_code = not part.module.endswith(".toml")  # answers.toml is read here, never run
+            for chk in checks_of[part.id]:
+                if progress:
+                    progress(chk)
+                if failures_in_a_row >= MAX_WORKER_FAILURES_PER_PART:
+                    problem = (f"not run: your code killed or hung the worker in the {failures_in_a_row} "
+                               "previous checks of this part; fix that first", None)
+                elif (not_started := lane.starter.ensure_running() if runs_code else None) is not None:
+                    results.append(_not_started_result(chk, not_started))
                     continue
-                checks = [c for c in REGISTRY.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
-                runs_code = not part.module.endswith(".toml")  # answers.toml is read here, never run
-                part_started = time.perf_counter()
-                results = []
-                failures_in_a_row = 0
-                for chk in checks:
-                    if progress:
-                        progress(chk)
-                    if failures_in_a_row >= MAX_WORKER_FAILURES_PER_PART:
-                        problem = (f"not run: your code killed or hung the worker in the {failures_in_a_row} "
-                                   "previous checks of this part; fix that first", None)
-                    elif (not_started := starter.ensure_running() if runs_code else None) is not None:
-                        results.append(_not_started_result(chk, not_started))
-                        continue
-                    else:
-                        problem = gate.problem(part.module)
-                        denials.mark(f"importing {part.module}")
-                    if problem:
-                        results.append(_blocked_result(chk, problem))
-                        continue
-                    student = TrackedStudent(worker)
-                    ctx = Context(student, oracle, check_seed(seed, chk.id), max_examples=MAX_EXAMPLES[mode], answers=answers,
-                                  reference_answers=reference_answers, options=options,
-                                  note=getattr(progress, "note", None))
-                    result = run_check(chk, ctx, before=(lambda: worker.seed(ctx.seed)) if runs_code else None)
-                    student.release()
-                    denials.mark(f"check {chk.id}")
-                    failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0
-                    results.append(result)
-                    timings["checks"][chk.id] = round(result.elapsed_s, 3)
-                timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
-                parts.append(part_json(part, results))
-            sandbox = {**worker.layers.to_json(), "unsafe": mode == INSTRUCTOR and unsafe}
-            integrity = results_section(code_flags, denials.pairs(), flags_dropped + worker.audit_denials_dropped)
+                else:
+                    problem = lane.gate.problem(part.module)
+                    lane.denials.mark(f"importing {part.module}")
+                if problem:
+                    results.append(_blocked_result(chk, problem))
+                    continue
+                student = TrackedStudent(lane.worker)
+                ctx = Context(student, oracle, check_seed(seed, chk.id), max_examples=MAX_EXAMPLES[mode], answers=answers,
+                              reference_answers=reference_answers, options=options,
+                              note=getattr(progress, "note", None))
+                result = run_check(chk, ctx, before=(lambda: lane.worker.seed(ctx.seed)) if runs_code else None)
+                student.release()
+                lane.denials.mark(f"check {chk.id}")
+                failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0
+                results.append(result)
+                timings["checks"][chk.id] = round(result.elapsed_s, 3)
+            timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
+            return part_json(part, results)
+
+        def grade_apart(lane):
+            lane.start()
+            return {part.id: grade_part(part, lane) for part in apart}
+
+        lanes = []
+        beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grading-apart")
+        try:
+            if apart:
+                lanes.append(_Lane(new_worker(apart_part=True), ingested))
+                graded_apart = beside.submit(grade_apart, lanes[-1])
+            lane = _Lane(new_worker(apart_part=False), ingested)
+            lanes.insert(0, lane)
+            worker_started = time.perf_counter()
+            lane.start()
+            timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
+            graded = {part.id: grade_part(part, lane) for part in selected if part not in apart}
+            if apart:
+                graded.update(graded_apart.result())
+            parts = [graded[part.id] for part in selected]
+            sandbox = {**lane.worker.layers.to_json(), "unsafe": mode == INSTRUCTOR and unsafe}
+            integrity = results_section(code_flags, [pair for each in lanes for pair in each.denials.pairs()],
+                                        flags_dropped + sum(each.worker.audit_denials_dropped for each in lanes))
         finally:
-            try:
-                worker.close()
-            except Exception as error:  # noqa: BLE001 - the results are made; say so and go on
-                warnings.warn(f"grading: the worker could not be closed cleanly: {error}", RuntimeWarning, stacklevel=2)
+            for each in lanes[1:]:  # a part still running beside (this grade failed): its request fails now
+                each.worker.abort()
+            beside.shutdown(wait=True)
+            for each in lanes:
+                try:
+                    each.worker.close()
+                except Exception as error:  # noqa: BLE001 - the results are made; say so and go on
+                    warnings.warn(f"grading: the worker could not be closed cleanly: {error}", RuntimeWarning,
+                                  stacklevel=2)
+    starters = [each.starter for each in lanes]
     status, reason = "graded", None
-    if not starter.started_once and starter.error is not None:
-        # No student code ran at all: an infrastructure failure, graded again by the next batch run.
-        status, reason = "error", f"the sandbox worker could not start: {starter.error}"
+    failed_start = next((each.error for each in starters if not each.started_once and each.error is not None), None)
+    if failed_start is not None:
+        # Student code did not run at all: an infrastructure failure, graded again by the next batch run.
+        status, reason = "error", f"the sandbox worker could not start: {failed_start}"
     elif mode == INSTRUCTOR and (missing := _missing_dependencies(parts)):
         # Checks were skipped for want of a package of the grader's: not a grade to hand back
         # (a self-check shows the skipped checks and their fix to the student instead).

@@ -15,6 +15,7 @@ class Part:
     module: str
     points: float
     weights: dict = field(default_factory=dict)
+    own_worker: bool = False  # graded in a worker of its own, beside the other parts (a long part)
 
     def check_points(self, check_ids):
         """{check id: max score}: the part's points shared by weight."""
@@ -39,7 +40,8 @@ def load_rubric(path=RUBRIC_PATH):
     raw = Path(path).read_bytes()
     data = tomllib.loads(raw.decode())
     parts = [
-        Part(pid, spec["title"], spec["module"], float(spec["points"]), dict(spec.get("weights", {})))
+        Part(pid, spec["title"], spec["module"], float(spec["points"]), dict(spec.get("weights", {})),
+             bool(spec.get("own_worker", False)))
         for pid, spec in data["parts"].items()
     ]
     return Rubric(int(data.get("seed", 0)), parts, hashlib.sha256(raw).hexdigest())

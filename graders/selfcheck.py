@@ -354,6 +354,14 @@ def _build_parser():
 def cmd_build(argv) -> int:
     """`grade build [--template] [--golden] [--bundle]`; no flag builds all three, in that order."""
     args = _build_parser().parse_args(argv)
+    from graders.consistency import AssignmentError, validate_assignment
+    from graders.scoring import load_rubric
+
+    try:
+        validate_assignment(load_rubric().sha256)
+    except AssignmentError as error:
+        print(f"grade build: {error}", file=sys.stderr)
+        return 2
     everything = not (args.template or args.golden or args.bundle)
     if everything or args.template:
         from graders.build import build_template

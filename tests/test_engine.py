@@ -38,6 +38,19 @@ def test_reference_gets_full_marks(reference_results):
             assert part["score"] == part["max_score"], part["id"]
 
 
+def test_the_fine_tuning_runs_beside_the_other_parts_and_scores_as_alone(reference_results):
+    """The fine-tuning part (`own_worker` in the rubric) trains in a worker of its own while the
+    other parts are graded: the grade takes less than its parts one after the other, and the
+    part's result is the one it gets graded alone."""
+    timings = reference_results["timings"]
+    assert timings["total_s"] < sum(timings["parts"].values()), timings
+    def outcome(results):  # what a grade says of the part; its details hold seconds trained
+        (part,) = [part for part in results["parts"] if part["id"] == "finetune"]
+        return part["score"], [(c["id"], c["status"], c["score"], c["message"]) for c in part["checks"]]
+
+    assert outcome(grade(REFERENCE_DIR, only_parts=["finetune"])) == outcome(reference_results)
+
+
 def test_template_gets_zero_with_one_clear_message_per_check():
     results = grade(TEMPLATE_DIR)
     assert results["status"] == "graded" and results["score"] == 0

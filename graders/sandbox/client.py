@@ -128,6 +128,13 @@ class Worker:
                 self._stop()
             self.start()
 
+    def abort(self) -> None:
+        """From another thread than the one waiting on a request: kill the worker now, so that
+        the request fails (as a crash) instead of running to its end. `close` still follows."""
+        process = self._process
+        if process is not None:
+            _kill_group(process.pid, None)
+
     def close(self) -> None:
         """Stop the worker and everything it started, and remove its directory. Final."""
         with self._lock:

@@ -1,0 +1,92 @@
+"""The assignment's pieces agree with each other, checked when an instructor's grade or `grade
+build` loads them: a weight in the rubric that names no check, a check of a part the rubric
+lacks, a part with nothing to grade, a diagnosis the catalogue (graders/diagnoses.py) lacks, a
+harness task no worker module registers. Each would otherwise be a silent zero or a check that
+errors for every student; here it is an error naming the file and the entry.
+
+Diagnoses and tasks are read from the checks' source (a `diagnosis="..."` argument, a
+`.task("name", ...)` call, the values of a module-level `..._DIAGNOSES` table), not by running
+anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import graders
+from graders.scoring import RUBRIC_PATH, Rubric
+
+CHECKS_DIR = Path(graders.__file__).resolve().parent / "checks"
+
+
+class AssignmentError(ValueError):
+    """The rubric, the checks, the diagnoses and the worker tasks do not agree."""
+
+
+def problems(rubric: Rubric, registry: dict, diagnoses: dict, tasks: dict, sources: dict[str, str],
+             rubric_name: str = "rubric.toml") -> list[str]:
+    """Every disagreement, one sentence each. `registry`: {part id: [Check]}; `sources`: {file
+    name: the source of a checks module}."""
+    found = []
+    parts = {part.id: part for part in rubric.parts}
+    for part_id, checks in registry.items():
+        if part_id not in parts:
+            found.append(f"{checks[0].func.__module__}: check {checks[0].id} belongs to part {part_id!r}, "
+                         f"which {rubric_name} has no [parts.{part_id}] for")
+    for part in rubric.parts:
+        ids = {chk.id for chk in registry.get(part.id, [])}
+        if not ids and not part.module.endswith(".toml"):
+            found.append(f"{rubric_name}: [parts.{part.id}] has no check")
+        for weighted in part.weights:
+            if weighted not in ids:
+                found.append(f"{rubric_name}: [parts.{part.id}] weights {weighted!r}, which is no check of that part")
+    for name, source in sorted(sources.items()):
+        for line, diagnosis in _string_arguments(source, keyword="diagnosis"):
+            if diagnosis not in diagnoses:
+                found.append(f"{name}:{line}: diagnosis {diagnosis!r} is not in graders/diagnoses.py")
+        for line, task in _string_arguments(source, method="task"):
+            if task not in tasks:
+                found.append(f"{name}:{line}: harness task {task!r} is registered by no worker module")
+    return found
+
+
+def _string_arguments(source: str, *, keyword: str | None = None, method: str | None = None):
+    """(line, text) of the string constants passed as `keyword=` or as the first argument of a
+    `.method(...)` call, and of the values of module-level `..._DIAGNOSES` tables (keyword only)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if keyword is not None:
+                for argument in node.keywords:
+                    if argument.arg == keyword and isinstance(argument.value, ast.Constant) \
+                            and isinstance(argument.value.value, str):
+                        yield node.lineno, argument.value.value
+            elif isinstance(node.func, ast.Attribute) and node.func.attr == method and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                yield node.lineno, node.args[0].value
+    if keyword == "diagnosis":
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+                    isinstance(target, ast.Name) and target.id.endswith("_DIAGNOSES") for target in node.targets):
+                for value in node.value.values:
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        yield value.lineno, value.value
+
+
+@functools.cache
+def validate_assignment(rubric_sha256: str) -> None:
+    """Raise AssignmentError listing every disagreement of the installed assignment (once per
+    process and rubric: `rubric_sha256` is the loaded rubric's)."""
+    from graders.checks import REGISTRY
+    from graders.diagnoses import DIAGNOSES
+    from graders.sandbox import tasks  # noqa: F401  registers the general tasks
+    from graders.sandbox.harness import TASKS
+    from graders.scoring import load_rubric
+
+    rubric = load_rubric()
+    sources = {f"graders/checks/{path.name}": path.read_text() for path in sorted(CHECKS_DIR.glob("*.py"))}
+    found = problems(rubric, REGISTRY, DIAGNOSES, TASKS, sources, rubric_name=f"graders/{RUBRIC_PATH.name}")
+    if found:
+        raise AssignmentError("the assignment's pieces disagree:\n  - " + "\n  - ".join(found))
