@@ -267,12 +267,14 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         if not any(checks_of[part.id] for part in selected if part not in apart):
             apart = []
 
-        def new_worker(*, apart_part):
-            fine_tuning = mode == INSTRUCTOR and (apart_part or (not apart and any(p.own_worker for p in selected)))
-            return Worker(ingested.root, limits=limits or Limits(),
-                          secret_paths=secret_paths([*extra_secrets, *held_out]), allow_gpu=allow_gpu and fine_tuning,
-                          readable_paths=worker_readable_paths(options) if fine_tuning else (),
-                          require_isolation=isolated, containment_only=mode == SELF_CHECK)
+        def new_lane(parts):
+            """The worker for `parts`: the GPU and the feature cache only where the fine-tuning runs."""
+            fine_tuning = mode == INSTRUCTOR and any(part.own_worker for part in parts)
+            return _Lane(Worker(ingested.root, limits=limits or Limits(),
+                                secret_paths=secret_paths([*extra_secrets, *held_out]),
+                                allow_gpu=allow_gpu and fine_tuning,
+                                readable_paths=worker_readable_paths(options) if fine_tuning else (),
+                                require_isolation=isolated, containment_only=mode == SELF_CHECK), ingested)
 
         def grade_part(part, lane):
             part_started = time.perf_counter()
@@ -311,27 +313,29 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             lane.start()
             return {part.id: grade_part(part, lane) for part in apart}
 
-        lanes = []
+        together = [part for part in selected if part not in apart]
+        lanes, aside = [], None
         beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grading-apart")
         try:
+            lane = new_lane(together)
+            lanes.append(lane)
             if apart:
-                lanes.append(_Lane(new_worker(apart_part=True), ingested))
-                graded_apart = beside.submit(grade_apart, lanes[-1])
-            lane = _Lane(new_worker(apart_part=False), ingested)
-            lanes.insert(0, lane)
+                aside = new_lane(apart)
+                lanes.append(aside)
+                graded_apart = beside.submit(grade_apart, aside)
             worker_started = time.perf_counter()
             lane.start()
             timings["worker_start_s"] = round(time.perf_counter() - worker_started, 3)
-            graded = {part.id: grade_part(part, lane) for part in selected if part not in apart}
-            if apart:
+            graded = {part.id: grade_part(part, lane) for part in together}
+            if aside is not None:
                 graded.update(graded_apart.result())
             parts = [graded[part.id] for part in selected]
             sandbox = {**lane.worker.layers.to_json(), "unsafe": mode == INSTRUCTOR and unsafe}
             integrity = results_section(code_flags, [pair for each in lanes for pair in each.denials.pairs()],
                                         flags_dropped + sum(each.worker.audit_denials_dropped for each in lanes))
         finally:
-            for each in lanes[1:]:  # a part still running beside (this grade failed): its request fails now
-                each.worker.abort()
+            if aside is not None:  # still running if this grade failed: its request in flight fails now
+                aside.worker.abort()
             beside.shutdown(wait=True)
             for each in lanes:
                 try:
@@ -339,9 +343,9 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                 except Exception as error:  # noqa: BLE001 - the results are made; say so and go on
                     warnings.warn(f"grading: the worker could not be closed cleanly: {error}", RuntimeWarning,
                                   stacklevel=2)
-    starters = [each.starter for each in lanes]
     status, reason = "graded", None
-    failed_start = next((each.error for each in starters if not each.started_once and each.error is not None), None)
+    failed_start = next((each.starter.error for each in lanes
+                         if not each.starter.started_once and each.starter.error is not None), None)
     if failed_start is not None:
         # Student code did not run at all: an infrastructure failure, graded again by the next batch run.
         status, reason = "error", f"the sandbox worker could not start: {failed_start}"
