@@ -129,10 +129,9 @@ def finetune_accuracy(ctx):
                               overrides=SMOKE_OVERRIDES if data.provisional else {},
                               probe_size=SMOKE_PROBE_REVIEWS if data.provisional else None)
     training = TrainingInWorker(ctx.student, handle, budget, len(data.valid_labels), len(data.test_labels))
-    epochs, valid_acc, since = [], [], [time.monotonic()]
+    valid_acc, since = [], [time.monotonic()]
 
     def epoch_ended(record, accuracy_):
-        epochs.append(record)
         valid_acc.append(accuracy_)
         ctx.note(f"fine-tuning epoch {len(valid_acc)}: validation accuracy {accuracy_:.1%} "
                  f"({time.monotonic() - since[0]:.1f} s)")
@@ -140,6 +139,7 @@ def finetune_accuracy(ctx):
 
     run = drive_training(training, data.valid_labels, epoch_ended)
     summary = run["summary"]
+    epochs = summary["epochs"]
     best = max(range(len(valid_acc)), key=valid_acc.__getitem__) if valid_acc else None
     test_acc = None if run["test_logits"] is None else accuracy(run["test_logits"], data.test_labels)
     found = [HARNESS_DIAGNOSES[d["id"]] for d in diagnose(summary) if d["id"] in HARNESS_DIAGNOSES]

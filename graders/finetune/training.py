@@ -312,8 +312,7 @@ class Training:
                                         batch_size=hp["batch_size"], device=self.device, seed=seed,
                                         probe_size=probe_size, deadline=self.deadline)
         self.run = TrainingRun(hp, sum(p.numel() for p in self.model.parameters() if p.requires_grad))
-        self._latest: dict[str, torch.Tensor] | None = None  # the weights after the last epoch
-        self._kept: dict[str, torch.Tensor] | None = None
+        self._kept: dict[str, torch.Tensor] | None = None  # a copy of the weights `finish` predicts with
         self._over = False
 
     def next_epoch(self) -> tuple[dict, torch.Tensor] | None:
@@ -337,7 +336,6 @@ class Training:
         record.seconds = round(time.monotonic() - started, 3)
         run.epochs.append(record)
         run.valid_logits.append(logits)
-        self._latest = {name: value.detach().to("cpu", copy=True) for name, value in self.model.state_dict().items()}
         # The test set is predicted at the end, in about this epoch's prediction time per review.
         test_seconds = record.predict_seconds * len(self.iterators.test.features) / max(1, len(logits))
         if record.cut_short or time.monotonic() + record.seconds + test_seconds > self.deadline:
@@ -347,8 +345,9 @@ class Training:
         return asdict(record), logits
 
     def keep_latest(self) -> None:
-        """The last epoch's weights are the ones `finish` predicts the test set with."""
-        self._kept = self._latest
+        """The weights the model has now, those of the last epoch (nothing trains between two
+        calls), are the ones `finish` predicts the test set with: a copy on the CPU."""
+        self._kept = {name: value.detach().to("cpu", copy=True) for name, value in self.model.state_dict().items()}
 
     def finish(self) -> TrainingRun:
         """The run, with the test logits of the weights kept (none if no epoch was kept)."""
