@@ -43,36 +43,38 @@ def problems(rubric: Rubric, registry: dict, diagnoses: dict, tasks: dict, sourc
             if weighted not in ids:
                 found.append(f"{rubric_name}: [parts.{part.id}] weights {weighted!r}, which is no check of that part")
     for name, source in sorted(sources.items()):
-        for line, diagnosis in _string_arguments(source, keyword="diagnosis"):
+        diagnoses_named, tasks_called = _names_used(source)
+        for line, diagnosis in diagnoses_named:
             if diagnosis not in diagnoses:
                 found.append(f"{name}:{line}: diagnosis {diagnosis!r} is not in graders/diagnoses.py")
-        for line, task in _string_arguments(source, method="task"):
+        for line, task in tasks_called:
             if task not in tasks:
                 found.append(f"{name}:{line}: harness task {task!r} is registered by no worker module")
     return found
 
 
-def _string_arguments(source: str, *, keyword: str | None = None, method: str | None = None):
-    """(line, text) of the string constants passed as `keyword=` or as the first argument of a
-    `.method(...)` call, and of the values of module-level `..._DIAGNOSES` tables (keyword only)."""
+def _names_used(source: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(line, text) of the diagnoses a checks module names (a `diagnosis="..."` argument, a value
+    of a module-level `..._DIAGNOSES` table) and of the harness tasks it calls (the first
+    argument of a `.task("...", ...)` call)."""
+    diagnoses, tasks = [], []
+
+    def text(node):
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            if keyword is not None:
-                for argument in node.keywords:
-                    if argument.arg == keyword and isinstance(argument.value, ast.Constant) \
-                            and isinstance(argument.value.value, str):
-                        yield node.lineno, argument.value.value
-            elif isinstance(node.func, ast.Attribute) and node.func.attr == method and node.args \
-                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                yield node.lineno, node.args[0].value
-    if keyword == "diagnosis":
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
-                    isinstance(target, ast.Name) and target.id.endswith("_DIAGNOSES") for target in node.targets):
-                for value in node.value.values:
-                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                        yield value.lineno, value.value
+            diagnoses += [(node.lineno, text(arg.value)) for arg in node.keywords
+                          if arg.arg == "diagnosis" and text(arg.value) is not None]
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "task" and node.args \
+                    and text(node.args[0]) is not None:
+                tasks.append((node.lineno, text(node.args[0])))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+                isinstance(target, ast.Name) and target.id.endswith("_DIAGNOSES") for target in node.targets):
+            diagnoses += [(value.lineno, text(value)) for value in node.value.values if text(value) is not None]
+    return diagnoses, tasks
 
 
 @functools.cache
