@@ -216,17 +216,23 @@ def test_the_bundle_python_sees_only_the_bundle(unpacked):
     assert graders_file == str(root / "graders" / "__init__.py") and reference == "None"
 
 
+def perfect_homework(template: Path, folder: Path) -> Path:
+    """A copy of the bundle's homework folder `template` with the reference's modules and answers
+    in it (written answers only count as graded by hand)."""
+    shutil.copytree(template, folder)
+    for path in REFERENCE_DIR.glob("*.py"):
+        if path.name != "__init__.py":
+            shutil.copy(path, folder / path.name)
+    shutil.copy(REFERENCE_DIR / "answers.toml", folder / "answers.toml")
+    return folder
+
+
 @pytest.mark.slow
 def test_a_perfect_homework_passes_every_public_check_from_the_bundle_alone(unpacked):
     """The reference's modules in the bundle's homework folder: every public check passes (none
     skipped for want of a golden answer, none needing the reference or the fixtures)."""
     root, python = unpacked
-    homework = root / "perfect"
-    shutil.copytree(root / HOMEWORK, homework)
-    for path in REFERENCE_DIR.glob("*.py"):
-        if path.name != "__init__.py":
-            shutil.copy(path, homework / path.name)
-    shutil.copy(REFERENCE_DIR / "answers.toml", homework / "answers.toml")  # written answers only count as manual
+    homework = perfect_homework(root / HOMEWORK, root / "perfect")
     run = _run(python, ["-P", "-m", "graders.selfcheck", "check"], cwd=homework)
     results = json.loads((homework / ".grade" / "results.json").read_text())
     bad = [(c["id"], c["status"], c["message"]) for p in results["parts"] for c in p["checks"]

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from graders.build import REFERENCE_DIR
 from graders.bundle import HOMEWORK, TOP, build_bundle
+
+from test_bundle import perfect_homework
 
 pytestmark = pytest.mark.slow
 
@@ -93,12 +94,7 @@ def test_the_environment_holds_the_bundle_alone(installed):
 
 def test_a_correct_homework_passes_every_public_check(installed):
     root, bin_dir = installed
-    homework = root / "correct"
-    shutil.copytree(root / HOMEWORK, homework)
-    for path in REFERENCE_DIR.glob("*.py"):
-        if path.name != "__init__.py":
-            shutil.copy(path, homework / path.name)
-    shutil.copy(REFERENCE_DIR / "answers.toml", homework / "answers.toml")
+    homework = perfect_homework(root / HOMEWORK, root / "correct")
 
     check = in_venv(bin_dir, ["grade", "check"], cwd=homework)
     results = json.loads((homework / ".grade" / "results.json").read_text())
