@@ -306,6 +306,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                 failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0
                 results.append(result)
                 timings["checks"][chk.id] = round(result.elapsed_s, 3)
+            for result in results:  # run, blocked or not started alike
+                result.provisional_note = result.check.provisional(options) if result.check.provisional else None
             timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
             return part_json(part, results)
 

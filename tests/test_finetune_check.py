@@ -59,3 +59,23 @@ def test_a_broken_training_loop_is_caught(bug, diagnosis, tmp_path):
     named = check["diagnosis"]["id"] if check["diagnosis"] else None
     seen = check["details"].get("observed_mistakes", [])
     assert diagnosis == named or diagnosis in seen, check
+
+
+@pytest.mark.parametrize("break_it", ["raises", "missing"])
+def test_smoke_mode_is_provisional_whatever_the_students_code_does(break_it, tmp_path):
+    """The part's points stay out of the total however the check ends: a model that cannot be
+    built, or no sentiment.py at all, does not put 8 more points in the denominator than a
+    working submission has."""
+    folder = tmp_path / "submission"
+    shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    if break_it == "missing":
+        (folder / "sentiment.py").unlink()
+    else:
+        source = (folder / "sentiment.py").read_text()
+        (folder / "sentiment.py").write_text(source.replace("class BERTGRUSentiment(nn.Module):",
+                                                            "class BERTGRUSentiment:", 1))
+    results = grade(folder, only_parts=["finetune", "attention"])
+    (part,) = [part for part in results["parts"] if part["id"] == "finetune"]
+    assert part["checks"][0]["status"] != "passed" and part["provisional"] and "IMDB" in part["note"]
+    assert results["max_score"] == sum(p["max_score"] for p in results["parts"] if p["id"] != "finetune")
+    assert results["provisional"]["parts"] == ["finetune"]

@@ -59,7 +59,7 @@ def prepared(imdb, encoder, feature_cache, device):
 
     transformers_logging.disable_progress_bar()  # the grade's own output stays readable
 
-    smoke = imdb is None or encoder is None
+    smoke = smoke_mode(imdb, encoder)
     cache_root = Path(feature_cache) if feature_cache else None
     dtype = torch.float16 if device == "cuda" else torch.float32
     loaded = load_encoder(SMOKE if smoke else encoder, device=device, dtype=dtype, cache_root=cache_root)
@@ -107,8 +107,17 @@ def _views(data):
             for name, view in (("train", data.train), ("valid", data.valid), ("test", data.test))}
 
 
+def smoke_mode(imdb, encoder):
+    """Without IMDB and an encoder the check trains on the small shipped set (provisional)."""
+    return imdb is None or encoder is None
+
+
+def provisional_note(options):
+    return PROVISIONAL_NOTE if smoke_mode(options.get("imdb"), options.get("encoder")) else None
+
+
 @check("finetune.accuracy", "Fine-tuned over the frozen encoder: validation accuracy, 0 at 50%, full at 90%",
-       visibility=HIDDEN, worker_measured=True)
+       visibility=HIDDEN, worker_measured=True, provisional=provisional_note)
 def finetune_accuracy(ctx):
     # The accuracy is computed here from logits and labels the worker never sees; the frozen-encoder
     # gate before it (`finetune.check_frozen`) is the worker's measurement of where gradients go.
@@ -117,10 +126,9 @@ def finetune_accuracy(ctx):
     options = ctx.options or {}
     device = _device(options)
     encoder, data = prepared(options.get("imdb"), options.get("encoder"), options.get("feature_cache"), device)
-    note = PROVISIONAL_NOTE if data.provisional else None
     frozen = ctx.student.task("finetune.check_frozen", str(encoder.source), *_frozen_probe(ctx, encoder, data))
     if frozen["violations"]:
-        raise CheckFailed("; ".join(frozen["violations"]), diagnosis="bert_not_frozen", provisional_note=note,
+        raise CheckFailed("; ".join(frozen["violations"]), diagnosis="bert_not_frozen",
                           details={"numbers": {k: v for k, v in frozen.items() if k != "violations"}})
 
     budget = options.get("time_budget_s") or (SMOKE_BUDGET_S if data.provisional else FULL_BUDGET_S)
@@ -157,7 +165,7 @@ def finetune_accuracy(ctx):
     }
     if not valid_acc:
         raise CheckFailed(f"no epoch finished ({summary['stopped']}): {summary.get('error') or ''}".strip(),
-                          diagnosis=found[0] if found else None, details=details, provisional_note=note)
+                          diagnosis=found[0] if found else None, details=details)
     message = (f"best validation accuracy {valid_acc[best]:.1%} (epoch {best + 1} of {len(valid_acc)}), "
                + ("test accuracy unknown" if test_acc is None else f"test accuracy {test_acc:.1%}"))
     if data.provisional:
@@ -165,11 +173,11 @@ def finetune_accuracy(ctx):
     else:
         fraction = score_accuracy(valid_acc[best])
     if fraction < 1.0 and found:
-        raise CheckFailed(message, diagnosis=found[0], details=details, fraction=fraction, provisional_note=note)
+        raise CheckFailed(message, diagnosis=found[0], details=details, fraction=fraction)
     if found:  # the accuracy made it, but the loop has a known flaw worth fixing
         details["observed_mistakes"] = found
         message += ". Also seen while training: " + " ".join(DIAGNOSES[d] for d in dict.fromkeys(found))
-    return CheckOutcome(fraction=fraction, message=message, details=details, provisional_note=note)
+    return CheckOutcome(fraction=fraction, message=message, details=details)
 
 
 class TrainingInWorker:

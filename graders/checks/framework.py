@@ -22,6 +22,7 @@ import math
 import time
 import traceback
 from dataclasses import dataclass, field
+from typing import Callable
 
 import hypothesis
 import torch
@@ -65,13 +66,12 @@ PUBLIC, HIDDEN = "public", "hidden"
 class CheckFailed(Exception):
     """The student's code ran but behaved wrongly."""
 
-    def __init__(self, message, *, diagnosis=None, details=None, fraction=0.0, provisional_note=None):
+    def __init__(self, message, *, diagnosis=None, details=None, fraction=0.0):
         super().__init__(message)
         self.message = message
         self.diagnosis = diagnosis
         self.details = dict(details or {})
         self.fraction = fraction  # partial credit in [0, 1), for graded-by-degree checks
-        self.provisional_note = provisional_note  # the score stands in for a check that could not run fully
         self.counterexample = None
 
 
@@ -100,7 +100,6 @@ class CheckOutcome:
     fraction: float = 1.0
     message: str | None = None
     details: dict = field(default_factory=dict)
-    provisional_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,19 +114,25 @@ class Check:
     # (a requires_grad flag, a gradient reaching a module, the grad mode during a call): values the
     # student's code can forge, since it shares the worker's process. Reports say so.
     worker_measured: bool = False
+    # options -> why its score is provisional under them (it stands in for a check that cannot
+    # run there: smoke-mode fine-tuning), or None. Whatever the outcome, the student's code
+    # raising or not being importable included.
+    provisional: Callable[[dict], str | None] | None = None
 
 
 REGISTRY: dict[str, list[Check]] = {}
 
 
-def check(id, title, *, visibility=PUBLIC, manual=False, worker_measured=False):
+def check(id, title, *, visibility=PUBLIC, manual=False, worker_measured=False, provisional=None):
     """Register a check. Its part is the first component of its id ("attention.rows_sum_to_one").
     `worker_measured`: its score rests on a measurement the worker makes about the student's code
-    rather than on outputs the grader checks against its own answer (see docs/checks.md)."""
+    rather than on outputs the grader checks against its own answer (see docs/checks.md).
+    `provisional`: see `Check.provisional`."""
 
     def register(func):
         part = id.split(".", 1)[0]
-        REGISTRY.setdefault(part, []).append(Check(id, part, title, func, visibility, manual, worker_measured))
+        REGISTRY.setdefault(part, []).append(Check(id, part, title, func, visibility, manual, worker_measured,
+                                                   provisional))
         return func
 
     return register
@@ -489,10 +494,7 @@ def _run(chk, ctx, before, recorder):
             return CheckResult(chk, PENDING_MANUAL, 0.0, outcome.message, details=outcome.details)
         if isinstance(outcome, CheckOutcome):
             status = PASSED if outcome.fraction >= 1.0 else FAILED
-            return CheckResult(
-                chk, status, outcome.fraction, outcome.message, details=outcome.details,
-                provisional_note=outcome.provisional_note,
-            )
+            return CheckResult(chk, status, outcome.fraction, outcome.message, details=outcome.details)
         return CheckResult(chk, PASSED, 1.0)
     except CheckFailed as failure:
         unusable = is_unusable(failure)
@@ -503,7 +505,7 @@ def _run(chk, ctx, before, recorder):
                 message = f"{message}; {label} returned {describe_returned(value)}"
         return CheckResult(
             chk, ERROR if unusable else FAILED, 0.0 if unusable else failure.fraction, message,
-            failure.diagnosis, failure.counterexample, failure.details, provisional_note=failure.provisional_note,
+            failure.diagnosis, failure.counterexample, failure.details,
         )
     except CheckSkipped as skipped:
         return CheckResult(chk, SKIPPED, 0.0, str(skipped))
