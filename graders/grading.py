@@ -31,7 +31,7 @@ from graders.redact import redact_results, solution_lines
 from graders.sandbox import (BudgetExhausted, Handle, Limits, MissingDependency, ProtocolError, SandboxError,
                              StudentError, Worker, WorkerCrashed, WorkerTimeout)
 from graders.sandbox.isolation import require_full_isolation
-from graders.scoring import load_rubric, part_score
+from graders.scoring import load_rubric, part_score, preload_of
 
 INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
 # After this many checks of one part in a row kill or hang the worker, the rest of the part is
@@ -262,9 +262,11 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         selected = [part for part in rubric.parts if not only_parts or part.id in only_parts]
         checks_of = {part.id: [c for c in REGISTRY.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
                      for part in selected}
-        # A long part of its own (the fine-tuning: minutes of training that only wait on the
-        # worker) runs in a worker of its own, beside the others, when there are others.
-        apart = [part for part in selected if part.own_worker and checks_of[part.id]]
+        # Some parts run in a worker of their own, beside the others, when there are others: in
+        # an instructor's grade a long part (the fine-tuning: minutes of training that only wait
+        # on the worker); in a self-check a part whose worker imports for seconds first (BERT).
+        apart = [part for part in selected if checks_of[part.id]
+                 and (part.own_worker if mode == INSTRUCTOR else part.preload)]
         if not any(checks_of[part.id] for part in selected if part not in apart):
             apart = []
 
@@ -275,7 +277,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                                 secret_paths=secret_paths([*extra_secrets, *held_out]),
                                 allow_gpu=allow_gpu and fine_tuning,
                                 readable_paths=worker_readable_paths(options) if fine_tuning else (),
-                                require_isolation=isolated, containment_only=mode == SELF_CHECK), ingested)
+                                require_isolation=isolated, containment_only=mode == SELF_CHECK,
+                                preload=preload_of(parts) if mode == SELF_CHECK else ()), ingested)
 
         def grade_part(part, lane):
             part_started = time.perf_counter()

@@ -16,6 +16,9 @@ class Part:
     points: float
     weights: dict = field(default_factory=dict)
     own_worker: bool = False  # graded in a worker of its own, beside the other parts (a long part)
+    # Grader-side modules its tasks import in the worker (seconds): a self-check gives the part a
+    # worker of its own, started ahead with them imported, beside the other parts.
+    preload: tuple = ()
 
     def check_points(self, check_ids):
         """{check id: max score}: the part's points shared by weight."""
@@ -36,12 +39,17 @@ class Rubric:
         return next(p for p in self.parts if p.id == part_id)
 
 
+def preload_of(parts):
+    """What the worker of `parts` imports ahead (`preload` in the rubric), in a stable order."""
+    return tuple(sorted({name for part in parts for name in part.preload}))
+
+
 def load_rubric(path=RUBRIC_PATH):
     raw = Path(path).read_bytes()
     data = tomllib.loads(raw.decode())
     parts = [
         Part(pid, spec["title"], spec["module"], float(spec["points"]), dict(spec.get("weights", {})),
-             bool(spec.get("own_worker", False)))
+             bool(spec.get("own_worker", False)), tuple(spec.get("preload", ())))
         for pid, spec in data["parts"].items()
     ]
     return Rubric(int(data.get("seed", 0)), parts, hashlib.sha256(raw).hexdigest())

@@ -306,9 +306,16 @@ def cmd_check(argv) -> int:
         return 2
     from graders.sandbox.limits import Limits
     from graders.sandbox.spawn import prestart_self_check_worker
+    from graders.scoring import load_rubric, preload_of
 
     limits = Limits() if args.timeout is None else Limits(call_timeout_s=args.timeout)
-    prestart_self_check_worker(threads=limits.threads)  # it imports torch while this process does
+    # The workers the grade will use import torch (and BERT, for a part that preloads it, in a
+    # worker of its own) while this process does.
+    selected = [part for part in load_rubric().parts if not args.parts or part.id in args.parts]
+    if any(not part.preload for part in selected):
+        prestart_self_check_worker(threads=limits.threads)
+    if preload := preload_of(selected):
+        prestart_self_check_worker(threads=limits.threads, preload=preload)
     from rich.console import Console
 
     from graders.reports import print_summary

@@ -67,6 +67,7 @@ STUDENT_FILES = {
         """,
     "values.py": """
         import os
+        import sys
         import torch
 
         def echo(*args, **kwargs):
@@ -74,6 +75,9 @@ STUDENT_FILES = {
 
         def environment(name):
             return os.environ.get(name)
+
+        def imported(name):
+            return name in sys.modules
 
         class Liar(torch.Tensor):
             @classmethod
@@ -381,6 +385,16 @@ def test_seed_makes_dropout_reproducible(worker):
         worker.seed(1234)
         weights.append(worker.call("attention", "scaled_dot_product", x, x, x, 0.5)[1])
     assert torch.equal(weights[0], weights[1]) and (weights[0] == 0).any()
+
+
+def test_a_workers_seed_draws_what_torch_manual_seed_draws():
+    from graders.sandbox.worker import seed_torch
+
+    seed_torch(77)
+    ours = torch.rand(5), torch.randn(3), torch.randint(0, 100, (4,))
+    torch.manual_seed(77)
+    torchs = torch.rand(5), torch.randn(3), torch.randint(0, 100, (4,))
+    assert all(torch.equal(a, b) for a, b in zip(ours, torchs))
 
 
 def test_harness_tasks(worker):

@@ -109,7 +109,7 @@ def test_a_worker_started_ahead_is_adopted_and_its_submission_arrives_after(tmp_
     from graders.sandbox import spawn
 
     spawn.prestart_self_check_worker(threads=TEST_LIMITS.threads)
-    ahead = spawn._prestarted.process
+    ahead = spawn._prestarted[()].process
     time.sleep(0.5)  # it has started, knowing nothing of a submission yet
     submission = write_package(tmp_path / "alice hw", STUDENT_FILES)
     with Worker(submission, limits=TEST_LIMITS, require_isolation=False, containment_only=True) as worker:
@@ -125,6 +125,26 @@ def test_a_worker_started_ahead_with_other_settings_is_ended_not_adopted():
     from graders.sandbox import spawn
 
     spawn.prestart_self_check_worker(threads=TEST_LIMITS.threads + 1)
-    ahead = spawn._prestarted.process
+    ahead = spawn._prestarted[()].process
     assert spawn.take_prestarted(threads=TEST_LIMITS.threads) is None
     assert ahead.poll() is not None  # it saw the end of its configuration pipe and exited
+
+
+def test_a_worker_started_ahead_with_a_preload_goes_to_the_worker_that_asks_for_it(tmp_path):
+    """A part whose tasks import for seconds (BERT) gets a worker of its own, started ahead with
+    those modules imported before any configuration; a worker without the preload does not
+    take it, and a module that cannot be imported is left to the task that needs it."""
+    from graders.sandbox import spawn
+
+    preload = ("xml.dom.minidom", "no_such_module_anywhere")
+    spawn.prestart_self_check_worker(threads=TEST_LIMITS.threads, preload=preload)
+    ahead = spawn._prestarted[preload].process
+    submission = write_package(tmp_path / "carol hw", STUDENT_FILES)
+    with Worker(submission, limits=TEST_LIMITS, require_isolation=False, containment_only=True) as plain:
+        assert plain._process is not ahead
+        assert plain.call("values", "imported", "xml.dom.minidom") is False
+    with Worker(submission, limits=TEST_LIMITS, require_isolation=False, containment_only=True,
+                preload=preload) as preloaded:
+        assert preloaded._process is ahead
+        assert preloaded.call("values", "imported", "xml.dom.minidom") is True
+        assert preloaded.call("values", "echo", 3) == ((3,), {})

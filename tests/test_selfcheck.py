@@ -111,6 +111,35 @@ def test_a_self_check_finds_every_golden_answer(tmp_path, monkeypatch):
     assert calls["hits"] > 0 and calls["misses"] == 0, calls
 
 
+def test_a_part_that_preloads_gets_a_worker_of_its_own_and_the_same_results(tmp_path, monkeypatch):
+    """The sentiment part (`preload` in the rubric: its checks build a BERT, seconds of imports)
+    is graded in a worker of its own, started with transformers imported, beside the other
+    parts; what it gets is what it gets graded on its own in one worker."""
+    import graders.grading
+
+    made = []
+
+    class Recorded(graders.grading.Worker):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self.preload)
+
+    monkeypatch.setattr(graders.grading, "Worker", Recorded)
+    folder = _copy(SEED004, tmp_path / "homework")  # passes and failures in both parts
+    beside = self_check(folder, ["attention", "sentiment"])
+    assert sorted(made) == [(), ("transformers.models.bert.modeling_bert",)]
+    made.clear()
+    alone = self_check(folder, ["sentiment"])
+    assert made == [("transformers.models.bert.modeling_bert",)]
+
+    def outcome(results):
+        (part,) = [part for part in results["parts"] if part["id"] == "sentiment"]
+        return part["score"], [(c["id"], c["status"], c["score"], c["message"]) for c in part["checks"]]
+
+    assert outcome(beside) == outcome(alone)
+    assert ("sentiment.attention_mask", "failed") in [check[:2] for check in outcome(alone)[1]]  # the student's mistake
+
+
 def test_golden_fixtures_hold_no_hidden_check():
     manifest = read_manifest()
     hidden = {c.id for _, c in public_checks()} ^ set(manifest["fingerprint"]["public_checks"])

@@ -64,14 +64,15 @@ class Worker:
     Linux, macOS, Windows or a notebook) contains crashes and hangs and nothing more: no
     bubblewrap, no user switch, no audit hook, rlimits where the platform has them, and pipes
     served by threads (graders/sandbox/channel.py); nothing Linux- or POSIX-only is needed
-    (docs/selfcheck.md).
+    (docs/selfcheck.md). `preload`: grader-side modules a self-check's worker imports before its
+    configuration arrives (graders/sandbox/spawn.py).
     """
 
     def __init__(self, submission_dir: str | os.PathLike, *, limits: Limits = Limits(),
                  secret_paths: Iterable[str | os.PathLike] = (), allow_gpu: bool = False,
                  use_bwrap: bool | None = None, task_modules: Iterable[str] = (),
                  readable_paths: Iterable[str | os.PathLike] = (), require_isolation: bool = True,
-                 containment_only: bool = False) -> None:
+                 containment_only: bool = False, preload: Iterable[str] = ()) -> None:
         self.submission_dir = Path(submission_dir).resolve()
         if not self.submission_dir.is_dir():
             raise NotADirectoryError(f"no submission folder at {self.submission_dir}")
@@ -84,6 +85,7 @@ class Worker:
         self.allow_gpu = allow_gpu
         self.task_modules = list(task_modules)
         self.containment_only = containment_only
+        self.preload = tuple(preload)
         if containment_only:
             if require_isolation or use_bwrap:
                 raise ValueError("containment_only runs without isolation: require_isolation=False, use_bwrap not True")
@@ -450,7 +452,8 @@ class Worker:
         """A self-check's worker (graders/sandbox/spawn.py): the one started ahead by `grade
         check` if it runs with these settings, else a new one; then its configuration, the
         first message on its request pipe, with the folders of its own in its environment."""
-        started = take_prestarted(threads=self.limits.threads) or start_self_check_worker(threads=self.limits.threads)
+        started = (take_prestarted(threads=self.limits.threads, preload=self.preload)
+                   or start_self_check_worker(threads=self.limits.threads, preload=self.preload))
         marker = new_marker()
         own_folders = {"HOME": str(workdir), "TMPDIR": str(workdir / "tmp")}
         own_folders["TEMP"] = own_folders["TMP"] = own_folders["TMPDIR"]  # Windows's names for it

@@ -34,9 +34,10 @@ class StartedWorker:
     reply_read: int
     output_read: int
     threads: int
+    preload: tuple[str, ...] = ()
 
 
-_prestarted: StartedWorker | None = None
+_prestarted: dict[tuple[str, ...], StartedWorker] = {}
 
 
 def base_environment(threads: int) -> dict[str, str]:
@@ -51,35 +52,34 @@ def base_environment(threads: int) -> dict[str, str]:
     }
 
 
-def start_self_check_worker(*, threads: int) -> StartedWorker:
+def start_self_check_worker(*, threads: int, preload: tuple[str, ...] = ()) -> StartedWorker:
     """A self-check's worker, with what every platform has: the protocol on its stdin and
     stdout (it moves them aside and points its stdout at its stderr), its output on its stderr.
-    It imports its modules, starts warming up torch.optim in a thread, and waits for its
-    configuration."""
+    It imports its modules and the grader-side modules in `preload` (a second or more of
+    transformers), starts warming up torch.optim in a thread, and waits for its configuration."""
     environment = base_environment(threads)
     environment.update({name: os.environ[name] for name in PLATFORM_VARIABLES if name in os.environ})
     python, environment = interpreter_itself(environment)
-    command = [python, "-s", "-P", "-m", "graders.sandbox.worker", "--config-on-stdin"]
+    command = [python, "-s", "-P", "-m", "graders.sandbox.worker", "--config-on-stdin", *preload]
     request_read, request_write = pipe()
     reply_read, reply_write = pipe()
     output_read, output_write = os.pipe()
     process = spawn(command, ours=(request_write, reply_read, output_read),
                     theirs=(request_read, reply_write, output_write),
                     stdin=request_read, stdout=reply_write, stderr=output_write, env=environment)
-    return StartedWorker(process, request_write, reply_read, output_read, threads)
+    return StartedWorker(process, request_write, reply_read, output_read, threads, tuple(preload))
 
 
-def prestart_self_check_worker(*, threads: int) -> None:
-    """Start the worker the first self-check of this process will adopt."""
-    global _prestarted
-    if _prestarted is None:
-        _prestarted = start_self_check_worker(threads=threads)
+def prestart_self_check_worker(*, threads: int, preload: tuple[str, ...] = ()) -> None:
+    """Start a worker the first self-check of this process will adopt (one per `preload`)."""
+    if tuple(preload) not in _prestarted:
+        _prestarted[tuple(preload)] = start_self_check_worker(threads=threads, preload=preload)
 
 
-def take_prestarted(*, threads: int) -> StartedWorker | None:
-    """The prestarted worker, if one runs with these settings; a mismatched one is ended."""
-    global _prestarted
-    started, _prestarted = _prestarted, None
+def take_prestarted(*, threads: int, preload: tuple[str, ...] = ()) -> StartedWorker | None:
+    """The prestarted worker for `preload`, if one runs with these settings; a mismatched one is
+    ended."""
+    started = _prestarted.pop(tuple(preload), None)
     if started is None:
         return None
     if started.threads == threads and started.process.poll() is None:

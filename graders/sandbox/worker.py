@@ -2,7 +2,8 @@
 
 Started by `graders.sandbox.client.Worker` as `python -s -m graders.sandbox.worker CONFIG`
 (CONFIG is JSON; see `Worker._launch`). Before any student code runs, it
-  1. imports torch, numpy and safetensors (as a module, below);
+  1. imports torch, numpy and safetensors (as a module, below); a self-check's worker started
+     for a part that preloads (the rubric's `preload`) imports those modules too;
   2. mounts its private, size-limited writable space and copies the submission in (when the
      grader asks for private mounts: bubblewrap as root), applies its rlimits, forbids gaining
      privileges, becomes the sandbox user if asked, and arranges to die with the grader;
@@ -66,6 +67,7 @@ def main(argv: list[str]) -> None:
         sys.path.pop(0)
     started_ahead = argv[1] == "--config-on-stdin"
     if started_ahead:  # a self-check's worker (graders/sandbox/spawn.py)
+        preload(argv[2:])  # first: two threads importing torch's modules can deadlock on their locks
         warm_up_in_background()  # while the grader imports its own modules
         request_fd, reply_fd = protocol_from_stdio()
         try:
@@ -99,6 +101,17 @@ def main(argv: list[str]) -> None:
         warm_up_in_background()
     marker = bytes.fromhex(config["output_marker"]) if containment_only else None
     serve(session, request_fd, reply_fd, output_marker=marker)
+
+
+def preload(modules: list[str]) -> None:
+    """Import grader-side modules a part's tasks need (transformers' BERT: seconds) before the
+    configuration comes, while the grader imports its own and grades other parts. One that
+    fails is left to the task that needs it, which reports it with its fix."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - reported by the task that imports it again
+            pass
 
 
 def warm_up_in_background() -> None:
@@ -382,9 +395,20 @@ def op_seed(request: Request) -> Any:
     seed = request.value("seed")
     if type(seed) is not int:
         raise BadRequest("the seed must be an int")
-    torch.manual_seed(seed)
+    seed_torch(seed)
     random.seed(seed)
     numpy.random.seed(seed % 2**32)
+
+
+def seed_torch(seed: int) -> None:
+    """What torch.manual_seed seeds, on the devices a worker can use. torch.manual_seed also
+    queues a lazy seeding for every accelerator backend built in, absent or not, each keeping a
+    copy of the Python stack: a millisecond, before every check of a grade."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    if torch.backends.mps.is_available():
+        torch.mps.manual_seed(seed)
 
 
 def op_task(request: Request) -> Any:
