@@ -4,6 +4,7 @@ The grading process never imports the submission. Scores are computed here from 
 returns; a crash, hang or exit in student code fails the check it happened in and grading goes on.
 """
 
+import functools
 import hashlib
 import json
 import platform
@@ -21,6 +22,7 @@ from graders.atomic import write_atomically
 from graders.build import REFERENCE_DIR, REPO_ROOT
 from graders.checks import REGISTRY
 from graders.consistency import validate_assignment
+from graders.checks.contract import ForwardingStudent
 from graders.checks.finetune import worker_readable_paths
 from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, environment_result,
                                       run_check)
@@ -75,27 +77,19 @@ def read_answers(root):
         return None
 
 
-class TrackedStudent:
+class TrackedStudent(ForwardingStudent):
     """The worker as a check sees it: every handle a check receives is freed when the check ends,
     so objects do not pile up in the worker over a whole grade."""
 
-    _RETURNING_HANDLES = ("construct", "call", "getattr", "task")
-
     def __init__(self, worker):
+        super().__init__(worker)
         self._worker = worker
         self._handles = []
 
-    def __getattr__(self, name):
-        method = getattr(self._worker, name)
-        if name not in self._RETURNING_HANDLES:
-            return method
-
-        def tracked(*args, **kwargs):
-            result = method(*args, **kwargs)
-            self._collect(result)
-            return result
-
-        return tracked
+    def forward(self, op, *args, **kwargs):
+        result = super().forward(op, *args, **kwargs)
+        self._collect(result)
+        return result
 
     def _collect(self, value):
         if isinstance(value, Handle):
@@ -304,7 +298,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                 ctx = Context(student, oracle, check_seed(seed, chk.id), max_examples=MAX_EXAMPLES[mode], answers=answers,
                               reference_answers=reference_answers, options=options,
                               note=getattr(progress, "note", None))
-                result = run_check(chk, ctx, before=(lambda: lane.worker.seed(ctx.seed)) if runs_code else None)
+                result = run_check(chk, ctx, before=functools.partial(lane.worker.seed, ctx.seed) if runs_code else None)
                 student.release()
                 lane.denials.mark(f"check {chk.id}")
                 failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0

@@ -635,9 +635,9 @@ def answers_toml_text(answers: dict[str, dict]) -> str:
     strings, every character TOML forbids raw escaped (JSON's escapes are TOML's, but not for
     DEL, which TOML also wants escaped, nor for lone surrogates, which TOML cannot hold)."""
     lines = ["# Written by the grader from a notebook hand-in."]
-    for section, answers in answers.items():
+    for section, entries in answers.items():
         lines.append(f"\n[{_toml_string(section)}]")
-        for key, value in answers.items():
+        for key, value in entries.items():
             # Python writes numbers as TOML does (repr gives inf and nan for those floats).
             shown = _toml_string(value) if isinstance(value, str) else repr(value)
             lines.append(f"{_toml_string(key)} = {shown}")

@@ -37,7 +37,7 @@ _UNTOUCHED_KEY = pytest.StashKey[dict]()  # {untouched function: the check that 
 
 def _parts_by_file():
     """{module file name: [part ids]}, from the rubric."""
-    from graders.selfcheck import part_modules
+    from graders.scoring import part_modules
 
     files = {}
     for part, module in part_modules().items():
@@ -60,7 +60,7 @@ class SelfCheckFile(pytest.File):
         self.parts = parts
 
     def collect(self):
-        from graders.selfcheck import public_checks
+        from graders.scoring import public_checks
 
         for part, chk in public_checks(self.parts):
             yield CheckItem.from_parent(self, name=chk.id, check=chk, part=part)
@@ -168,7 +168,7 @@ def _grade_folder(session, folder):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     from graders.reports.summary import headline
 
-    for folder, (results, paths) in config.stash.get(_STATE_KEY, {}).items():
+    for results, paths in config.stash.get(_STATE_KEY, {}).values():
         terminalreporter.write_sep("-", "self-check")
         terminalreporter.write_line(headline(results))
         terminalreporter.write_line(f"report: {paths['html']}")

@@ -15,6 +15,7 @@ import itertools
 import random
 import sys
 import traceback
+import uuid
 from pathlib import Path
 
 import numpy
@@ -38,7 +39,9 @@ class Handle:
 
     def __init__(self, obj):
         self.obj = obj
-        self.type_name = type(obj).__name__
+        kind = type(obj)  # named as the worker names it: "attention.MultiHeadAttention"
+        self.type_name = f"{kind.__module__}.{kind.__qualname__}".split(".", 1)[-1] \
+            if kind.__module__.startswith("_student_") else f"{kind.__module__}.{kind.__qualname__}"
 
     def __repr__(self):
         return f"<Handle {self.type_name}>"
@@ -99,7 +102,9 @@ class _TaskContext:
 class InProcessStudent:
     def __init__(self, folder):
         folder = Path(folder)
-        self.package = f"_student_{next(_PACKAGES)}"
+        # unique per process, even if this module is imported twice (as tests.checks_inprocess and
+        # as checks_inprocess): a reused name would hand back another folder's cached modules
+        self.package = f"_student_{next(_PACKAGES)}_{uuid.uuid4().hex[:8]}"
         spec = importlib.util.spec_from_file_location(
             self.package, folder / "__init__.py", submodule_search_locations=[str(folder)]
         )
@@ -132,7 +137,8 @@ class InProcessStudent:
         return {k: v.detach().clone() for k, v in _student(handle.obj.state_dict).items()}
 
     def load_state_dict(self, handle, state_dict, strict=True):
-        return _out(_student(handle.obj.load_state_dict, _in(state_dict), strict=strict))
+        result = _student(handle.obj.load_state_dict, _in(state_dict), strict=strict)
+        return {"missing_keys": list(result.missing_keys), "unexpected_keys": list(result.unexpected_keys)}
 
     def parameters(self, handle):
         """The worker's answer: {"parameters": [{name, shape, dtype, requires_grad}], "buffers": [...]}."""
@@ -155,7 +161,7 @@ class InProcessStudent:
         random.seed(n)
         numpy.random.seed(n % 2**32)
 
-    def task(self, name, *args, **kwargs):
+    def task(self, name, /, *args, timeout=None, **kwargs):  # no limit in-process: trusted code only
         return _out(_student(self.tasks[name], _TaskContext(self), *_in(args), **_in(kwargs)))
 
 

@@ -158,7 +158,7 @@ def test_a_course_of_33_is_graded_like_single_submissions(course):
     assert all(float(book[f"bug_{name}"]["attention"]) < 8 for name in BUGS)
     for name in ["notazip", "zipslip", "emptyzip", "tarball.tar.gz", "emptyfolder"]:
         assert book[name]["status"] == "rejected" or float(book[name]["total"]) == 0, book[name]
-    for sid, row in book.items():
+    for row in book.values():
         folder = out / row["report"].rsplit("/", 1)[0]
         assert {"results.json", "report.html", "gradescope.json", "done.json"} <= {p.name for p in folder.iterdir()}
     summary = (out / "summary.html").read_text()

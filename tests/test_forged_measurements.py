@@ -12,6 +12,7 @@ on such a measurement, results.json and the report must say so (`worker_measured
 Everything is built here from reference/ at test time; each submission starts one worker.
 """
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -228,7 +229,7 @@ def grade_checks(folder, check_ids, *, max_examples=5):
                     continue
                 student = TrackedStudent(worker)
                 ctx = Context(student, ReferenceOracle(), check_seed(rubric.seed, chk.id), max_examples=max_examples)
-                results.append(run_check(chk, ctx, before=lambda: worker.seed(ctx.seed)))
+                results.append(run_check(chk, ctx, before=functools.partial(worker.seed, ctx.seed)))
                 student.release()
             if results:
                 parts.append(part_json(part, results))

@@ -383,7 +383,7 @@ def test_an_unexpected_exception_of_a_check_is_reported_from_the_returned_value(
     assert "indexes_the_result" in result.details["grader_traceback"]
 
     handle_result = run_fuzzed(chk, FuzzStudent("handle", seed=0))
-    assert "returned an object of type object that stays in the worker" in handle_result.message
+    assert "returned an object of type builtins.object that stays in the worker" in handle_result.message
 
     def grader_bug(ctx):
         return {}["no such key"]

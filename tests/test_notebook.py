@@ -334,8 +334,6 @@ ANSWER_CELLS = [
 
 
 def test_markdown_cells_headed_with_a_question_id_are_answers(tmp_path):
-    import tomllib
-
     extraction = extract_notebook(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "out")
     assert extraction.answers == {
         "written": {"layer_norm": "It keeps activations in range.",

@@ -19,7 +19,7 @@ from rich.console import Console
 import report_samples
 from graders.reports import print_summary, render_html, to_gradescope, write_reports
 from graders.reports.gradescope import md_code
-from graders.reports.summary import check_summary_line, format_points
+from graders.reports.summary import format_points
 from graders.reports.svg import score_bar
 
 SAMPLE_NAMES = sorted(report_samples.SAMPLES)

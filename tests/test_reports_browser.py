@@ -267,7 +267,7 @@ def test_histogram_labels_sit_under_bin_edges_without_overlapping(browser, tmp_p
     for text, left, right, _, _ in labels:
         centre = (left + right) / 2
         assert min(abs(centre - edge) for edge in edges) < 1.5, f"label {text} is not under a bin edge"
-    for (t1, _, right, top1, bottom1), (t2, left, _, top2, bottom2) in zip(labels, labels[1:]):
+    for (t1, _, right, _, _), (t2, left, _, _, _) in zip(labels, labels[1:]):
         assert right < left, f"labels {t1} and {t2} overlap"
 
 

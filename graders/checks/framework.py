@@ -14,6 +14,8 @@ reported from what the student's code last returned (`describe_returned`), with 
 traceback kept in `details["grader_traceback"]` for whoever maintains the check.
 """
 
+from __future__ import annotations
+
 import collections
 import dataclasses
 import hashlib
@@ -21,8 +23,9 @@ import inspect
 import math
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any
 
 import hypothesis
 import torch
@@ -30,12 +33,23 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
 
+from graders.checks.contract import ForwardingStudent, Oracle, Status, StudentCode, Visibility
 from graders.diagnoses import DIAGNOSES
 from graders.oracles import OracleUnavailable
-from graders.sandbox import (BudgetExhausted, Handle, MissingDependency, ProtocolError, RequestError, SandboxError,
-                             StudentError, WorkerCrashed, WorkerTimeout)
+from graders.sandbox import (
+    BudgetExhausted,
+    Handle,
+    MissingDependency,
+    ProtocolError,
+    RequestError,
+    SandboxError,
+    StudentError,
+    WorkerCrashed,
+    WorkerTimeout,
+)
 
-def draw_without_local_constants():
+
+def draw_without_local_constants() -> bool:
     """Make hypothesis's draws depend on the seed alone, not on what this process imported.
 
     hypothesis (6.13x and later) mixes literals found in every *local* module loaded in the
@@ -59,31 +73,34 @@ def draw_without_local_constants():
 
 draw_without_local_constants()
 
-PASSED, FAILED, ERROR, SKIPPED, PENDING_MANUAL = "passed", "failed", "error", "skipped", "pending_manual"
-PUBLIC, HIDDEN = "public", "hidden"
+PASSED, FAILED, ERROR, SKIPPED, PENDING_MANUAL = (Status.PASSED, Status.FAILED, Status.ERROR, Status.SKIPPED,
+                                                   Status.PENDING_MANUAL)
+PUBLIC, HIDDEN = Visibility.PUBLIC, Visibility.HIDDEN
 
 
 class CheckFailed(Exception):
     """The student's code ran but behaved wrongly."""
 
-    def __init__(self, message, *, diagnosis=None, details=None, fraction=0.0):
+    def __init__(self, message: str, *, diagnosis: str | None = None, details: dict[str, Any] | None = None,
+                 fraction: float = 0.0) -> None:
         super().__init__(message)
         self.message = message
         self.diagnosis = diagnosis
         self.details = dict(details or {})
         self.fraction = fraction  # partial credit in [0, 1), for graded-by-degree checks
-        self.counterexample = None
+        self.counterexample: str | None = None
 
 
 class UnusableReturn(CheckFailed):
     """The student's code returned something the check cannot use at all (None, a wrong type, an
     object that stayed in the worker): the check reports an `error`, with no partial credit."""
 
-    def __init__(self, message, *, diagnosis="returns_wrong_type", details=None):
+    def __init__(self, message: str, *, diagnosis: str = "returns_wrong_type",
+                 details: dict[str, Any] | None = None) -> None:
         super().__init__(message, diagnosis=diagnosis, details=details)
 
 
-def is_unusable(failure):
+def is_unusable(failure: CheckFailed) -> bool:
     """A failure that means "could not use the returned value" (also the checks' own
     `CheckFailed(..., diagnosis="returns_wrong_type")`) is an error, not a wrong answer."""
     return isinstance(failure, UnusableReturn) or failure.diagnosis == "returns_wrong_type"
@@ -97,9 +114,9 @@ class CheckSkipped(Exception):
 class CheckOutcome:
     """What a check may return to grade by degree (a fraction) or to attach numbers to a pass."""
 
-    fraction: float = 1.0
+    fraction: float | None = 1.0  # None: a written answer, graded by hand
     message: str | None = None
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,8 +124,8 @@ class Check:
     id: str
     part: str
     title: str
-    func: object
-    visibility: str = PUBLIC
+    func: Callable[[Context], CheckOutcome | None]
+    visibility: Visibility = PUBLIC
     manual: bool = False
     # The score rests (in part) on something the worker measured about the student's own code
     # (a requires_grad flag, a gradient reaching a module, the grad mode during a call): values the
@@ -117,19 +134,23 @@ class Check:
     # options -> why its score is provisional under them (it stands in for a check that cannot
     # run there: smoke-mode fine-tuning), or None. Whatever the outcome, the student's code
     # raising or not being importable included.
-    provisional: Callable[[dict], str | None] | None = None
+    provisional: Callable[[dict[str, Any]], str | None] | None = None
 
 
 REGISTRY: dict[str, list[Check]] = {}
 
 
-def check(id, title, *, visibility=PUBLIC, manual=False, worker_measured=False, provisional=None):
+CheckFunction = Callable[["Context"], "CheckOutcome | None"]
+
+
+def check(id: str, title: str, *, visibility: Visibility = PUBLIC, manual: bool = False, worker_measured: bool = False,
+          provisional: Callable[[dict[str, Any]], str | None] | None = None) -> Callable[[CheckFunction], CheckFunction]:
     """Register a check. Its part is the first component of its id ("attention.rows_sum_to_one").
     `worker_measured`: its score rests on a measurement the worker makes about the student's code
     rather than on outputs the grader checks against its own answer (see docs/checks.md).
     `provisional`: see `Check.provisional`."""
 
-    def register(func):
+    def register(func: CheckFunction) -> CheckFunction:
         part = id.split(".", 1)[0]
         REGISTRY.setdefault(part, []).append(Check(id, part, title, func, visibility, manual, worker_measured,
                                                    provisional))
@@ -138,7 +159,7 @@ def check(id, title, *, visibility=PUBLIC, manual=False, worker_measured=False, 
     return register
 
 
-def check_seed(seed, check_id):
+def check_seed(seed: int, check_id: str) -> int:
     """A per-check seed, so a check's inputs do not depend on which checks ran before it."""
     digest = hashlib.sha256(f"{seed}:{check_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
@@ -147,7 +168,7 @@ def check_seed(seed, check_id):
 class _StopShrinking(Exception):
     """A failure not worth shrinking (the worker died or hung, or a TODO is not done)."""
 
-    def __init__(self, cause):
+    def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
 
@@ -155,8 +176,9 @@ class _StopShrinking(Exception):
 class Context:
     """What a check sees: the student (through the worker), the oracle, and the grading seed."""
 
-    def __init__(self, student, oracle, seed, *, max_examples=20, answers=None, reference_answers=None, options=None,
-                 note=None):
+    def __init__(self, student: StudentCode, oracle: Oracle, seed: int, *, max_examples: int = 20,
+                 answers: dict[str, Any] | None = None, reference_answers: dict[str, Any] | None = None,
+                 options: dict[str, Any] | None = None, note: Callable[[str], None] | None = None) -> None:
         self.student = student
         self.oracle = oracle
         self.seed = seed
@@ -166,20 +188,21 @@ class Context:
         self.options = options or {}  # e.g. the fine-tuning data and encoder
         self._note = note
 
-    def note(self, text):
+    def note(self, text: str) -> None:
         """Say how a long check is getting on (`grade` prints it on stderr); nothing otherwise."""
         if self._note is not None:
             self._note(text)
 
-    def given(self, *strategies, max_examples=None):
+    def given(self, *strategies: st.SearchStrategy[Any],
+              max_examples: int | None = None) -> Callable[[Callable[..., None]], None]:
         """Decorator: run the property on hypothesis-drawn inputs now; raise the minimal failure."""
 
-        def run(prop):
+        def run(prop: Callable[..., None]) -> None:
             names = list(inspect.signature(prop).parameters)  # to name the parts of a counterexample
-            failures = []
-            stop = []
+            failures: list[CheckFailed | StudentError] = []
+            stop: list[_StopShrinking] = []
 
-            def recorded(examples):
+            def recorded(examples: tuple[Any, ...]) -> None:
                 if stop:  # after a crash or a TODO, every further example fails at once
                     raise stop[0]
                 try:
@@ -242,14 +265,14 @@ class Context:
         return run
 
 
-def _attach_counterexample(error, examples, names):
+def _attach_counterexample(error: BaseException, examples: Sequence[Any], names: Sequence[str]) -> None:
     try:
-        error.counterexample = _describe(examples, names)
+        setattr(error, "counterexample", _describe(examples, names))  # noqa: B010 - any exception type
     except Exception:  # noqa: BLE001 - an exception type that takes no attributes
         pass
 
 
-def _describe(examples, names=()):
+def _describe(examples: Sequence[Any], names: Sequence[str] = ()) -> str:
     """The input of a failing property, each part named: by its own fields (a named tuple), by
     its own words (an input class's repr), or else by the property's parameter name."""
     described = []
@@ -263,16 +286,16 @@ def _describe(examples, names=()):
     return "; ".join(described)
 
 
-def _fields(value):
+def _fields(value: Any) -> tuple[str, ...] | None:
     return getattr(value, "_fields", None) if isinstance(value, tuple) else None
 
 
-def _has_own_repr(value):
+def _has_own_repr(value: Any) -> bool:
     """An input class that words itself ("q, k, v of shape (B=1, ...)"), not a generated repr."""
     return dataclasses.is_dataclass(value) and not hasattr(type(value).__repr__, "__wrapped__")
 
 
-def describe_value(value, limit=600, top=False):
+def describe_value(value: Any, limit: int = 600, top: bool = False) -> str:
     """A short, readable rendering of an input: fields by name, small tensors in full with their
     numbers rounded to 4 decimals, large ones by dtype and shape. `top`: no parentheses around
     a named tuple's fields."""
@@ -298,7 +321,7 @@ def describe_value(value, limit=600, top=False):
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def describe_returned(value, depth=0):
+def describe_returned(value: Any, depth: int = 0) -> str:
     """What the student's code returned, in words a student reads: "None", "a list of 3 values",
     "a tensor of shape (2, 4) and dtype float32 holding NaN", "an object of type MyModel that
     stays in the worker (not a tensor or a plain value)". Bounded in size and depth."""
@@ -337,37 +360,31 @@ def describe_returned(value, depth=0):
         more = f", ... ({len(value)} in all)" if len(value) > 3 else ""
         return f"a {kind} of {len(value)} value{'s' if len(value) != 1 else ''} ({items}{more})"
     if isinstance(value, dict):
-        keys = ", ".join(repr(k)[:30] for k in list(value)[:5])
-        return f"a dict with {len(value)} key{'s' if len(value) != 1 else ''}" + (f" ({keys}{', ...' if len(value) > 5 else ''})" if value else "")
+        keys = ", ".join(repr(k)[:30] for k in list(value)[:5]) + (", ..." if len(value) > 5 else "")
+        return f"a dict with {len(value)} key{'s' if len(value) != 1 else ''}" + (f" ({keys})" if value else "")
     return f"a value of type {type(value).__name__}"
 
 
-class _Recorder:
+class _Recorder(ForwardingStudent):
     """`ctx.student` as run_check hands it to a check: the same requests, and a note of the last
     values the student's code returned, to explain a check that could not use one of them."""
 
-    RECORDED = ("construct", "call", "getattr", "task", "state_dict", "load_state_dict", "parameters")
+    RECORDED = frozenset({"construct", "call", "getattr", "task", "state_dict", "load_state_dict", "parameters"})
 
-    def __init__(self, student):
-        self._student = student
-        self.returned = collections.deque(maxlen=8)  # (what was called, the value), latest last
+    def __init__(self, student: StudentCode) -> None:
+        super().__init__(student)
+        self.returned: collections.deque[tuple[str, Any]] = collections.deque(maxlen=8)  # (what was called, value)
 
-    def __getattr__(self, name):
-        method = getattr(self._student, name)
-        if name not in self.RECORDED:
-            return method
-
-        def recorded(*args, **kwargs):
-            value = method(*args, **kwargs)
-            label = _call_label(name, args)
+    def forward(self, op: str, *args: Any, **kwargs: Any) -> Any:
+        value = super().forward(op, *args, **kwargs)
+        if op in self.RECORDED:
+            label = _call_label(op, args)
             self.returned.append((label, value))
-            if name == "parameters":
+            if op == "parameters":
                 _expect_buildable(value, label)
-            return value
+        return value
 
-        return recorded
-
-    def culprit(self):
+    def culprit(self) -> tuple[str, Any] | None:
         """The returned value most likely to have stopped the check: the latest None (a stub
         ending in `pass`, a missing `return`), else the latest value."""
         for label, value in reversed(self.returned):
@@ -381,7 +398,7 @@ class _Recorder:
 MAX_REPORTED_ELEMENTS = 2**28
 
 
-def _expect_buildable(listing, label):
+def _expect_buildable(listing: Any, label: str) -> None:
     """The shapes a `parameters` answer lists are sizes, and not more values than the grader builds."""
     if not isinstance(listing, dict):
         return  # the client checked the listing's structure; a stand-in may not have
@@ -397,8 +414,8 @@ def _expect_buildable(listing, label):
                              f"({MAX_REPORTED_ELEMENTS:,}); is a size wrong?")
 
 
-def _call_label(op, args):
-    def owner(target):
+def _call_label(op: str, args: Sequence[Any]) -> str:
+    def owner(target: Any) -> str:
         if isinstance(target, str):
             return target
         return getattr(target, "type_name", type(target).__name__)
@@ -416,7 +433,7 @@ def _call_label(op, args):
         return f"a {op} request"
 
 
-def unusable_return_result(chk, error, recorder):
+def unusable_return_result(chk: Check, error: BaseException, recorder: _Recorder | None) -> CheckResult:
     """ERROR for an exception of the check's own code: the student's code most likely returned
     something the check could not use. The grader's traceback goes to details, for developers."""
     details = {
@@ -440,17 +457,17 @@ def unusable_return_result(chk, error, recorder):
 @dataclass
 class CheckResult:
     check: Check
-    status: str
+    status: Status
     fraction: float
     message: str | None = None
     diagnosis: str | None = None
     counterexample: str | None = None
-    details: dict = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
     elapsed_s: float = 0.0
     provisional_note: str | None = None
     worker_failed: bool = False  # the worker died or hung during this check (not serialised)
 
-    def to_json(self, max_score):
+    def to_json(self, max_score: float) -> dict[str, Any]:
         diagnosis = None
         if self.diagnosis:
             diagnosis = {"id": self.diagnosis, "text": DIAGNOSES[self.diagnosis]}
@@ -470,7 +487,7 @@ class CheckResult:
         }
 
 
-def run_check(chk, ctx, before=None):
+def run_check(chk: Check, ctx: Context, before: Callable[[], None] | None = None) -> CheckResult:
     """Run one check and turn whatever happens into a CheckResult; never raises (but for
     KeyboardInterrupt and the like). `before` runs first inside the same protection (seeding the
     worker may meet a dead worker)."""
@@ -485,22 +502,25 @@ def run_check(chk, ctx, before=None):
     return result
 
 
-def _run(chk, ctx, before, recorder):
+def _run(chk: Check, ctx: Context, before: Callable[[], None] | None, recorder: _Recorder | None) -> CheckResult:
     try:
         if before:
             before()
         outcome = chk.func(ctx)
-        if chk.manual and isinstance(outcome, CheckOutcome) and outcome.fraction is None:
+        if not isinstance(outcome, CheckOutcome):
+            return CheckResult(chk, PASSED, 1.0)
+        if outcome.fraction is None:
+            if not chk.manual:
+                raise TypeError(f"{chk.id} returned no fraction, which only a check graded by hand may")
             return CheckResult(chk, PENDING_MANUAL, 0.0, outcome.message, details=outcome.details)
-        if isinstance(outcome, CheckOutcome):
-            status = PASSED if outcome.fraction >= 1.0 else FAILED
-            return CheckResult(chk, status, outcome.fraction, outcome.message, details=outcome.details)
-        return CheckResult(chk, PASSED, 1.0)
+        status = PASSED if outcome.fraction >= 1.0 else FAILED
+        return CheckResult(chk, status, outcome.fraction, outcome.message, details=outcome.details)
     except CheckFailed as failure:
         unusable = is_unusable(failure)
         message = failure.message
-        if unusable and not isinstance(failure, UnusableReturn) and recorder is not None and recorder.culprit():
-            label, value = recorder.culprit()  # a check's own "must return ...": say what came back
+        if (unusable and not isinstance(failure, UnusableReturn) and recorder is not None
+                and (culprit := recorder.culprit())):
+            label, value = culprit  # a check's own "must return ...": say what came back
             if describe_returned(value) not in message:
                 message = f"{message}; {label} returned {describe_returned(value)}"
         return CheckResult(
@@ -518,8 +538,9 @@ def _run(chk, ctx, before, recorder):
     except MissingDependency as error:
         return environment_result(chk, error)
     except BudgetExhausted as error:
-        return CheckResult(chk, ERROR, 0.0, f"not run to the end: {error} (the total time all calls into your code may take)",
-                           "hangs", getattr(error, "counterexample", None), _output_details(error), worker_failed=True)
+        return CheckResult(chk, ERROR, 0.0,
+                           f"not run to the end: {error} (the total time all calls into your code may take)", "hangs",
+                           getattr(error, "counterexample", None), _output_details(error), worker_failed=True)
     except WorkerTimeout as error:
         return CheckResult(chk, ERROR, 0.0, f"timed out: {error}", "hangs", getattr(error, "counterexample", None),
                            worker_failed=True)
@@ -542,18 +563,19 @@ def _run(chk, ctx, before, recorder):
         return unusable_return_result(chk, error, recorder)
 
 
-def _output_details(error):
-    return {"output": error.output} if getattr(error, "output", "") else {}
+def _output_details(error: BaseException) -> dict[str, str]:
+    output = getattr(error, "output", "")
+    return {"output": output} if output else {}
 
 
-def environment_result(chk, error):
+def environment_result(chk: Check, error: MissingDependency) -> CheckResult:
     """SKIPPED for a check that could not run because the grader's environment lacks one of its
     dependencies: the message names it and the command that installs it, and blames nobody's code."""
     return CheckResult(chk, SKIPPED, 0.0, f"not run: {error}",
                        details={"environment": {"missing": error.module, "fix": str(error)}})
 
 
-def student_error_result(chk, error):
+def student_error_result(chk: Check, error: StudentError) -> CheckResult:
     details = {}
     if error.traceback:
         details["traceback"] = error.traceback

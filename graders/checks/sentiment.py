@@ -131,7 +131,7 @@ def bert_features(text, mask=None, weights=None, config=BERT):
     for i in range(config["num_hidden_layers"]):
         prefix = f"encoder.layer.{i}."
 
-        def linear(x, name):
+        def linear(x, name, prefix=prefix):
             return F.linear(x, w[prefix + name + ".weight"], w[prefix + name + ".bias"])
 
         q, k, v = (linear(x, "attention.self." + n).view(B, T, n_heads, d).transpose(1, 2) for n in ("query", "key", "value"))
