@@ -128,7 +128,7 @@ Parts: {parts}.
 def bundle_files():
     """{path inside the zip: bytes} of the whole bundle."""
     from graders.pytest_plugin import STUDENT_CONFTEST
-    from graders.selfcheck import part_ids
+    from graders.scoring import part_ids
 
     files = {
         f"{TOP}/README.md": STUDENT_README.format(parts=", ".join(part_ids())).encode(),
@@ -167,7 +167,7 @@ class LeakError(RuntimeError):
 def build_bundle(target=BUNDLE_PATH):
     """Write the student bundle zip; returns its path. Build the golden fixtures first.
     Refuses (LeakError) to write a bundle in which `scan` finds anything secret."""
-    from graders.selfcheck import GOLDEN_DIR, read_manifest
+    from graders.recording import GOLDEN_DIR, read_manifest
 
     if read_manifest(GOLDEN_DIR) is None:
         raise RuntimeError(f"no golden fixtures in {GOLDEN_DIR}: run `grade build --golden` first")

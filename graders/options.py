@@ -95,16 +95,24 @@ def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grade without full isolation, for code you trust (your own); every output says so")
     parser.add_argument("--count-provisional", action="store_true",
                         help="count provisional points (smoke-mode fine-tuning) in the totals; they are shown apart otherwise")
+    group = add_fine_tuning_arguments(parser)
+    group.add_argument("--finetune-budget", type=_positive, default=None, metavar="S",
+                       help="seconds of training allowed per submission (added to the submission's budget)")
+
+
+def add_fine_tuning_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """--imdb, --encoder, --feature-cache and --device: the same for grading and for warming the
+    feature cache ahead (`python -m graders.finetune`), which must find the cache grading uses."""
     group = parser.add_argument_group("fine-tuning (the sentiment part's training check)")
-    group.add_argument("--imdb", type=Path, default=None, help="IMDB: an aclImdb/ folder, parquet, CSV or JSONL")
+    group.add_argument("--imdb", type=Path, default=None, help="IMDB: an aclImdb/ folder, parquet, CSV or JSONL "
+                       "(without it: the small shipped set, in smoke mode)")
     group.add_argument("--encoder", default=None,
                        help=f"a BERT folder or a model name in the local Hugging Face cache (default with --imdb: {DEFAULT_ENCODER})")
     group.add_argument("--feature-cache", type=Path, default=None,
                        help="folder of the shared encoder-feature cache (default: $TRANSFORMER_GRADER_CACHE, "
                             "else ~/.cache/transformer-grader, for root /var/cache/transformer-grader)")
     group.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
-    group.add_argument("--finetune-budget", type=_positive, default=None, metavar="S",
-                       help="seconds of training allowed per submission (added to the submission's budget)")
+    return group
 
 
 def validate_parts(parts, parser: argparse.ArgumentParser) -> None:

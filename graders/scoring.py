@@ -68,3 +68,32 @@ def part_score(part, check_results, every_check=()):
     total = sum(float(part.weights.get(cid, 1.0)) for cid in shared)
     earned = sum(w * r.fraction for w, r in zip(weights, check_results))
     return round(part.points * earned / total, 4)
+
+
+# Statuses that keep `grade check` (and pytest) from succeeding. Written answers wait for a
+# person (pending_manual); everything else that did not pass is something to fix.
+NOT_PASSING = ("failed", "error", "skipped")
+
+
+# ---------------------------------------------------------------------------- rubric queries
+
+
+def public_checks(parts=None):
+    """[(part id, Check)] of every public check, in rubric order, of the given parts (or all)."""
+    from graders.checks import REGISTRY
+    from graders.checks.framework import HIDDEN
+    chosen = []
+    for part in load_rubric().parts:
+        if parts and part.id not in parts:
+            continue
+        chosen += [(part.id, c) for c in REGISTRY.get(part.id, []) if c.visibility != HIDDEN]
+    return chosen
+
+
+def part_ids():
+    return [part.id for part in load_rubric().parts]
+
+
+def part_modules():
+    """{part id: the module file its checks exercise} ("attention" -> "attention.py")."""
+    return {p.id: p.module if p.module.endswith(".toml") else f"{p.module}.py" for p in load_rubric().parts}

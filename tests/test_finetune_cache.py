@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from graders.finetune.cache import build_features, hash_texts, open_features, write_atomically
+from graders.atomic import fill_folder_atomically
+from graders.finetune.cache import build_features, hash_texts, open_features
 from graders.finetune.data import load_small_sentiment
 from graders.finetune.encoder import EncoderNotFound, load_encoder, smoke_encoder_path, tokenize
 
@@ -162,7 +163,7 @@ def test_a_failed_build_leaves_nothing(tmp_path):
         raise RuntimeError("encoder crashed")
 
     with pytest.raises(RuntimeError):
-        write_atomically(target, fail)
+        fill_folder_atomically(target, fail)
     assert os.listdir(tmp_path / "features") == []
 
 

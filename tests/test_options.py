@@ -78,3 +78,21 @@ def test_imdb_without_an_encoder_means_the_default_encoder(tmp_path):
     options = grading_options(parser.parse_args(["s.zip", "--imdb", str(tmp_path)]), parser)
     assert options.finetune.encoder == DEFAULT_ENCODER
     assert Path(options.finetune.imdb) == tmp_path
+
+
+def test_warming_the_cache_ahead_takes_the_fine_tuning_options_of_grade(tmp_path, capsys):
+    """`python -m graders.finetune` (warm the feature cache on a runner) has grade's fine-tuning
+    options, spelled and read the same, and fills the cache grade's --feature-cache names."""
+    from graders.finetune.prepare import command_parser, main
+
+    warm_parser = command_parser()
+    fine_tuning = {"--imdb", "--encoder", "--feature-cache", "--device"}
+    assert fine_tuning <= option_names(warm_parser) and fine_tuning <= option_names(_grade_parser())
+    argv = ["--imdb", str(tmp_path), "--encoder", "/models/bert", "--feature-cache", str(tmp_path / "c"), "--device", "cpu"]
+    warm, graded = warm_parser.parse_args(argv), _grade_parser().parse_args(["submission.zip", *argv])
+    for name in ("imdb", "encoder", "feature_cache", "device"):
+        assert getattr(warm, name) == getattr(graded, name), name
+
+    main(["--feature-cache", str(tmp_path / "cache"), "--device", "cpu"])  # the small set, the smoke encoder
+    listed = capsys.readouterr().out
+    assert str(tmp_path / "cache" / "features") in listed and any((tmp_path / "cache" / "features").iterdir())

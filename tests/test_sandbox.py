@@ -25,7 +25,7 @@ import torch
 from graders.sandbox import (BudgetExhausted, Handle, Limits, ProtocolError, RequestError,
                              StudentError, Worker, WorkerCrashed, WorkerTimeout)
 from graders.sandbox import audit, isolation
-from graders.sandbox.protocol import (Encoder, decode, load_safetensors, parse_header,
+from graders.sandbox.protocol import (MessageEncoder, decode, load_safetensors, parse_header,
                                       receive_message, safetensors_buffers)
 
 GiB = 1 << 30
@@ -202,7 +202,7 @@ STUDENT_FILES = {
         def forge_results():
             # Patch the worker's encoder so that every later reply says something else.
             from graders.sandbox import protocol
-            protocol.Encoder.encode = lambda self, value, depth=0: {"__t": "score", "v": 100}
+            protocol.MessageEncoder.encode = lambda self, value, depth=0: {"__t": "score", "v": 100}
         """,
     "exits_on_import.py": "import sys\nsys.exit(3)\n",
     "os_exits_on_import.py": "import os\nos._exit(4)\n",
@@ -256,7 +256,7 @@ BOTH_LAYERS = pytest.mark.parametrize("any_worker", ["worker", "plain_worker"], 
 # ---------------------------------------------------------------------------- protocol (no worker)
 
 def roundtrip(value):
-    encoder = Encoder(lambda obj: pytest.fail(f"unexpected handle for {obj!r}"))
+    encoder = MessageEncoder(lambda obj: pytest.fail(f"unexpected handle for {obj!r}"))
     data = encoder.encode(value)
     payload = b"".join(bytes(part) for part in safetensors_buffers(encoder.tensors)) if encoder.tensors else b""
     return decode(data, load_safetensors(payload) if payload else {}, lambda i, t: Handle(i, t))

@@ -14,8 +14,9 @@ from safetensors.torch import load_file
 
 from graders.build import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
 from graders.pytest_plugin import STUDENT_CONFTEST
-from graders.selfcheck import (GOLDEN_DIR, SelfCheckError, cmd_check, not_passing, public_checks, read_manifest,
-                               record_golden, self_check, stale_reasons)
+from graders.recording import GOLDEN_DIR, read_manifest, record_golden, stale_reasons
+from graders.scoring import public_checks
+from graders.selfcheck import SelfCheckError, cmd_check, not_passing, self_check
 
 SEED004 = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
 QUICK_PARTS = ["attention", "mha"]
@@ -55,7 +56,7 @@ def test_golden_fixtures_regenerate_identically(tmp_path):
     assert fresh_tensors.keys() == committed_tensors.keys()
     for name, tensor in fresh_tensors.items():
         torch.testing.assert_close(tensor, committed_tensors[name], rtol=1e-5, atol=1e-6,
-                                   msg=lambda message: f"golden answer {name}: {message}")
+                                   msg=lambda message, name=name: f"golden answer {name}: {message}")
 
 
 DRAWS = """

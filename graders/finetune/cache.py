@@ -26,16 +26,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
-import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+from graders.atomic import fill_folder_atomically
 
 if TYPE_CHECKING:
     from .encoder import Encoder
@@ -158,7 +158,7 @@ def build_features(encoder: Encoder, texts: list[str], *, cache_root: Path | Non
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
 
-    write_atomically(folder, fill)
+    fill_folder_atomically(folder, fill)
     features = open_features(folder)
     features.built_now = True
     return features
@@ -190,29 +190,6 @@ def hash_texts(texts: list[str]) -> str:
         digest.update(len(data).to_bytes(8, "little"))  # length-prefixed: ["ab", "c"] != ["a", "bc"]
         digest.update(data)
     return digest.hexdigest()
-
-
-def write_atomically(folder: Path, fill: Callable[[Path], None]) -> None:
-    """Let `fill` write a temporary sibling folder, then rename it to `folder`; a lost race keeps the winner's."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        fill(tmp)
-        _readable_by_everyone(tmp)
-        os.rename(tmp, folder)
-    except OSError:
-        if not folder.is_dir():  # not a lost race: a real failure
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _readable_by_everyone(folder: Path) -> None:
-    """The sandboxed worker reads caches as another user; some writers (safetensors) create 0600 files.
-    Nothing in a cache is secret: features and encoder weights, never labels."""
-    for path in [folder, *folder.rglob("*")]:
-        path.chmod(path.stat().st_mode | (0o555 if path.is_dir() else 0o444))
 
 
 # -----------------------------------------------------------------------------

@@ -123,12 +123,14 @@ def _from_hf_cache(name: str) -> Path:
 
 def smoke_encoder_path(cache_root: Path | None = None) -> Path:
     """The smoke encoder's folder, built on first use (under a second; deterministic for a torch version)."""
-    from .cache import default_cache_root, write_atomically
+    from graders.atomic import fill_folder_atomically
+
+    from .cache import default_cache_root
 
     # the name is the version: bump it whenever _save_smoke_encoder or the small set changes
     folder = (cache_root or default_cache_root()) / "encoders" / "smoke-v2"
     if not (folder / "config.json").is_file():
-        write_atomically(folder, _save_smoke_encoder)
+        fill_folder_atomically(folder, _save_smoke_encoder)
     return folder
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .cache import Features, build_features, default_cache_root
+from .cache import Features, build_features
 from .data import Review, load_imdb, load_small_sentiment, split_positions
-from graders.options import DEFAULT_ENCODER
+from graders.options import DEFAULT_ENCODER, add_fine_tuning_arguments, feature_cache_root
 
 from .encoder import Encoder, load_encoder
 
@@ -76,25 +76,30 @@ def _labels(reviews: list[Review]) -> np.ndarray:
     return np.array([r.label for r in reviews], dtype=np.int64)
 
 
-def main(argv: list[str] | None = None) -> None:
+def command_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m graders.finetune",
                                      description="Build (or find) the feature caches of the fine-tuning check.")
-    parser.add_argument("--imdb", help="IMDB: aclImdb folder, HF parquet/arrow, or CSV/JSONL (default: the small set)")
-    parser.add_argument("--encoder", default=None, help="save_pretrained folder or a name in the local HF cache "
-                        "(default: bert-base-uncased with --imdb, the smoke encoder without)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--cache-root", type=Path, default=None, help=f"default: {default_cache_root()}")
+    add_fine_tuning_arguments(parser)
     parser.add_argument("--max-length", type=int, default=512)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = command_parser()
     args = parser.parse_args(argv)
+    if args.encoder is not None and args.imdb is None:
+        parser.error("--encoder needs --imdb (without IMDB the fine-tuning check uses the smoke encoder)")
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cache_root = feature_cache_root(args.feature_cache)
 
     started = time.perf_counter()
-    encoder = load_encoder(args.encoder or (DEFAULT_ENCODER if args.imdb else "smoke"), device=args.device,
-                           cache_root=args.cache_root)
+    encoder = load_encoder(args.encoder or (DEFAULT_ENCODER if args.imdb else "smoke"), device=device,
+                           cache_root=cache_root)
     if args.imdb:
-        data = prepare_imdb(args.imdb, encoder, cache_root=args.cache_root, max_length=args.max_length, progress=True)
+        data = prepare_imdb(args.imdb, encoder, cache_root=cache_root, max_length=args.max_length, progress=True)
     else:
-        data = prepare_small(encoder, cache_root=args.cache_root, max_length=args.max_length, progress=True)
-    print(f"encoder {encoder.source} on {args.device}; {time.perf_counter() - started:.1f} s in all")
+        data = prepare_small(encoder, cache_root=cache_root, max_length=args.max_length, progress=True)
+    print(f"encoder {encoder.source} on {device}; {time.perf_counter() - started:.1f} s in all")
     for name in ("train", "valid", "test"):
         features = getattr(data, name)
         print(f"  {name:5} {len(features):6} reviews, {int(features.lengths.sum()):10} tokens   {features.folder}")

@@ -35,7 +35,7 @@ from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestE
 from .isolation import IsolationUnavailable, Layers
 from .limits import Limits
 from .output import OutputTail
-from .protocol import Encoder, Handle, decode
+from .protocol import Handle, MessageEncoder, decode
 from .spawn import base_environment, pipe, spawn, start_self_check_worker, take_prestarted
 
 MAX_ERROR_TEXT = 50_000
@@ -274,7 +274,7 @@ class Worker:
                  values: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
         with self._lock:
             self.start()
-            encoder = Encoder(_refuse_to_send, generation=self.starts)
+            encoder = MessageEncoder(_refuse_to_send, generation=self.starts)
             header: dict[str, Any] = {"id": self._next_request_id, "op": op, **(texts or {})}
             for field, value in (values or {}).items():
                 header[field] = encoder.encode(value)

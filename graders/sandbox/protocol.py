@@ -129,7 +129,7 @@ def load_safetensors(payload: bytes) -> dict[str, torch.Tensor]:
 
 # ---------------------------------------------------------------------------- values
 
-class Encoder:
+class MessageEncoder:
     """Turns a value into JSON-ready data, collecting its tensors for the payload.
 
     `keep` decides what happens to objects that cannot travel by value: the worker keeps them

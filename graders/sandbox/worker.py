@@ -45,7 +45,7 @@ from graders.sandbox import audit
 from graders.sandbox import tasks  # noqa: F401  (the built-in tasks are always available)
 from graders.sandbox.harness import TASKS
 from graders.sandbox.limits import Limits, apply_rlimits
-from graders.sandbox.protocol import Encoder, Handle, decode, receive_message, send_message
+from graders.sandbox.protocol import Handle, MessageEncoder, decode, receive_message, send_message
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -297,7 +297,7 @@ class AliasLoader(importlib.abc.Loader):
         pass  # already executed under its real name
 
 
-class Context:
+class WorkerTaskContext:
     """The `ctx` of harness tasks (see `graders.sandbox.harness.TaskContext`)."""
 
     def __init__(self, session: Session) -> None:
@@ -416,7 +416,7 @@ def op_task(request: Request) -> Any:
     if name not in TASKS:
         raise BadRequest(f"no harness task named {name!r}")
     args, kwargs = request.arguments()
-    return TASKS[name](Context(request.session), *args, **kwargs)
+    return TASKS[name](WorkerTaskContext(request.session), *args, **kwargs)
 
 
 def op_free(request: Request) -> Any:
@@ -513,7 +513,7 @@ def answer(session: Session, header: dict, tensors: dict) -> tuple[dict, dict, i
         if broken is not None:
             return failure({"kind": "environment", "module": broken[0], "problem": broken[1]})
         return failure(describe_exception(error, session.submission_dir))
-    encoder = Encoder(session.keep)
+    encoder = MessageEncoder(session.keep)
     try:
         value = encoder.encode(result)
     except BaseException as error:  # noqa: BLE001  a result that cannot travel, or whose

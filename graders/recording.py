@@ -1,0 +1,151 @@
+"""The golden answers of the self-check (`graders/golden/`): what they were recorded from (the
+fingerprint), whether they are still up to date, and recording them (`grade build --golden`).
+
+A self-check draws its inputs from the rubric's seed and looks up the reference's answers to
+them here instead of running the reference, which students do not have (docs/selfcheck.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import graders
+from graders.scoring import NOT_PASSING, load_rubric, part_ids, public_checks
+
+PACKAGE_DIR = Path(graders.__file__).resolve().parent
+GOLDEN_DIR = PACKAGE_DIR / "golden"
+MANIFEST = "manifest.json"
+
+# The files whose content decides which inputs the public checks draw and what the reference
+# answers: when one changes, the golden fixtures must be recorded again. The grading engine
+# itself is not among them: what it passes to the draws (the seed, the examples per property)
+# is in the fingerprint as values.
+FINGERPRINT_GLOBS = ("graders/checks/**/*.py", "graders/oracles.py", "reference/*.py")
+
+
+def _repo_root():
+    return PACKAGE_DIR.parent
+
+
+def fingerprint_files(root=None):
+    """{relative path: sha256} of every file the golden answers depend on (that exists here)."""
+    root = Path(root or _repo_root())
+    files = {}
+    for pattern in FINGERPRINT_GLOBS:
+        for path in sorted(root.glob(pattern)):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return dict(sorted(files.items()))
+
+
+def library_versions():
+    import hypothesis
+    import torch
+
+    return {"hypothesis": hypothesis.__version__, "torch": torch.__version__.split("+")[0]}
+
+
+def golden_fingerprint(root=None):
+    """What the golden fixtures were recorded from: source hashes, seed, examples per property,
+    public checks, versions."""
+    from graders.grading import MAX_EXAMPLES, SELF_CHECK
+
+    return {
+        "seed": load_rubric().seed,
+        "examples_per_property": MAX_EXAMPLES[SELF_CHECK],
+        "public_checks": [c.id for _, c in public_checks()],
+        "files": fingerprint_files(root),
+        "versions": library_versions(),
+    }
+
+
+def read_manifest(golden_dir=GOLDEN_DIR):
+    path = Path(golden_dir) / MANIFEST
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def stale_reasons(golden_dir=GOLDEN_DIR, root=None):
+    """Why the golden fixtures in golden_dir no longer match the sources ([] when they do)."""
+    manifest = read_manifest(golden_dir)
+    if manifest is None:
+        return [f"{golden_dir} holds no {MANIFEST}"]
+    now = golden_fingerprint(root)
+    recorded = manifest.get("fingerprint", {})
+    reasons = []
+    if recorded.get("seed") != now["seed"]:
+        reasons.append(f"the rubric's seed is {now['seed']}, the fixtures were recorded with {recorded.get('seed')}")
+    if recorded.get("examples_per_property") != now["examples_per_property"]:
+        reasons.append(f"a self-check draws {now['examples_per_property']} examples per property, the fixtures "
+                       f"were recorded for {recorded.get('examples_per_property')}")
+    if recorded.get("public_checks") != now["public_checks"]:
+        added = sorted(set(now["public_checks"]) - set(recorded.get("public_checks", [])))
+        removed = sorted(set(recorded.get("public_checks", [])) - set(now["public_checks"]))
+        reasons.append(f"the public checks changed (new: {added or 'none'}, gone: {removed or 'none'}, or reordered)")
+    old_files, new_files = recorded.get("files", {}), now["files"]
+    for name in sorted(old_files.keys() | new_files.keys()):
+        if old_files.get(name) != new_files.get(name):
+            what = "is new" if name not in old_files else "is gone" if name not in new_files else "changed"
+            reasons.append(f"{name} {what}")
+    for library, version in now["versions"].items():
+        if recorded.get("versions", {}).get(library) != version:
+            reasons.append(f"{library} is {version}, the fixtures were recorded with {recorded.get('versions', {}).get(library)}")
+    return reasons
+
+
+def _grade_recording(source, oracle, **kwargs):
+    """grade() in self-check mode, with `oracle` answering instead of the golden fixtures."""
+    from graders import grading
+
+    return grading.grade(source, mode=grading.SELF_CHECK, oracle=oracle, **kwargs)
+
+
+def record_golden(out_dir=GOLDEN_DIR, *, parts=None, reference_dir=None, limits=None, progress=None):
+    """Run every public check on the reference in self-check mode, recording what the reference
+    oracle answers, and write the records and a manifest into out_dir (replacing it).
+
+    The seed is the rubric's, as `grade check` uses it, so a self-check draws the same inputs.
+    Raises RuntimeError when the reference fails a public check: its answers would be wrong.
+    Returns the reference's self-check results."""
+    from graders.build import REFERENCE_DIR
+    from graders.oracles import RecordingOracle
+    out_dir = Path(out_dir)
+    recorder = RecordingOracle()
+    seed = load_rubric().seed
+    results = _grade_recording(reference_dir or REFERENCE_DIR, recorder, seed=seed, only_parts=parts,
+                               limits=limits, progress=progress)
+    problems = [f"{c['id']}: {c['status']}: {c['message']}"
+                for part in results["parts"] for c in part["checks"]
+                if c["status"] in NOT_PASSING]
+    if results["status"] != "graded" or problems:
+        raise RuntimeError("the reference does not pass every public check, so its answers cannot be "
+                           "recorded:\n  " + "\n  ".join(problems or [str(results.get("reason"))]))
+    staging = Path(tempfile.mkdtemp(prefix=".golden-", dir=out_dir.parent))
+    try:
+        recorder.save(staging)
+        manifest = {
+            "about": "Golden fixtures for `grade check`: the reference's answers to the inputs the public "
+                     "checks draw with this seed. Regenerate with `grade build --golden`.",
+            "records": len(recorder.records),
+            "parts": parts or [p for p in part_ids()],
+            "fingerprint": golden_fingerprint(),
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        os.chmod(staging, 0o755)  # package data: readable by everyone, like the rest of the package
+        for path in staging.iterdir():
+            os.chmod(path, 0o644)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return results
+
+
