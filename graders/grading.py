@@ -83,7 +83,6 @@ class TrackedStudent(ForwardingStudent):
 
     def __init__(self, worker):
         super().__init__(worker)
-        self._worker = worker
         self._handles = []
 
     def forward(self, op, *args, **kwargs):
@@ -104,7 +103,7 @@ class TrackedStudent(ForwardingStudent):
     def release(self):
         handles, self._handles = self._handles, []
         try:
-            self._worker.free(*handles)
+            self.student.free(*handles)
         except SandboxError:
             pass  # a dead worker took its objects with it
 

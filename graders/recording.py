@@ -115,6 +115,7 @@ def record_golden(out_dir=GOLDEN_DIR, *, parts=None, reference_dir=None, limits=
     Returns the reference's self-check results."""
     from graders.build import REFERENCE_DIR
     from graders.oracles import RecordingOracle
+
     out_dir = Path(out_dir)
     recorder = RecordingOracle()
     seed = load_rubric().seed

@@ -82,6 +82,7 @@ def public_checks(parts=None):
     """[(part id, Check)] of every public check, in rubric order, of the given parts (or all)."""
     from graders.checks import REGISTRY
     from graders.checks.framework import HIDDEN
+
     chosen = []
     for part in load_rubric().parts:
         if parts and part.id not in parts:

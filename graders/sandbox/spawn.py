@@ -34,7 +34,6 @@ class StartedWorker:
     reply_read: int
     output_read: int
     threads: int
-    preload: tuple[str, ...] = ()
 
 
 _prestarted: dict[tuple[str, ...], StartedWorker] = {}
@@ -67,7 +66,7 @@ def start_self_check_worker(*, threads: int, preload: tuple[str, ...] = ()) -> S
     process = spawn(command, ours=(request_write, reply_read, output_read),
                     theirs=(request_read, reply_write, output_write),
                     stdin=request_read, stdout=reply_write, stderr=output_write, env=environment)
-    return StartedWorker(process, request_write, reply_read, output_read, threads, tuple(preload))
+    return StartedWorker(process, request_write, reply_read, output_read, threads)
 
 
 def prestart_self_check_worker(*, threads: int, preload: tuple[str, ...] = ()) -> None:
