@@ -9,7 +9,7 @@ Everything goes through the commands an instructor runs, as subprocesses of this
             and sentiment words that carry the label, so a model can learn from them
   encoder   a random-weight BERT (bert-base's shape, or a small one) and a WordPiece tokenizer,
             saved with save_pretrained: loaded the way a real one is
-  build     python -m graders.finetune --imdb ... --encoder ...   (cold cache), and again (warm)
+  build     python -m graders.packs.transformers.finetune --imdb ... --encoder ...   (cold cache), and again (warm)
   grade     grade reference/ --parts finetune ... with the warm cache, through the sandbox
   batch     grade batch over --submissions copies of the reference sharing the device and the cache
 Prints a table; --json writes the figures. On CUDA the peak memory of the GPU is sampled with
@@ -63,7 +63,7 @@ def write_encoder(folder: Path, size: str) -> None:
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    from graders.finetune.encoder import _wordpiece_vocab
+    from graders.packs.transformers.finetune.encoder import _wordpiece_vocab
 
     texts = [" ".join(POSITIVE + NEGATIVE + [f"w{i}" for i in range(5000)])]
     tokenizer = BertTokenizerFast(vocab=_wordpiece_vocab(texts))
@@ -146,7 +146,7 @@ def main() -> None:
             path.chmod(0o755 if path.is_dir() else 0o644)
         figures["make_data_s"] = round(time.perf_counter() - started, 1)
         finetune = ["--imdb", str(work / "aclImdb"), "--encoder", str(work / "encoder"), "--device", args.device]
-        build = [sys.executable, "-m", "graders.finetune", *finetune]
+        build = [sys.executable, "-m", "graders.packs.transformers.finetune", *finetune]
         timed("cache_build", build, figures, args.device, env, args.json)
         timed("cache_warm", build, figures, args.device, env, args.json)
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from graders.build import REFERENCE_DIR
+from tests.course import REFERENCE_DIR
 from graders.grading import grade
 
 

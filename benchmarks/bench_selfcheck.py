@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from graders.build import REFERENCE_DIR, TEMPLATE_DIR
+from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 
 
 def timed(command, **kwargs):

@@ -12,15 +12,13 @@ import shutil
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-REFERENCE_DIR = REPO_ROOT / "reference"
-TEMPLATE_DIR = REPO_ROOT / "student_template"
 
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
 _TODO_LINE = re.compile(r"^\s*# TODO:?\s?(.*)$")
 _TOML_KEY = re.compile(r"^(\s*)([A-Za-z0-9_]+)\s*=")
 
-TEMPLATE_INIT = '''"""Your implementation of the Transformers assignment.
+TEMPLATE_INIT = '''"""Your implementation of the assignment: {title}.
 
 Fill in every function that raises NotImplementedError; the TODO comments say what to do.
 Check your work with `grade check` (or `pytest`) in this folder.
@@ -116,11 +114,14 @@ def toml_template(source, filename="<reference>"):
     return "\n".join(out) + "\n"
 
 
-def template_files(reference_dir=REFERENCE_DIR):
-    """{relative file name: template text} for every file of the reference package."""
-    files = {"__init__.py": TEMPLATE_INIT}
-    for path in sorted(reference_dir.iterdir()):
-        # Only modules and answers: reference/ also holds the small sentiment set (held-out labels).
+def template_files(assignment=None):
+    """{relative file name: template text} for every file of the assignment's reference package."""
+    from graders.assignment import current
+
+    assignment = assignment or current()
+    files = {"__init__.py": TEMPLATE_INIT.format(title=assignment.title)}
+    for path in sorted(assignment.reference_dir.iterdir()):
+        # Only modules and answers: a reference may also hold data with held-out labels.
         if path.name == "__init__.py" or path.name.startswith((".", "__")) or path.suffix not in (".py", ".toml"):
             continue
         source = path.read_text()
@@ -131,9 +132,14 @@ def template_files(reference_dir=REFERENCE_DIR):
     return files
 
 
-def build_template(out_dir=TEMPLATE_DIR, reference_dir=REFERENCE_DIR):
-    """Write the student template into out_dir, replacing what was there. Returns the files written."""
-    files = template_files(reference_dir)
+def build_template(out_dir=None, assignment=None):
+    """Write the student template into out_dir (the assignment's template folder), replacing what
+    was there. Returns the files written."""
+    from graders.assignment import current
+
+    assignment = assignment or current()
+    out_dir = Path(out_dir or assignment.template_dir)
+    files = template_files(assignment)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)

@@ -1,15 +1,15 @@
 """The student bundle: what a student downloads to do the homework and check it offline.
 
-    transformer-homework/
+    <bundle name>/         one assignment's bundle (`[bundle] name` of its manifest)
       README.md          the two commands a student needs
       pyproject.toml     installs the `grade` command (the public part of the grader)
-      graders/           the grader package with its golden fixtures, without anything secret
+      graders/           the engine and this assignment's pack with its golden fixtures, nothing secret
       homework/          the student template (TODO stubs) and a conftest.py for plain `pytest`
 
-Nothing secret goes in: the reference solution (reference/) and the hidden fixtures
-(fixtures/) live outside the `graders` package and are never copied; the grader's own code
-carries no answers (the numeric answers and the written-answer rubric are read from
-reference/answers.toml, in instructor mode only). tests/test_bundle.py scans every bundle for
+Nothing secret goes in: the reference solution and the hidden fixtures live outside the
+`graders` package and are never copied; the grader's own code carries no answers (the numeric
+answers and the written-answer rubric are read from the reference's questions file, in
+instructor mode only). tests/test_bundle.py scans every bundle for
 solution bodies, hidden fixtures and rubric secrets.
 
 The zip is reproducible: sorted entries, fixed timestamps and permissions.
@@ -27,10 +27,9 @@ from pathlib import Path
 
 import graders
 from graders.atomic import write_atomically
-from graders.build import REFERENCE_DIR, REPO_ROOT, _solution_blocks, template_files
+from graders.assignment import PACKS_DIR, current
+from graders.build import _solution_blocks, template_files
 
-BUNDLE_PATH = REPO_ROOT / "dist" / "student_bundle.zip"
-TOP = "transformer-homework"
 HOMEWORK = "homework"
 PACKAGE_DIR = Path(graders.__file__).resolve().parent
 
@@ -40,21 +39,26 @@ EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".swp")
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
-def student_pyproject():
+def bundle_path(assignment=None):
+    """Where `grade build` writes the assignment's bundle: dist/<bundle name>.zip in the current folder."""
+    return Path("dist") / f"{(assignment or current()).bundle_name}.zip"
+
+
+def student_pyproject(assignment):
     """pyproject.toml of the bundle: what a self-check needs and nothing else
     (graders/dependencies.py), hypothesis pinned to the version the golden answers were recorded
     with (another version draws other inputs, whose answers are not recorded)."""
     from graders.dependencies import self_check_requirements
 
-    deps = "".join(f'    "{d}",\n' for d in self_check_requirements())
+    deps = "".join(f'    "{d}",\n' for d in self_check_requirements(assignment.golden_dir))
     return f'''[build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
 
 [project]
-name = "transformer-homework-grader"
+name = "{assignment.bundle_name}-grader"
 version = "{graders.__version__}"
-description = "The public checks of the Transformers assignment: `grade check` and `pytest`, offline."
+description = "The public checks of {assignment.title}: `grade check` and `pytest`, offline."
 requires-python = ">=3.11"
 dependencies = [
 {deps}]
@@ -66,14 +70,13 @@ grade = "graders.cli:run"
 include = ["graders*"]
 
 [tool.setuptools.package-data]
-graders = ["*.toml", "*.json", "reports/templates/*", "schemas/*", "golden/*"]
+graders = ["*.toml", "*.json", "reports/templates/*", "schemas/*", "packs/*/*.toml", "packs/*/golden/*"]
 '''
 
 
-STUDENT_README = """# Transformers assignment: your homework folder and its checks
+STUDENT_README = """# {title}: your homework folder and its checks
 
-`homework/` holds the files you complete: `attention.py`, `encoder.py`, `bert.py`,
-`sentiment.py`, `causal_lm.py`, `gpt.py` and `answers.toml`. Every function that raises
+`homework/` holds the files you complete: {files}. Every function that raises
 `NotImplementedError` is yours to write; its TODO says what to do.
 
 ## 1. Install (once)
@@ -100,8 +103,8 @@ pytest, ...), nothing else.
 In a notebook (Colab: upload and unzip the bundle first), one cell:
 
 ```
-!pip install -q ./transformer-homework
-%cd transformer-homework/homework
+!pip install -q ./{top}
+%cd {top}/homework
 !grade check
 ```
 
@@ -109,7 +112,7 @@ In a notebook (Colab: upload and unzip the bundle first), one cell:
 
 ```bash
 cd homework
-grade check            # every public check; or: grade check attention mha
+grade check            # every public check; or: grade check {example_parts}
 pytest                 # the same checks, one test per check
 ```
 
@@ -125,24 +128,41 @@ Parts: {parts}.
 """
 
 
-def bundle_files():
-    """{path inside the zip: bytes} of the whole bundle."""
-    from graders.pytest_plugin import STUDENT_CONFTEST
-    from graders.scoring import part_ids
+def _shipped(root):
+    """The files under `root` a bundle may carry: no caches, editor leftovers or links."""
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if (path.is_file() and not path.is_symlink() and not any(part in EXCLUDED_NAMES for part in relative.parts)
+                and not path.name.endswith(EXCLUDED_SUFFIXES) and not path.name.startswith(".")):
+            yield relative, path
 
-    files = {
-        f"{TOP}/README.md": STUDENT_README.format(parts=", ".join(part_ids())).encode(),
-        f"{TOP}/pyproject.toml": student_pyproject().encode(),
-    }
-    for path in sorted(PACKAGE_DIR.rglob("*")):
-        relative = path.relative_to(PACKAGE_DIR)
-        if (not path.is_file() or path.is_symlink() or any(part in EXCLUDED_NAMES for part in relative.parts)
-                or path.name.endswith(EXCLUDED_SUFFIXES) or path.name.startswith(".")):
+
+def bundle_files(assignment=None):
+    """{path inside the zip: bytes} of the whole bundle of the assignment: the engine with this
+    one pack (under graders/packs/, where the bundled grader finds it as its only one), the
+    template and the student's conftest.py."""
+    from graders.pytest_plugin import STUDENT_CONFTEST
+
+    assignment = assignment or current()
+    top = assignment.bundle_name
+    modules = ", ".join(f"`{name}`" for name in assignment.expected_files)
+    readme = STUDENT_README.format(title=assignment.title, files=modules, top=top,
+                                   example_parts=" ".join(p.id for p in assignment.rubric.parts[:2]),
+                                   parts=", ".join(p.id for p in assignment.rubric.parts))
+    files = {f"{top}/README.md": readme.encode(), f"{top}/pyproject.toml": student_pyproject(assignment).encode()}
+    for relative, path in _shipped(PACKAGE_DIR):
+        if relative.parts[0] == PACKS_DIR.name and len(relative.parts) > 2:
+            continue  # the packs: only this assignment's, below
+        files[f"{top}/graders/{relative.as_posix()}"] = path.read_bytes()
+    # The mutants are edits of the solution: they would give it away. A module, or a package of them.
+    mutants = assignment.mutants_module.removeprefix(f"{assignment.package}.").split(".") if assignment.mutants_module else []
+    for relative, path in _shipped(assignment.folder):
+        if mutants and (relative.with_suffix("").parts == tuple(mutants) or relative.parts[:len(mutants)] == tuple(mutants)):
             continue
-        files[f"{TOP}/graders/{relative.as_posix()}"] = path.read_bytes()
-    for name, text in template_files().items():
-        files[f"{TOP}/{HOMEWORK}/{name}"] = text.encode()
-    files[f"{TOP}/{HOMEWORK}/conftest.py"] = STUDENT_CONFTEST.encode()
+        files[f"{top}/graders/{PACKS_DIR.name}/{assignment.name}/{relative.as_posix()}"] = path.read_bytes()
+    for name, text in template_files(assignment).items():
+        files[f"{top}/{HOMEWORK}/{name}"] = text.encode()
+    files[f"{top}/{HOMEWORK}/conftest.py"] = STUDENT_CONFTEST.encode()
     return dict(sorted(files.items()))
 
 
@@ -164,18 +184,20 @@ class LeakError(RuntimeError):
     """The bundle would carry something secret."""
 
 
-def build_bundle(target=BUNDLE_PATH):
-    """Write the student bundle zip; returns its path. Build the golden fixtures first.
-    Refuses (LeakError) to write a bundle in which `scan` finds anything secret."""
-    from graders.recording import GOLDEN_DIR, read_manifest
+def build_bundle(target=None, assignment=None):
+    """Write the student bundle zip of the assignment (at dist/<bundle name>.zip unless `target`);
+    returns its path. Build the golden fixtures first. Refuses (LeakError) to write a bundle in
+    which `scan` finds anything secret."""
+    from graders.recording import read_manifest
 
-    if read_manifest(GOLDEN_DIR) is None:
-        raise RuntimeError(f"no golden fixtures in {GOLDEN_DIR}: run `grade build --golden` first")
-    files = bundle_files()
-    leaks = scan(files)
+    assignment = assignment or current()
+    if read_manifest(assignment.golden_dir) is None:
+        raise RuntimeError(f"no golden fixtures in {assignment.golden_dir}: run `grade build --golden` first")
+    files = bundle_files(assignment)
+    leaks = scan(files, assignment=assignment)
     if leaks:
         raise LeakError("the student bundle would leak:\n  " + "\n  ".join(str(leak) for leak in leaks))
-    return write_zip(files, target)
+    return write_zip(files, target or bundle_path(assignment))
 
 
 # ---------------------------------------------------------------------------- the leak scan
@@ -284,8 +306,9 @@ def _statement_lists(tree):
                 yield value
 
 
-def solution_snippets(reference_dir=REFERENCE_DIR):
+def solution_snippets(reference_dir=None):
     """Every solution block of the reference's Python modules, as a Snippet."""
+    reference_dir = reference_dir or current().reference_dir
     snippets = []
     for path in sorted(Path(reference_dir).glob("*.py")):
         source = path.read_text()
@@ -336,10 +359,13 @@ def find_solutions(source, snippets, path="<bundle>"):
     return leaks
 
 
-def secret_strings(reference_dir=REFERENCE_DIR):
-    """Text that must never ship: the numeric answers (5 digits or more, in every usual spelling)
-    and the start of every written model answer."""
-    answers = tomllib.loads((Path(reference_dir) / "answers.toml").read_text())
+def secret_strings(assignment=None):
+    """Text that must never ship: the numeric answers of the reference's questions file (5 digits
+    or more, in every usual spelling) and the start of every written model answer."""
+    assignment = assignment or current()
+    if assignment.answers_file is None:
+        return []
+    answers = tomllib.loads((assignment.reference_dir / assignment.answers_file).read_text())
     secrets = set()
     for value in answers.get("numeric", {}).values():
         number = int(str(value).replace(",", "").replace("_", ""))
@@ -352,21 +378,24 @@ def secret_strings(reference_dir=REFERENCE_DIR):
     return sorted(secrets)
 
 
-def hidden_fixture_hashes(hidden_dir=REPO_ROOT / "fixtures" / "hidden"):
-    """{sha256: relative path} of every hidden fixture file (none when there is no such folder)."""
-    hidden_dir = Path(hidden_dir)
-    if not hidden_dir.is_dir():
-        return {}
-    return {hashlib.sha256(p.read_bytes()).hexdigest(): p.relative_to(hidden_dir).as_posix()
-            for p in sorted(hidden_dir.rglob("*")) if p.is_file()}
+def hidden_fixture_hashes(hidden_dirs):
+    """{sha256: relative path} of every file in the secret folders (none that do not exist)."""
+    hashes = {}
+    for hidden_dir in map(Path, hidden_dirs):
+        if hidden_dir.is_dir():
+            hashes |= {hashlib.sha256(p.read_bytes()).hexdigest(): p.relative_to(hidden_dir).as_posix()
+                       for p in sorted(hidden_dir.rglob("*")) if p.is_file()}
+    return hashes
 
 
-def scan(files, *, reference_dir=REFERENCE_DIR, hidden_dir=REPO_ROOT / "fixtures" / "hidden"):
-    """Leaks in a bundle given as {path: bytes}: reference solution bodies, hidden fixtures,
-    rubric secrets, and the reference or hidden folders themselves."""
-    snippets = solution_snippets(reference_dir)
-    secrets = secret_strings(reference_dir)
-    hidden = hidden_fixture_hashes(hidden_dir)
+def scan(files, *, assignment=None, hidden_dirs=None):
+    """Leaks in a bundle given as {path: bytes}: reference solution bodies, the assignment's
+    secret files (hidden fixtures; `hidden_dirs` replaces its list), rubric secrets, and the
+    reference or hidden folders themselves."""
+    assignment = assignment or current()
+    snippets = solution_snippets(assignment.reference_dir)
+    secrets = secret_strings(assignment)
+    hidden = hidden_fixture_hashes(assignment.secrets if hidden_dirs is None else hidden_dirs)
     leaks = []
     for path, data in files.items():
         parts = path.split("/")

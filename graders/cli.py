@@ -9,6 +9,9 @@
     grade doctor                      every layer of the sandbox on this machine, with fixes
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
 
+Every command takes --assignment NAME|PATH: an installed assignment pack or the folder of one
+(default: the only installed pack; for `grade check`, the pack the homework folder belongs to).
+
 Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
 `grade check` while a public check fails (and for `grade doctor` on a machine without full
 isolation), 2 for bad usage or a missing dependency of the grader (the message says what to
@@ -34,7 +37,9 @@ EXIT_INCOMPLETE_INSTALLATION = 2
 
 
 def _grade_parser():
-    parser = argparse.ArgumentParser(prog="grade", description="Grade a submission of the Transformers assignment.")
+    from graders.assignment import current
+
+    parser = argparse.ArgumentParser(prog="grade", description=f"Grade a submission of {current().title}.")
     parser.add_argument("submission", type=Path, help="a .zip, a folder or a .ipynb")
     parser.add_argument("--out", type=Path, default=None, help="where results.json and the reports go (default: ./grade-out/<name>)")
     add_grading_arguments(parser)
@@ -104,7 +109,10 @@ class PartProgress:
     two threads when a part runs beside the others: each line is one write."""
 
     def __init__(self, options):
+        from graders.assignment import current
+
         self.options = options
+        self.describe_part = getattr(current().options_module(), "describe_part", None)
         self.parts_shown = set()  # a long part runs beside the others: their checks interleave
         self.started = time.perf_counter()
 
@@ -113,11 +121,7 @@ class PartProgress:
         if part in self.parts_shown:
             return
         self.parts_shown.add(part)
-        note = ""
-        if part == "finetune":
-            budget = self.options.finetune.budget_s
-            mode = "on IMDB" if self.options.finetune.imdb else "in smoke mode, on the small sentiment set"
-            note = f" (training {mode}{f', up to {budget:g} s' if budget else ''})"
+        note = self.describe_part(part, self.options.assignment) if self.describe_part else ""
         print(f"[{time.perf_counter() - self.started:6.1f} s] grading {part}{note}", file=sys.stderr, flush=True)
 
     def note(self, text) -> None:
@@ -146,12 +150,13 @@ def cmd_doctor(argv):
     parser = argparse.ArgumentParser(prog="grade doctor", description="Show every layer of the sandbox on this machine.")
     add_grading_arguments(parser)
     options = grading_options(parser.parse_args(argv), parser).check_options()
-    from graders.checks.finetune import worker_readable_paths
+    from graders.assignment import current
+    from graders.grading import assignment_paths
     from graders.sandbox.doctor import diagnose, full_isolation, render
 
-    gpu = options["device"] == "cuda"
-    findings = diagnose(readable_paths=worker_readable_paths(options), gpu=gpu,
-                        secret_paths=[path for path in (options["imdb"],) if path is not None])
+    findings = diagnose(readable_paths=assignment_paths(current(), options, "readable_paths"),
+                        secret_paths=assignment_paths(current(), options, "held_out_paths"),
+                        gpu=options.get("device") == "cuda")
     print(render(findings))
     return 0 if full_isolation(findings) else 1
 
@@ -171,6 +176,15 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv else 2
+    from graders.assignment import PackError, select
+
+    try:
+        argv, chosen = take_assignment(argv)
+        if chosen is not None:
+            select(chosen)
+    except (PackError, ValueError) as error:
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
     try:
         if argv[0] in SUBCOMMANDS:
             return _subcommand(argv[0])(argv[1:])
@@ -182,6 +196,23 @@ def main(argv=None):
             raise
         print(f"grade: {missing_dependency_message(missing_module(error))}", file=sys.stderr)
         return EXIT_INCOMPLETE_INSTALLATION
+
+
+def take_assignment(argv):
+    """(argv without its --assignment NAME|PATH, that value or None): every command takes it, and
+    the assignment decides the options the commands' parsers have, so it is read first."""
+    rest, chosen = [], None
+    items = iter(argv)
+    for item in items:
+        if item == "--assignment":
+            chosen = next(items, None)
+            if chosen is None:
+                raise ValueError("--assignment needs a pack's name or folder")
+        elif item.startswith("--assignment="):
+            chosen = item.partition("=")[2]
+        else:
+            rest.append(item)
+    return rest, chosen
 
 
 def _subcommand(name):

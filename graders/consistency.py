@@ -1,7 +1,7 @@
 """The assignment's pieces agree with each other, checked when an instructor's grade or `grade
 build` loads them: a weight in the rubric that names no check, a check of a part the rubric
-lacks, a part with nothing to grade, a diagnosis the catalogue (graders/diagnoses.py) lacks, a
-harness task no worker module registers. Each would otherwise be a silent zero or a check that
+lacks, a part with nothing to grade, a diagnosis neither the engine's catalogue
+(graders/diagnoses.py) nor the pack's has, a harness task no worker module registers. Each would otherwise be a silent zero or a check that
 errors for every student; here it is an error naming the file and the entry.
 
 Diagnoses and tasks are read from the checks' source (a `diagnosis="..."` argument, a
@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import ast
 import functools
-from pathlib import Path
+import importlib.util
 
-import graders
-from graders.scoring import RUBRIC_PATH, Rubric
-
-CHECKS_DIR = Path(graders.__file__).resolve().parent / "checks"
+from graders.scoring import Rubric
 
 
 class AssignmentError(ValueError):
@@ -26,7 +23,7 @@ class AssignmentError(ValueError):
 
 
 def problems(rubric: Rubric, registry: dict, diagnoses: dict, tasks: dict, sources: dict[str, str],
-             rubric_name: str = "rubric.toml") -> list[str]:
+             rubric_name: str = "assignment.toml", answers_file: str | None = None) -> list[str]:
     """Every disagreement, one sentence each. `registry`: {part id: [Check]}; `sources`: {file
     name: the source of a checks module}."""
     found = []
@@ -37,7 +34,7 @@ def problems(rubric: Rubric, registry: dict, diagnoses: dict, tasks: dict, sourc
                          f"which {rubric_name} has no [parts.{part_id}] for")
     for part in rubric.parts:
         ids = {chk.id for chk in registry.get(part.id, [])}
-        if not ids and not part.module.endswith(".toml"):
+        if not ids and part.module != answers_file:
             found.append(f"{rubric_name}: [parts.{part.id}] has no check")
         for weighted in part.weights:
             if weighted not in ids:
@@ -46,7 +43,7 @@ def problems(rubric: Rubric, registry: dict, diagnoses: dict, tasks: dict, sourc
         diagnoses_named, tasks_called = _names_used(source)
         for line, diagnosis in diagnoses_named:
             if diagnosis not in diagnoses:
-                found.append(f"{name}:{line}: diagnosis {diagnosis!r} is not in graders/diagnoses.py")
+                found.append(f"{name}:{line}: diagnosis {diagnosis!r} is in no catalogue of diagnoses")
         for line, task in tasks_called:
             if task not in tasks:
                 found.append(f"{name}:{line}: harness task {task!r} is registered by no worker module")
@@ -78,17 +75,21 @@ def _names_used(source: str) -> tuple[list[tuple[int, str]], list[tuple[int, str
 
 
 @functools.cache
-def validate_assignment(rubric_sha256: str) -> None:
-    """Raise AssignmentError listing every disagreement of the installed assignment (once per
-    process and rubric: `rubric_sha256` is the loaded rubric's)."""
-    from graders.checks import REGISTRY
+def validate_assignment(assignment) -> None:
+    """Raise AssignmentError listing every disagreement of the assignment's pack (once per
+    process and pack)."""
     from graders.diagnoses import DIAGNOSES
     from graders.sandbox import tasks  # noqa: F401  registers the general tasks
     from graders.sandbox.harness import TASKS
-    from graders.scoring import load_rubric
 
-    rubric = load_rubric()
-    sources = {f"graders/checks/{path.name}": path.read_text() for path in sorted(CHECKS_DIR.glob("*.py"))}
-    found = problems(rubric, REGISTRY, DIAGNOSES, TASKS, sources, rubric_name=f"graders/{RUBRIC_PATH.name}")
+    registry = assignment.registry()  # loads the pack's diagnoses into the catalogue too
+    assignment.import_tasks()
+    sources = {}
+    for name in assignment.check_modules:
+        origin = importlib.util.find_spec(name).origin
+        with open(origin, encoding="utf-8") as source:
+            sources[origin] = source.read()
+    found = problems(assignment.rubric, registry, DIAGNOSES, TASKS, sources,
+                     rubric_name=str(assignment.folder / "assignment.toml"), answers_file=assignment.answers_file)
     if found:
-        raise AssignmentError("the assignment's pieces disagree:\n  - " + "\n  - ".join(found))
+        raise AssignmentError(f"the pieces of the assignment {assignment.name!r} disagree:\n  - " + "\n  - ".join(found))

@@ -20,7 +20,7 @@ SELF_CHECK_REQUIREMENTS = (
     ("torch", "torch", ">=2.1,<3"),
     ("numpy", "numpy", ">=1.24,<3"),
     ("safetensors", "safetensors", ">=0.4,<1"),  # tensors across the worker's pipes, golden answers
-    ("transformers", "transformers", ">=4.40,<6"),  # the sentiment checks' tiny BertModel, in the worker
+    ("transformers", "transformers", ">=4.40,<6"),  # BERT models an assignment's checks build in the worker
     ("jinja2", "jinja2", ">=3.1,<4"),  # report.html
     ("markupsafe", "markupsafe", ">=2,<4"),  # report.html's escaping (also a dependency of jinja2)
     ("nbformat", "nbformat", ">=5.9,<6"),  # a notebook handed in instead of the module files
@@ -32,22 +32,26 @@ SELF_CHECK_REQUIREMENTS = (
 INSTRUCTOR_ONLY_MODULES = {"pyarrow": "IMDB from parquet or Arrow files", "submitit": "batch grading on Slurm",
                            "huggingface_hub": "the fine-tuning's encoder from the local Hugging Face cache"}
 
-_GOLDEN_MANIFEST = Path(__file__).resolve().parent / "golden" / "manifest.json"
 
 
-def pinned_versions(manifest=_GOLDEN_MANIFEST):
+def pinned_versions(golden_dir=None):
     """{distribution: version} that must be exact: hypothesis draws other inputs in another
-    version, whose answers the golden fixtures do not hold."""
+    version, whose answers the golden fixtures (of `golden_dir`, else of the assignment being
+    graded) do not hold."""
     try:
-        versions = json.loads(Path(manifest).read_text())["fingerprint"]["versions"]
-    except (OSError, ValueError, KeyError):
+        if golden_dir is None:
+            from graders.assignment import current
+
+            golden_dir = current().golden_dir
+        versions = json.loads((Path(golden_dir) / "manifest.json").read_text())["fingerprint"]["versions"]
+    except (OSError, ValueError, KeyError):  # no golden answers, or no assignment (PackError)
         return {}
     return {"hypothesis": versions["hypothesis"]} if "hypothesis" in versions else {}
 
 
-def requirement(distribution):
+def requirement(distribution, golden_dir=None):
     """The pip requirement of one of SELF_CHECK_REQUIREMENTS: `transformers>=4.40,<6`."""
-    pins = pinned_versions()
+    pins = pinned_versions(golden_dir)
     if distribution in pins:
         return f"{distribution}=={pins[distribution]}"
     for name, _, versions in SELF_CHECK_REQUIREMENTS:
@@ -56,8 +60,8 @@ def requirement(distribution):
     raise KeyError(distribution)
 
 
-def self_check_requirements():
-    return [requirement(name) for name, _, _ in SELF_CHECK_REQUIREMENTS]
+def self_check_requirements(golden_dir=None):
+    return [requirement(name, golden_dir) for name, _, _ in SELF_CHECK_REQUIREMENTS]
 
 
 def grader_distribution(module_name):

@@ -10,8 +10,9 @@ as root with the student's files in /autograder/submission, and shows
                       grader's dependencies this kit was made with (CPU torch)
     run_autograder    python -m graders.gradescope_kit run /autograder
     requirements.txt  those versions
-    kit.json          the grading options baked in (parts, seed, unsafe)
-    grader/           the grader and the reference solution, from this installation
+    kit.json          the grading options baked in (assignment, parts, seed, unsafe)
+    grader/           the grader with the assignment's pack, and its reference solution, from
+                      this installation
 
 Grading fails closed as everywhere: on an image where student code cannot be isolated, the
 submission is not graded, results.json says so (score 0) and the fix is in the instructor's
@@ -24,13 +25,14 @@ import argparse
 import importlib.metadata
 import io
 import json
+import os
 import shutil
 import sys
 import zipfile
 from pathlib import Path
 
 import graders
-import reference
+from graders.assignment import PACKS_DIR, current
 from graders.atomic import write_atomically
 from graders.cli import EXIT_NOT_ISOLATED
 from graders.options import validate_parts
@@ -81,8 +83,17 @@ def torch_version() -> str:
 
 
 def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = None, unsafe: bool = False) -> Path:
-    """The autograder zip for Gradescope, at `out`."""
-    config = {"parts": parts, "seed": seed, "unsafe_no_sandbox": unsafe}
+    """The autograder zip for Gradescope, at `out`, for the assignment being graded: the engine,
+    its pack (as an installed one) and its reference, where the pack's manifest finds it."""
+    assignment = current()
+    engine = Path(graders.__file__).parent
+    config = {"assignment": assignment.name, "parts": parts, "seed": seed, "unsafe_no_sandbox": unsafe}
+    pack_home = f"{engine.name}/{PACKS_DIR.name}/{assignment.name}"
+    # The manifest names the reference relative to the pack's folder: it lies as far from the
+    # pack in the kit as it does here.
+    reference_home = Path(pack_home, os.path.relpath(assignment.reference_dir, assignment.folder))
+    folders = [(engine, engine.name), (assignment.folder, pack_home),
+               (assignment.reference_dir, _normal(reference_home))]
     setup = (SETUP_SH.replace("__TORCH__", torch_version()).replace("__TORCH_INDEX__", TORCH_CPU_INDEX)
              .replace("__GRADER__", GRADER_FOLDER))
     buffer = io.BytesIO()
@@ -91,13 +102,28 @@ def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = N
         _add(kit, "run_autograder", RUN_AUTOGRADER, executable=True)
         _add(kit, "requirements.txt", "\n".join(pinned_requirements()) + "\n")
         _add(kit, KIT_CONFIG, json.dumps(config, indent=2) + "\n")
-        for package in (graders, reference):
-            folder = Path(package.__file__).parent
+        for folder, home in folders:
             for path in sorted(folder.rglob("*")):
+                relative = path.relative_to(folder)
+                if folder == engine and relative.parts[0] == PACKS_DIR.name and len(relative.parts) > 2:
+                    continue  # other packs stay out; this one is added as its own folder
                 if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                    name = f"{GRADER_FOLDER}/{folder.name}/{path.relative_to(folder).as_posix()}"
-                    _add(kit, name, path.read_bytes())
+                    _add(kit, f"{GRADER_FOLDER}/{home}/{relative.as_posix()}", path.read_bytes())
     return write_atomically(out, buffer.getvalue())
+
+
+def _normal(path: Path) -> str:
+    """`a/b/../../c` as `c`; a reference outside the kit's grader/ folder cannot be shipped."""
+    parts: list[str] = []
+    for part in path.parts:
+        if part == "..":
+            if not parts:
+                raise ValueError(f"the reference lies outside the grader's folder ({path}): install the pack "
+                                 "with its reference beside graders/ to make a kit")
+            parts.pop()
+        elif part != ".":
+            parts.append(part)
+    return "/".join(parts)
 
 
 def _add(kit: zipfile.ZipFile, name: str, data, *, executable: bool = False) -> None:
@@ -131,6 +157,8 @@ def run(root: Path) -> int:
     out = root / "grade-out"
     shutil.rmtree(out, ignore_errors=True)
     argv = [str(submitted_input(root / "submission")), "--out", str(out)]
+    if config.get("assignment"):
+        argv += ["--assignment", config["assignment"]]
     if config.get("parts"):
         argv += ["--parts", *config["parts"]]
     if config.get("seed") is not None:

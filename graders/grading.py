@@ -19,11 +19,9 @@ import torch
 
 import graders
 from graders.atomic import write_atomically
-from graders.build import REFERENCE_DIR, REPO_ROOT
-from graders.checks import REGISTRY
-from graders.consistency import validate_assignment
+from graders.assignment import current
 from graders.checks.contract import ForwardingStudent
-from graders.checks.finetune import worker_readable_paths
+from graders.consistency import validate_assignment
 from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, environment_result,
                                       run_check)
 from graders.integrity import results_section, scan_folder
@@ -48,10 +46,18 @@ SCHEMA_VERSION = 1
 MAX_ANSWERS_BYTES = 256 * 1024
 
 
-def secret_paths(extra=()):
-    """What the worker must never read: the solution, hidden fixtures, and whatever the caller adds
-    (the output folder, other submissions, held-out data)."""
-    return [REFERENCE_DIR, REPO_ROOT / "fixtures" / "hidden", *map(Path, extra)]
+def secret_paths(assignment, extra=()):
+    """What the worker must never read: the solution, the assignment's secrets (hidden fixtures),
+    and whatever the caller adds (the output folder, other submissions, held-out data)."""
+    return [assignment.reference_dir, *assignment.secrets, *map(Path, extra)]
+
+
+def assignment_paths(assignment, options, kind):
+    """The paths the assignment's options module gives for these check options: `kind` is
+    "readable_paths" (what the worker of a long part may read) or "held_out_paths" (what no
+    worker may read); none without such a module or function (graders/options.py)."""
+    function = getattr(assignment.options_module(), kind, None)
+    return list(function(options)) if function is not None else []
 
 
 def versions(rubric):
@@ -66,9 +72,11 @@ def versions(rubric):
     }
 
 
-def read_answers(root):
-    """The submission's answers.toml parsed here (TOML is data, never code), or None."""
-    path = Path(root) / "answers.toml"
+def read_answers(root, answers_file):
+    """The submission's questions file (answers.toml) parsed here (TOML is data, never code), or None."""
+    if answers_file is None:
+        return None
+    path = Path(root) / answers_file
     if not path.is_file() or path.stat().st_size > MAX_ANSWERS_BYTES:
         return None
     try:
@@ -222,8 +230,9 @@ def _blocked_result(chk, problem):
 
 
 def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
-          golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False):
-    """Grade the submission at `source` (zip, folder or .ipynb) and return the results dict.
+          golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False, assignment=None):
+    """Grade the submission at `source` (zip, folder or .ipynb) as a hand-in of `assignment` (by
+    default the one being graded, graders/assignment.py) and return the results dict.
     `oracle` replaces the mode's own (`grade build` records the golden answers this way).
 
     Instructor mode fails closed: without every layer of the sandbox it raises
@@ -234,42 +243,48 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
     if isolated:
         require_full_isolation()
     started = time.perf_counter()
-    rubric = load_rubric()
+    assignment = assignment or current()
+    rubric = assignment.rubric
     if mode == INSTRUCTOR:  # a self-check grades with what `grade build` validated
-        validate_assignment(rubric.sha256)
+        validate_assignment(assignment)
+    registry = assignment.registry()
     seed = rubric.seed if seed is None else seed
     with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
         try:
-            ingested = ingest(Path(source), Path(scratch) / "submission")
+            ingested = ingest(Path(source), Path(scratch) / "submission", assignment=assignment)
         except Rejected as rejected:
             return rejected_result(source, str(rejected), rubric, mode, started, only_parts)
         if oracle is None:
-            oracle = ReferenceOracle() if mode == INSTRUCTOR else GoldenOracle(golden_dir)
-        reference_answers = tomllib.loads((REFERENCE_DIR / "answers.toml").read_text()) if mode == INSTRUCTOR else {}
-        answers = read_answers(ingested.root)
+            oracle = ReferenceOracle(assignment) if mode == INSTRUCTOR else GoldenOracle(golden_dir or assignment.golden_dir)
+        reference_answers = tomllib.loads((assignment.reference_dir / assignment.answers_file).read_text()) \
+            if mode == INSTRUCTOR and assignment.answers_file else {}
+        answers = read_answers(ingested.root, assignment.answers_file)
         code_flags, flags_dropped = scan_folder(ingested.root)  # text only: nothing is imported
         timings = {"parts": {}, "checks": {}}
         options = options or {}
-        held_out = [options["imdb"]] if options.get("imdb") else []  # its labels never reach the worker
+        held_out = assignment_paths(assignment, options, "held_out_paths")
         allow_gpu = options.get("device") == "cuda" or (options.get("device") is None and torch.cuda.is_available())
         selected = [part for part in rubric.parts if not only_parts or part.id in only_parts]
-        checks_of = {part.id: [c for c in REGISTRY.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
+        checks_of = {part.id: [c for c in registry.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
                      for part in selected}
         # Some parts run in a worker of their own, beside the others, when there are others: in
-        # an instructor's grade a long part (the fine-tuning: minutes of training that only wait
-        # on the worker); in a self-check a part whose worker imports for seconds first (BERT).
+        # an instructor's grade a long part (minutes of training that only wait on the worker);
+        # in a self-check a part whose worker imports for seconds first (a large library).
         apart = [part for part in selected if checks_of[part.id]
                  and (part.own_worker if mode == INSTRUCTOR else part.preload)]
         if not any(checks_of[part.id] for part in selected if part not in apart):
             apart = []
 
         def new_lane(parts):
-            """The worker for `parts`: the GPU and the feature cache only where the fine-tuning runs."""
-            fine_tuning = mode == INSTRUCTOR and any(part.own_worker for part in parts)
+            """The worker for `parts`: the GPU and the assignment's data only for a long part."""
+            long_part = mode == INSTRUCTOR and any(part.own_worker for part in parts)
+            packages = {} if assignment.installed else {assignment.package: assignment.folder}
             return _Lane(Worker(ingested.root, limits=limits or Limits(),
-                                secret_paths=secret_paths([*extra_secrets, *held_out]),
-                                allow_gpu=allow_gpu and fine_tuning,
-                                readable_paths=worker_readable_paths(options) if fine_tuning else (),
+                                secret_paths=secret_paths(assignment, [*extra_secrets, *held_out]),
+                                allow_gpu=allow_gpu and long_part, task_modules=assignment.task_modules,
+                                packages=packages,
+                                readable_paths=[*(assignment_paths(assignment, options, "readable_paths") if long_part else ()),
+                                                *packages.values()],
                                 require_isolation=isolated, containment_only=mode == SELF_CHECK,
                                 preload=preload_of(parts) if mode == SELF_CHECK else ()), ingested)
 
@@ -277,7 +292,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             part_started = time.perf_counter()
             results = []
             failures_in_a_row = 0
-            runs_code = not part.module.endswith(".toml")  # answers.toml is read here, never run
+            runs_code = part.module != assignment.answers_file  # the questions file is read here, never run
             for chk in checks_of[part.id]:
                 if progress:
                     progress(chk)
@@ -306,7 +321,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             for result in results:  # run, blocked or not started alike
                 result.provisional_note = result.check.provisional(options) if result.check.provisional else None
             timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
-            return part_json(part, results)
+            return part_json(part, results, registry)
 
         def grade_apart(lane):
             lane.start()
@@ -355,7 +370,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                                    "could not run; the skipped checks say how to fix it, then grade again "
                                    "(`grade batch --redo-errors`)")
     if mode == INSTRUCTOR:
-        parts, removed = redact_results(parts, solution_lines(REFERENCE_DIR))
+        parts, removed = redact_results(parts, solution_lines(assignment.reference_dir))
         if removed:
             integrity["flags"].append({
                 "source": "grader", "kind": "solution-text", "where": "results",
@@ -402,11 +417,11 @@ def _missing_dependencies(parts):
                    if "environment" in (check.get("details") or {})})
 
 
-def part_json(part, results):
+def part_json(part, results, registry):
     # Every check is worth its share of the part among all the part's checks, hidden ones
     # included: the points the instructor's grade gives it, also in a self-check, which runs
     # the public checks only (a written answer is worth 5 points there too, not 6).
-    every_check = [c.id for c in REGISTRY.get(part.id, [])]
+    every_check = [c.id for c in registry.get(part.id, [])]
     ran = [r.check.id for r in results]
     points = part.check_points(every_check if set(ran) <= set(every_check) else ran)
     provisional = [r.provisional_note for r in results if r.provisional_note]

@@ -22,61 +22,40 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
-EXPECTED_FILES: tuple[str, ...] = (
-    "attention.py",
-    "encoder.py",
-    "bert.py",
-    "sentiment.py",
-    "causal_lm.py",
-    "gpt.py",
-    "answers.toml",
-)
-ANSWERS_FILE = "answers.toml"
-# The grader reads no more of answers.toml than this (graders/grading.py, MAX_ANSWERS_BYTES).
+# The grader reads no more of a questions file (answers.toml) than this (graders/grading.py, MAX_ANSWERS_BYTES).
 MAX_ANSWERS_BYTES = 256 * 1024
 
-# The public names each template module defines. A notebook definition goes to the first
-# module that lists its name, so `PositionalEncoding` lands in encoder.py and causal_lm.py
-# imports it from there.
-MODULE_NAMES: dict[str, tuple[str, ...]] = {
-    "attention.py": ("scaled_dot_product", "MultiHeadAttention"),
-    "encoder.py": ("PositionalEncoding", "TransformerBlock"),
-    "bert.py": ("BertModel", "mask_inputs", "pretrain_step"),
-    "sentiment.py": ("BERTGRUSentiment", "binary_accuracy", "train", "evaluate", "HYPERPARAMETERS"),
-    "causal_lm.py": (
-        "generate_square_subsequent_mask",
-        "PositionalEncoding",
-        "TransformerModel",
-        "LMHead",
-        "ClassificationHead",
-        "count_parameters",
-        "closed_form_parameter_count",
-    ),
-    "gpt.py": ("GPTConfig", "GPT", "LanguageModelingDataset", "lm_collate_fn", "generate"),
-}
 
-# The questions of answers.toml, by the ids a notebook's markdown cell may be headed with to
-# answer one (docs/submissions.md): the check id (`answers.lm_head_parameters`) and the key in
-# answers.toml (`causal_lm_lm_head_parameters`), with or without the `answers.` prefix; each
-# maps to its (section, key) in answers.toml. tests/test_notebook.py checks this table against
-# the template's answers.toml and the checks' ids.
-_ANSWER_QUESTIONS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("numeric", "causal_lm_base_parameters"): ("base_parameters",),
-    ("numeric", "causal_lm_classification_head_parameters"): ("classification_head_parameters",),
-    ("numeric", "causal_lm_lm_head_parameters"): ("lm_head_parameters",),
-    ("written", "residual_connection"): (),
-    ("written", "layer_norm"): (),
-    ("written", "scaling_factor"): (),
-    ("written", "square_mask_and_positional_encoding"): (),
-    ("written", "head_replacement"): (),
-    ("written", "lm_objective_limitation"): (),
-}
-ANSWER_HEADINGS: dict[str, tuple[str, str]] = {
-    f"{prefix}{name}": question
-    for question, check_names in _ANSWER_QUESTIONS.items()
-    for name in (question[1], *check_names)
-    for prefix in ("", "answers.")
-}
+@dataclass(frozen=True)
+class SubmissionLayout:
+    """What a hand-in of one assignment holds (its manifest's [modules] and [answers])."""
+    expected_files: tuple[str, ...]  # every file a student hands in
+    # The public names each module defines. A notebook definition goes to the first module that
+    # lists its name.
+    module_names: dict[str, tuple[str, ...]]
+    answers_file: str | None  # the questions file, or None
+    # The ids a notebook's markdown cell may be headed with to answer a question (docs/submissions.md):
+    # its key and the ids the manifest lists for it, with or without the questions file's stem as
+    # a prefix (`answers.`); each maps to its (section, key) in the questions file.
+    answer_headings: dict[str, tuple[str, str]]
+
+    @classmethod
+    def of(cls, assignment) -> SubmissionLayout:
+        prefixes = ("", f"{Path(assignment.answers_file).stem}.") if assignment.answers_file else ("",)
+        headings = {f"{prefix}{name}": question
+                    for question, aliases in assignment.questions.items()
+                    for name in (question[1], *aliases) for prefix in prefixes}
+        return cls(assignment.expected_files,
+                   {file: names for file, names in assignment.modules.items() if file.endswith(".py")},
+                   assignment.answers_file, headings)
+
+
+def layout_of(assignment=None) -> SubmissionLayout:
+    """The layout of `assignment`, or of the assignment being graded."""
+    from graders.assignment import current
+
+    return SubmissionLayout.of(assignment or current())
+
 
 # Folders and files that operating systems and editors add on their own. They are skipped
 # without being read, wherever they appear in the tree.
@@ -117,7 +96,7 @@ class Ingested:
     kind: Literal["zip", "folder", "notebook"]
     sha256: str
     files: list[str]  # paths relative to root, sorted
-    missing: list[str]  # entries of EXPECTED_FILES not found in root
+    missing: list[str]  # files of the assignment's layout not found in root
     notes: list[str] = field(default_factory=list)
     # Why a missing module is missing, when there is more to say than "not in the submission".
     missing_reasons: dict[str, str] = field(default_factory=dict)
@@ -126,8 +105,9 @@ class Ingested:
     origin: dict | None = None
 
 
-def ingest(source: Path, dest: Path, *, limits: IngestLimits = IngestLimits()) -> Ingested:
-    """Copy the submission at `source` into `dest` (absent or empty) and locate its modules.
+def ingest(source: Path, dest: Path, *, limits: IngestLimits = IngestLimits(), assignment=None) -> Ingested:
+    """Copy the submission at `source` into `dest` (absent or empty) and locate the modules of
+    `assignment` (by default the one being graded).
 
     A zip or folder is copied into `dest/submission/`; a notebook's definitions are written as
     modules into `dest/from_notebook/`. On rejection everything written into `dest` is removed.
@@ -141,7 +121,7 @@ def ingest(source: Path, dest: Path, *, limits: IngestLimits = IngestLimits()) -
         raise ValueError("the destination must not lie inside the submission folder")
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        return _ingest_into(source, dest, limits)
+        return _ingest_into(source, dest, limits, layout_of(assignment))
     except Rejected:
         for child in dest.iterdir():
             if child.is_dir():
@@ -151,7 +131,7 @@ def ingest(source: Path, dest: Path, *, limits: IngestLimits = IngestLimits()) -
         raise
 
 
-def _ingest_into(source: Path, dest: Path, limits: IngestLimits) -> Ingested:
+def _ingest_into(source: Path, dest: Path, limits: IngestLimits, layout: SubmissionLayout) -> Ingested:
     notes: list[str] = []
     raw = dest / RAW_FOLDER
     raw.mkdir()
@@ -173,17 +153,18 @@ def _ingest_into(source: Path, dest: Path, limits: IngestLimits) -> Ingested:
         _extract_zip(source, raw, limits, notes)
         sha256 = _hash_file(source)
 
-    module_dir, notebook = _locate(raw, notes)
+    module_dir, notebook = _locate(raw, notes, layout)
     missing_reasons, origin = {}, None
     if notebook is None:
         root = module_dir
     else:
         kind = "notebook"
-        root, missing_reasons, origin = _modules_from_notebook(raw / notebook, module_dir, dest / NOTEBOOK_FOLDER, notes)
+        root, missing_reasons, origin = _modules_from_notebook(raw / notebook, module_dir, dest / NOTEBOOK_FOLDER, notes,
+                                                               layout)
 
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    missing = [name for name in EXPECTED_FILES if not (root / name).is_file()]
-    notes.extend(_near_miss_notes(missing, raw))
+    missing = [name for name in layout.expected_files if not (root / name).is_file()]
+    notes.extend(_near_miss_notes(missing, raw, layout))
     return Ingested(root=root, kind=kind, sha256=sha256, files=files, missing=missing, notes=notes,
                     missing_reasons=missing_reasons, origin=origin)
 
@@ -507,23 +488,23 @@ def _copy_stream(src: BinaryIO, target: Path, shown: str, limits: IngestLimits, 
 # --- finding the modules ---------------------------------------------------------------------
 
 
-def _locate(raw: Path, notes: list[str]) -> tuple[Path | None, PurePosixPath | None]:
+def _locate(raw: Path, notes: list[str], layout: SubmissionLayout) -> tuple[Path | None, PurePosixPath | None]:
     """The folder holding the modules, or the one notebook to read when there are no modules
-    (with the folder of an answers.toml handed in beside it, or None).
+    (with the folder of a questions file handed in beside it, or None).
 
     The shallowest folder holding module files wins; two at the same depth (say `v1/` and
     `v2/`) are ambiguous and rejected rather than guessed between.
     """
     files = [PurePosixPath(p.relative_to(raw).as_posix()) for p in raw.rglob("*") if p.is_file()]
     notebooks = sorted(p for p in files if p.suffix.lower() == ".ipynb")
-    module_dirs = {p.parent for p in files if p.name in EXPECTED_FILES}
-    if len(notebooks) == 1 and {p.name for p in files if p.name in EXPECTED_FILES} == {ANSWERS_FILE}:
-        # A notebook and answers.toml but no module file: the notebook holds the code, and an
-        # answers.toml in its own folder is read with it (the notebook's answers fill its gaps).
+    module_dirs = {p.parent for p in files if p.name in layout.expected_files}
+    if len(notebooks) == 1 and {p.name for p in files if p.name in layout.expected_files} == {layout.answers_file}:
+        # A notebook and the questions file but no module file: the notebook holds the code, and a
+        # questions file in its own folder is read with it (the notebook's answers fill its gaps).
         notebook = notebooks[0]
         elsewhere = sorted(module_dirs - {notebook.parent})
         if elsewhere:
-            notes.append(f"{ANSWERS_FILE} in {', '.join(_folder(f) for f in elsewhere)} is not read: only the one "
+            notes.append(f"{layout.answers_file} in {', '.join(_folder(f) for f in elsewhere)} is not read: only the one "
                          f"beside the notebook ({_folder(notebook.parent)}) is")
         return (raw.joinpath(*notebook.parent.parts) if notebook.parent in module_dirs else None), notebook
     if module_dirs:
@@ -551,25 +532,26 @@ def _locate(raw: Path, notes: list[str]) -> tuple[Path | None, PurePosixPath | N
         shown = ", ".join(_show(n.as_posix()) for n in notebooks[:5])
         raise Rejected(f"found {len(notebooks)} notebooks ({shown}) and no module files; hand in one notebook or the module files")
     found = ", ".join(_show(p.as_posix()) for p in sorted(files)[:10])
-    raise Rejected(f"found none of the module files ({', '.join(EXPECTED_FILES)}) and no notebook; the submission holds: {found}")
+    raise Rejected(f"found none of the module files ({', '.join(layout.expected_files)}) and no notebook; "
+                   f"the submission holds: {found}")
 
 
-def _modules_from_notebook(notebook: Path, answers_dir: Path | None, out: Path, notes: list[str]
-                           ) -> tuple[Path, dict[str, str], dict]:
-    """Write the notebook's modules and answers.toml into `out`: (out, missing reasons, origin)."""
-    # Imported here because notebook.py imports the module table from this file.
+def _modules_from_notebook(notebook: Path, answers_dir: Path | None, out: Path, notes: list[str],
+                           layout: SubmissionLayout) -> tuple[Path, dict[str, str], dict]:
+    """Write the notebook's modules and questions file into `out`: (out, missing reasons, origin)."""
+    # Imported here because notebook.py imports the layout from this file.
     from .notebook import extract_notebook
 
-    extraction = extract_notebook(notebook, out)
+    extraction = extract_notebook(notebook, out, layout=layout)
     if not extraction.modules and not extraction.answers:
-        expected = ", ".join(name for names in MODULE_NAMES.values() for name in names)
+        expected = ", ".join(name for names in layout.module_names.values() for name in names)
         raise Rejected(f"the notebook {_show(notebook.name)} defines none of the graded names ({expected})")
     notes.extend(extraction.notes)
-    answer_cells = _write_notebook_answers(extraction.answers, extraction.answer_cells, answers_dir, out, notes)
+    answer_cells = _write_notebook_answers(extraction.answers, extraction.answer_cells, answers_dir, out, notes, layout)
     missing_reasons = {
         module: (f"the notebook {_show(notebook.name)} defines none of {module}'s names "
                  f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})")
-        for module, names in MODULE_NAMES.items() if module not in extraction.modules
+        for module, names in layout.module_names.items() if module not in extraction.modules
     }
     origin = {
         "notebook": notebook.name,
@@ -581,17 +563,22 @@ def _modules_from_notebook(notebook: Path, answers_dir: Path | None, out: Path, 
 
 
 def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dict[str, int],
-                            answers_dir: Path | None, out: Path, notes: list[str]) -> dict[str, int]:
-    """Write out/answers.toml from the notebook's answer cells and an answers.toml handed in
-    beside the notebook. Where both answer a question, answers.toml wins (it is the documented
-    file) and a note says so. Returns the notebook cell of each answer used."""
-    handed_in = answers_dir / ANSWERS_FILE if answers_dir is not None else None
+                            answers_dir: Path | None, out: Path, notes: list[str], layout: SubmissionLayout
+                            ) -> dict[str, int]:
+    """Write the questions file (answers.toml) into `out` from the notebook's answer cells and the
+    file handed in beside the notebook. Where both answer a question, the file wins (it is the
+    documented one) and a note says so. Returns the notebook cell of each answer used."""
+    answers_file = layout.answers_file
+    if answers_file is None:
+        return {}
+    handed_in = answers_dir / answers_file if answers_dir is not None else None
     if handed_in is None or not handed_in.is_file():
         if not from_notebook:
-            notes.append(f"{ANSWERS_FILE}: the notebook answers no question (no markdown cell is headed with a "
-                         "question's id, e.g. '## answers.layer_norm'; the template's answers.toml says how)")
+            example = max(layout.answer_headings, key=len, default="")
+            notes.append(f"{answers_file}: the notebook answers no question (no markdown cell is headed with a "
+                         f"question's id, e.g. '## {example}'; the template's {answers_file} says how)")
             return {}
-        (out / ANSWERS_FILE).write_text(answers_toml_text(from_notebook), encoding="utf-8")
+        (out / answers_file).write_text(answers_toml_text(from_notebook), encoding="utf-8")
         return dict(cells)
     try:
         if handed_in.stat().st_size > MAX_ANSWERS_BYTES:
@@ -599,9 +586,9 @@ def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dic
         file_answers = tomllib.loads(handed_in.read_text(encoding="utf-8", errors="replace"))
     except ValueError as error:
         # The file is graded as the student handed it in: the answers part says it is unreadable.
-        notes.append(f"{ANSWERS_FILE} beside the notebook cannot be read ({_show(str(error), 120)}); "
+        notes.append(f"{answers_file} beside the notebook cannot be read ({_show(str(error), 120)}); "
                      "the notebook's answers are not used")
-        shutil.copyfile(handed_in, out / ANSWERS_FILE)
+        shutil.copyfile(handed_in, out / answers_file)
         return {}
     merged: dict[str, dict[str, str]] = {}
     used_cells: dict[str, int] = {}
@@ -621,17 +608,17 @@ def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dic
                 if answer not in ("", None) and isinstance(answer, (str, int, float)) and not isinstance(answer, bool):
                     merged.setdefault(section, {})[key] = answer
     if in_both:
-        notes.insert(0, f"answered in both {ANSWERS_FILE} and the notebook: {', '.join(in_both)}; "
-                        f"the {ANSWERS_FILE} answers are graded")
-    notes.append(f"{ANSWERS_FILE}: the file handed in beside the notebook is read; the notebook's answers fill its gaps")
-    (out / ANSWERS_FILE).write_text(answers_toml_text(merged), encoding="utf-8")
+        notes.insert(0, f"answered in both {answers_file} and the notebook: {', '.join(in_both)}; "
+                        f"the {answers_file} answers are graded")
+    notes.append(f"{answers_file}: the file handed in beside the notebook is read; the notebook's answers fill its gaps")
+    (out / answers_file).write_text(answers_toml_text(merged), encoding="utf-8")
     return used_cells
 
 
 def answers_toml_text(answers: dict[str, dict]) -> str:
     """answers.toml text for {section: {key: str or number}}, however hostile the strings are.
 
-    Keys come from ANSWER_HEADINGS or a parsed TOML file; values are written as TOML basic
+    Keys come from the layout's answer headings or a parsed TOML file; values are written as TOML basic
     strings, every character TOML forbids raw escaped (JSON's escapes are TOML's, but not for
     DEL, which TOML also wants escaped, nor for lone surrogates, which TOML cannot hold)."""
     lines = ["# Written by the grader from a notebook hand-in."]
@@ -649,9 +636,9 @@ def _toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-def _near_miss_notes(missing: list[str], raw: Path) -> list[str]:
-    """Point at `Attention.py` or `attention (1).py` when `attention.py` is missing."""
-    names = sorted({p.name for p in raw.rglob("*") if p.is_file()} - set(EXPECTED_FILES))
+def _near_miss_notes(missing: list[str], raw: Path, layout: SubmissionLayout) -> list[str]:
+    """Point at `Model.py` or `model (1).py` when `model.py` is missing."""
+    names = sorted({p.name for p in raw.rglob("*") if p.is_file()} - set(layout.expected_files))
     notes = []
     for expected in missing:
         close = difflib.get_close_matches(expected.lower(), [n.lower() for n in names], n=1, cutoff=0.75)

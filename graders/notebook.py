@@ -3,10 +3,10 @@
 Each code cell is parsed with `ast` (IPython lines removed first). Only imports, function and
 class definitions and constant assignments are kept; everything else (training loops, calls,
 model construction) is dropped and summarised per cell in the notes. As in a notebook, the
-last definition of a name wins. Each graded name goes to its module (`MODULE_NAMES`); helpers
+last definition of a name wins. Each graded name goes to its module (the assignment's `[modules]`); helpers
 and constants go into every module whose definitions use them, so each generated module stands
 alone and reads like a hand-written one, and other modules' graded names are imported
-relatively (`from .attention import MultiHeadAttention`), as the template does.
+relatively (`from .layers import Block`), as the template does.
 
 "cell N" in the notes is the N-th cell of the notebook, markdown cells included.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from .ingest import ANSWER_HEADINGS, MODULE_NAMES, IngestLimits, Rejected
+from .ingest import IngestLimits, Rejected, SubmissionLayout, layout_of
 
 HEADER_IMPORTS = (
     "import math",
@@ -71,7 +71,7 @@ _HELP_LINE = re.compile(r"\s*(?:\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*")
 @dataclass
 class NotebookExtraction:
     root: Path  # the folder the modules were written to
-    modules: list[str]  # generated module files, in MODULE_NAMES order
+    modules: list[str]  # generated module files, in the layout's order
     missing_names: dict[str, list[str]]  # per module file: its names the notebook does not define
     notes: list[str] = field(default_factory=list)
     # Answers from markdown cells, shaped like answers.toml: {"written": {key: text}, "numeric": {...}}
@@ -91,16 +91,18 @@ class _Statement:
     references: frozenset[str]
 
 
-def extract_notebook(ipynb: Path, dest: Path, *, max_bytes: int = IngestLimits.max_file_bytes
-                     ) -> NotebookExtraction:
-    """Write the notebook's definitions as template modules into `dest`; never run any of it."""
+def extract_notebook(ipynb: Path, dest: Path, *, max_bytes: int = IngestLimits.max_file_bytes,
+                     layout: SubmissionLayout | None = None) -> NotebookExtraction:
+    """Write the notebook's definitions as the modules of `layout` (by default, the assignment
+    being graded) into `dest`; never run any of it."""
     ipynb, dest = Path(ipynb), Path(dest)
+    layout = layout or layout_of()
     cells, markdown_cells, format_notes = _read_cells(ipynb, max_bytes)
-    reader = _NotebookReader()
+    reader = _NotebookReader(layout.module_names)
     for number, source in cells:
         reader.read_cell(number, source)
-    answers, answer_cells, answer_notes = read_answer_cells(markdown_cells)
-    builder = _ModuleBuilder(reader.statements, reader.future_features, reader.set_by_code_not_run)
+    answers, answer_cells, answer_notes = read_answer_cells(markdown_cells, layout)
+    builder = _ModuleBuilder(reader.statements, reader.future_features, reader.set_by_code_not_run, layout.module_names)
     dest.mkdir(parents=True, exist_ok=True)
     for module, text in builder.texts.items():
         (dest / module).write_text(text, encoding="utf-8")
@@ -111,12 +113,13 @@ def extract_notebook(ipynb: Path, dest: Path, *, max_bytes: int = IngestLimits.m
                               answers=answers, answer_cells=answer_cells, definition_cells=builder.definition_cells())
 
 
-def read_answer_cells(markdown_cells: list[tuple[int, str]]
+def read_answer_cells(markdown_cells: list[tuple[int, str]], layout: SubmissionLayout
                       ) -> tuple[dict[str, dict[str, str]], dict[str, int], list[str]]:
-    """Answers from markdown cells headed by a question's id, shaped like answers.toml.
+    """Answers from markdown cells headed by a question's id, shaped like the questions file.
 
     A cell answers a question when its first non-empty line is a heading whose whole text is
-    the question's id (`## answers.layer_norm`, or its answers.toml key `## layer_norm`); the
+    one of the question's ids (`layout.answer_headings`: its key, `## some_question`, or that
+    key prefixed with the file's stem, `## answers.some_question`); the
     rest of the cell is the answer. Any other heading is an ordinary markdown cell. As with
     definitions, the last cell answering a question wins. Returns (answers, key -> cell, notes).
     """
@@ -130,7 +133,7 @@ def read_answer_cells(markdown_cells: list[tuple[int, str]]
         if first is None:
             continue
         heading = _ANSWER_HEADING.fullmatch(lines[first].rstrip())
-        target = ANSWER_HEADINGS.get(heading.group("id").lower()) if heading else None
+        target = layout.answer_headings.get(heading.group("id").lower()) if heading else None
         if target is None:
             continue
         section, key = target
@@ -145,18 +148,15 @@ def read_answer_cells(markdown_cells: list[tuple[int, str]]
         cells[key] = number
     notes = []
     for key, numbers in given_in.items():
-        answered = "answered" if answers[_section_of(key)][key] else "headed but left empty"
-        line = f"answers.toml {key}: {answered} in cell {numbers[-1]}"
+        section = next(section for section, known in layout.answer_headings.values() if known == key)
+        answered = "answered" if answers[section][key] else "headed but left empty"
+        line = f"{layout.answers_file} {key}: {answered} in cell {numbers[-1]}"
         if len(numbers) > 1:
             line += f" (also headed in cells {', '.join(map(str, numbers[:-1]))}; the last is used)"
         if key in cut:
             line += f"; only its first {MAX_ANSWER_CHARS:,} characters are read"
         notes.append(line)
     return answers, cells, notes
-
-
-def _section_of(key: str) -> str:
-    return next(section for section, known in ANSWER_HEADINGS.values() if known == key)
 
 
 def _read_cells(ipynb: Path, max_bytes: int
@@ -207,7 +207,8 @@ def _read_cells(ipynb: Path, max_bytes: int
 class _NotebookReader:
     """Walks the cells in order, as a kernel would, but keeps statements instead of running them."""
 
-    def __init__(self) -> None:
+    def __init__(self, module_names: dict[str, tuple[str, ...]]) -> None:
+        self.template_modules = {Path(module).stem for module in module_names}
         self.statements: list[_Statement] = []
         # What each name is bound to at this point of the notebook ("constant", "code not run", ...):
         # a constant may only be built from names that are constants when it is assigned.
@@ -273,7 +274,7 @@ class _NotebookReader:
                 self.set_by_code_not_run[name].append((cell, len(self.statements)))
 
     def _read_import(self, node: ast.Import | ast.ImportFrom, cell: int, dropped: _DroppedSummary) -> None:
-        template_modules = {Path(module).stem for module in MODULE_NAMES}
+        template_modules = self.template_modules
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] in template_modules:
@@ -457,13 +458,14 @@ class _ModuleBuilder:
     """Assembles each template module from the kept statements, and says what it did."""
 
     def __init__(self, statements: list[_Statement], future_features: set[str],
-                 set_by_code_not_run: dict[str, list[tuple[int, int]]]):
+                 set_by_code_not_run: dict[str, list[tuple[int, int]]], module_names: dict[str, tuple[str, ...]]):
+        self.module_names = module_names
         self.statements = statements
         self.position = {statement: index for index, statement in enumerate(statements)}
         self.future_features = sorted(future_features)
         self.set_by_code_not_run = set_by_code_not_run
         self.home: dict[str, str] = {}
-        for module, names in MODULE_NAMES.items():
+        for module, names in module_names.items():
             for name in names:
                 self.home.setdefault(name, module)
         self.bindings: dict[str, list[_Statement]] = defaultdict(list)
@@ -475,7 +477,7 @@ class _ModuleBuilder:
         self.placed_in: dict[_Statement, list[str]] = defaultdict(list)
         self.imported_by: dict[str, list[str]] = defaultdict(list)
         problems: list[str] = []
-        for module, names in MODULE_NAMES.items():
+        for module, names in module_names.items():
             problems.extend(self._build(module, names))
         self.notes = self._placement_notes() + problems + self._unused_note()
 
@@ -483,7 +485,7 @@ class _ModuleBuilder:
         """The statements that give `name` its final value in the notebook.
 
         The last binding wins. A graded name is always the student's own definition: an import
-        that shadows it (seed 004 imports `BertModel` from transformers late on) is ignored.
+        that shadows it (a notebook importing a library class of the same name late on) is ignored.
         Imports of one name are all kept, in order, so the last still wins in the module.
         """
         bindings = self.bindings.get(name, [])
@@ -544,7 +546,7 @@ class _ModuleBuilder:
         lines.extend(HEADER_IMPORTS)
         notebook_imports = [s.source for s in ordered if s.kind == "import"]
         lines.extend(dict.fromkeys(line for line in notebook_imports if line not in HEADER_IMPORTS))
-        for other in MODULE_NAMES:
+        for other in self.module_names:
             if cross_imports.get(other):
                 lines.append(f"from .{Path(other).stem} import {', '.join(sorted(cross_imports[other]))}")
         # Constants first: they only use earlier constants, and definitions may use them at

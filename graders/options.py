@@ -4,12 +4,17 @@ validated here once, so that an option means the same wherever it is given.
     parser = argparse.ArgumentParser()
     add_grading_arguments(parser)
     options = grading_options(parser.parse_args(argv), parser)   # exits 2 on a bad value
-    options.limits()          # the sandbox's budgets, the fine-tuning budget included
+    options.limits()          # the sandbox's budgets, the assignment's extra budget included
     options.check_options()   # what graders.grading.grade takes as `options`
 
-The feature cache of the fine-tuning check is found the same way everywhere: --feature-cache,
-else $TRANSFORMER_GRADER_CACHE, else the per-user (or, for root, system) default, so a cache
-warmed by `python -m graders.finetune` is the one `grade` and every job of `grade batch` use.
+An assignment adds options of its own through the `options` module its manifest names (the
+fine-tuning's data and encoder, say). Such a module has `add_arguments(parser)` and
+`from_arguments(args, parser)`, which returns an object with `check_options()` (a dict the
+checks read as `ctx.options`), `resolved()` (the same with paths made absolute, for a job that
+runs elsewhere) and `budget_s` (seconds added to a submission's budget, or None); and may have
+`readable_paths(check_options)` (what the worker of a long part, graded apart, may read),
+`held_out_paths(check_options)` (what no worker may read) and `describe_part(part_id, options)`
+(said when a part starts).
 """
 
 from __future__ import annotations
@@ -17,17 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
-
-DEFAULT_ENCODER = "bert-base-uncased"
-
-@dataclass(frozen=True)
-class FinetuneOptions:
-    imdb: Path | None = None  # IMDB: an aclImdb/ folder, parquet, CSV or JSONL; None: smoke mode
-    encoder: str | None = None  # a BERT folder or a model name in the local Hugging Face cache
-    feature_cache: Path | None = None  # resolved by feature_cache_root() when the grade runs
-    device: str | None = None  # cuda or cpu; None: cuda when available
-    budget_s: float | None = None  # seconds of training per submission; None: the check's default
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -38,39 +33,39 @@ class GradingOptions:
     submission_budget_s: float | None = None  # the sandbox's budget for the whole submission
     unsafe: bool = False  # grade without full isolation; every output says so
     count_provisional: bool = False  # provisional (smoke-mode) points in the totals
-    finetune: FinetuneOptions = FinetuneOptions()
+    assignment: Any = None  # the options of the assignment's own `options` module, or None
 
     def limits(self):
-        """The sandbox's limits. Training runs inside the submission's budget, so a fine-tuning
-        budget extends it by as much: the parts after it keep the time they always had."""
+        """The sandbox's limits. An assignment's long work (training) runs inside the submission's
+        budget, so its budget extends it by as much: the parts after it keep the time they had."""
         from graders.sandbox import Limits
 
         limits = Limits()
         if self.call_timeout_s is not None:
             limits = dataclasses.replace(limits, call_timeout_s=self.call_timeout_s)
         budget = self.submission_budget_s if self.submission_budget_s is not None else limits.submission_budget_s
-        if self.finetune.budget_s is not None:
-            budget += self.finetune.budget_s
+        if getattr(self.assignment, "budget_s", None) is not None:
+            budget += self.assignment.budget_s
         return dataclasses.replace(limits, submission_budget_s=budget)
 
     def check_options(self) -> dict:
         """The options of the checks and totals, as graders.grading.grade takes them."""
-        f = self.finetune
-        return {"imdb": f.imdb, "encoder": f.encoder, "feature_cache": f.feature_cache, "device": f.device,
-                "time_budget_s": f.budget_s, "count_provisional": self.count_provisional}
+        own = self.assignment.check_options() if self.assignment is not None else {}
+        return {**own, "count_provisional": self.count_provisional}
 
     def resolved(self) -> GradingOptions:
-        """The same options with the feature cache made an absolute path, for a job that runs
-        elsewhere (another process, a Slurm node) with another environment."""
-        cache = feature_cache_root(self.finetune.feature_cache).resolve()
-        return dataclasses.replace(self, finetune=dataclasses.replace(self.finetune, feature_cache=cache))
+        """The same options with paths made absolute, for a job that runs elsewhere (another
+        process, a Slurm node) with another environment."""
+        if self.assignment is None:
+            return self
+        return dataclasses.replace(self, assignment=self.assignment.resolved())
 
 
-def feature_cache_root(explicit: Path | str | None = None) -> Path:
-    """--feature-cache, else $TRANSFORMER_GRADER_CACHE, else the default (graders.finetune.cache)."""
-    from graders.finetune.cache import default_cache_root
+def assignment_options_module():
+    """The `options` module of the assignment being graded, or None."""
+    from graders.assignment import current
 
-    return Path(explicit) if explicit is not None else default_cache_root()
+    return current().options_module()
 
 
 def _positive(text: str) -> float:
@@ -90,29 +85,14 @@ def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_positive, default=None, metavar="S",
                         help="wall-clock seconds per call into student code (default 60)")
     parser.add_argument("--timeout-per-submission", type=_positive, default=None, metavar="S",
-                        help="sandbox time budget of one submission (default 600, plus --finetune-budget)")
+                        help="sandbox time budget of one submission (default 600, plus the assignment's training budget)")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade without full isolation, for code you trust (your own); every output says so")
     parser.add_argument("--count-provisional", action="store_true",
-                        help="count provisional points (smoke-mode fine-tuning) in the totals; they are shown apart otherwise")
-    group = add_fine_tuning_arguments(parser)
-    group.add_argument("--finetune-budget", type=_positive, default=None, metavar="S",
-                       help="seconds of training allowed per submission (added to the submission's budget)")
-
-
-def add_fine_tuning_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """--imdb, --encoder, --feature-cache and --device: the same for grading and for warming the
-    feature cache ahead (`python -m graders.finetune`), which must find the cache grading uses."""
-    group = parser.add_argument_group("fine-tuning (the sentiment part's training check)")
-    group.add_argument("--imdb", type=Path, default=None, help="IMDB: an aclImdb/ folder, parquet, CSV or JSONL "
-                       "(without it: the small shipped set, in smoke mode)")
-    group.add_argument("--encoder", default=None,
-                       help=f"a BERT folder or a model name in the local Hugging Face cache (default with --imdb: {DEFAULT_ENCODER})")
-    group.add_argument("--feature-cache", type=Path, default=None,
-                       help="folder of the shared encoder-feature cache (default: $TRANSFORMER_GRADER_CACHE, "
-                            "else ~/.cache/transformer-grader, for root /var/cache/transformer-grader)")
-    group.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when available")
-    return group
+                        help="count provisional points (checks run in a reduced mode) in the totals; they are shown apart otherwise")
+    module = assignment_options_module()
+    if module is not None:
+        module.add_arguments(parser)
 
 
 def validate_parts(parts, parser: argparse.ArgumentParser) -> None:
@@ -126,14 +106,10 @@ def validate_parts(parts, parser: argparse.ArgumentParser) -> None:
 
 
 def grading_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> GradingOptions:
-    """The options of `args`, validated: an unknown part or a missing IMDB path is a usage error."""
+    """The options of `args`, validated: an unknown part, or a bad value of the assignment's own
+    options, is a usage error."""
     validate_parts(args.parts, parser)
-    if args.imdb is not None and not args.imdb.exists():
-        parser.error(f"--imdb: no such file or folder: {args.imdb}")
-    if args.encoder is not None and args.imdb is None:
-        parser.error("--encoder needs --imdb (without IMDB the fine-tuning check runs in smoke mode)")
-    # With IMDB, the encoder `python -m graders.finetune --imdb` warms the cache with by default.
-    encoder = args.encoder or (DEFAULT_ENCODER if args.imdb is not None else None)
+    module = assignment_options_module()
     return GradingOptions(
         parts=tuple(args.parts) if args.parts else None,
         seed=args.seed,
@@ -141,6 +117,5 @@ def grading_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         submission_budget_s=args.timeout_per_submission,
         unsafe=args.unsafe_no_sandbox,
         count_provisional=args.count_provisional,
-        finetune=FinetuneOptions(imdb=args.imdb, encoder=encoder, feature_cache=args.feature_cache,
-                                 device=args.device, budget_s=args.finetune_budget),
+        assignment=module.from_arguments(args, parser) if module is not None else None,
     )

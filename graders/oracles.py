@@ -7,12 +7,12 @@
 - `RecordingOracle` is the reference oracle that also records every answer, for `grade build`.
 
 Every oracle answers `call(name, *args, **kwargs)` where name is "module.function" of the
-reference, or one of the computations in `COMPUTATIONS` (reference behaviour under weights the
-check chooses).
+reference, or one of the computations of the assignment's pack (`oracle` in its manifest:
+reference behaviour under weights the check chooses).
 """
 
+import functools
 import hashlib
-import importlib
 import json
 from pathlib import Path
 
@@ -24,50 +24,25 @@ class OracleUnavailable(Exception):
     """The golden oracle has no recorded answer for this input."""
 
 
-def mha_forward(state_dict, embed_dim, n_heads, x, mask=None):
-    """The reference multi-head attention's eval-mode output under the given reference-layout weights."""
-    from reference.attention import MultiHeadAttention
-
-    layer = MultiHeadAttention(embed_dim, n_heads, 0.0).eval()
-    layer.load_state_dict(state_dict)
-    with torch.no_grad():
-        return layer(x, mask)
-
-
-def gpt_forward(state_dict, config, idx, positions=True, final_norm=True):
-    """The reference GPT's eval-mode logits under the given weights; with positions=False or
-    final_norm=False, what a forward without the position embeddings or without ln_f gives (the
-    mistakes a check names)."""
-    from torch import nn
-
-    from reference.gpt import GPT, GPTConfig
-
-    model = GPT(GPTConfig(**config)).eval()
-    model.load_state_dict(state_dict, strict=False)
-    if not positions:
-        nn.init.zeros_(model.transformer.wpe.weight)
-    if not final_norm:
-        model.transformer.ln_f = nn.Identity()
-    with torch.no_grad():
-        return model(idx)[0]
-
-
-COMPUTATIONS = {"mha_forward": mha_forward, "gpt_forward": gpt_forward}
-
-
-def _resolve(name):
-    if name in COMPUTATIONS:
-        return COMPUTATIONS[name]
+def _resolve(assignment, name):
+    computations = assignment.computations()
+    if name in computations:
+        return functools.partial(computations[name], assignment.reference_module)
     module, function = name.rsplit(".", 1)
-    return getattr(importlib.import_module(f"reference.{module}"), function)
+    return getattr(assignment.reference_module(module), function)
 
 
 class ReferenceOracle:
     kind = "reference"
 
+    def __init__(self, assignment=None):
+        from graders.assignment import current
+
+        self.assignment = assignment or current()
+
     def call(self, name, *args, **kwargs):
         with torch.no_grad():
-            return _resolve(name)(*args, **kwargs)
+            return _resolve(self.assignment, name)(*args, **kwargs)
 
 
 def call_key(name, args, kwargs):
@@ -123,7 +98,8 @@ def _unflatten(node, tensors):
 class RecordingOracle(ReferenceOracle):
     kind = "reference"
 
-    def __init__(self):
+    def __init__(self, assignment=None):
+        super().__init__(assignment)
         self.records = {}
 
     def call(self, name, *args, **kwargs):

@@ -1,9 +1,9 @@
 """`pytest` in the student's homework folder runs the public checks, one test per check.
 
 The student bundle puts `STUDENT_CONFTEST` into the homework folder as `conftest.py`. pytest
-then collects every module file of the folder (attention.py, ..., answers.toml) as a file of
-tests: one test per public check of the parts that live in it, named by the check's id
-(`attention.py::mha.padding`), so `pytest attention.py` and `pytest -k padding` work as usual.
+then collects every file of the folder that the assignment grades (its modules and questions
+file) as a file of tests: one test per public check of the parts that live in it, named by the
+check's id (`model.py::block.padding`), so `pytest model.py` and `pytest -k padding` work as usual.
 
 The folder is graded once, by the same self-check as `grade check` (one worker, golden
 answers), when the first test runs, for exactly the parts of the tests that were selected; each
@@ -35,10 +35,12 @@ _STATE_KEY = pytest.StashKey[dict]()
 _UNTOUCHED_KEY = pytest.StashKey[dict]()  # {untouched function: the check that reported it}
 
 
-def _parts_by_file():
-    """{module file name: [part ids]}, from the rubric."""
+def _parts_by_file(folder):
+    """{module file name: [part ids]}, from the rubric of the assignment `folder` belongs to."""
+    from graders.assignment import for_folder
     from graders.scoring import part_modules
 
+    for_folder(folder)
     files = {}
     for part, module in part_modules().items():
         files.setdefault(module, []).append(part)
@@ -48,7 +50,7 @@ def _parts_by_file():
 def pytest_collect_file(file_path, parent):
     if not (file_path.parent / "conftest.py").is_file():
         return None
-    parts = _parts_by_file().get(file_path.name)
+    parts = _parts_by_file(file_path.parent).get(file_path.name)
     if not parts:
         return None
     return SelfCheckFile.from_parent(parent, path=file_path, parts=tuple(parts))

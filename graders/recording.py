@@ -1,5 +1,6 @@
-"""The golden answers of the self-check (`graders/golden/`): what they were recorded from (the
-fingerprint), whether they are still up to date, and recording them (`grade build --golden`).
+"""The golden answers of the self-check (`golden/` in the assignment's pack): what they were
+recorded from (the fingerprint), whether they are still up to date, and recording them (`grade
+build --golden`).
 
 A self-check draws its inputs from the rubric's seed and looks up the reference's answers to
 them here instead of running the reference, which students do not have (docs/selfcheck.md).
@@ -8,6 +9,7 @@ them here instead of running the reference, which students do not have (docs/sel
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -15,31 +17,38 @@ import tempfile
 from pathlib import Path
 
 import graders
-from graders.scoring import NOT_PASSING, load_rubric, part_ids, public_checks
+from graders.scoring import NOT_PASSING, part_ids, public_checks
 
-PACKAGE_DIR = Path(graders.__file__).resolve().parent
-GOLDEN_DIR = PACKAGE_DIR / "golden"
+ENGINE_DIR = Path(graders.__file__).resolve().parent
 MANIFEST = "manifest.json"
 
-# The files whose content decides which inputs the public checks draw and what the reference
-# answers: when one changes, the golden fixtures must be recorded again. The grading engine
-# itself is not among them: what it passes to the draws (the seed, the examples per property)
-# is in the fingerprint as values.
-FINGERPRINT_GLOBS = ("graders/checks/**/*.py", "graders/oracles.py", "reference/*.py")
+
+def _current():
+    from graders.assignment import current
+
+    return current()
 
 
-def _repo_root():
-    return PACKAGE_DIR.parent
+def fingerprint_files(assignment=None):
+    """{name: sha256} of every file whose content decides which inputs the public checks draw and
+    what the reference answers: the check framework and oracles of the engine, the pack's checks
+    and oracle computations (every module in their folders), the reference. When one changes,
+    the golden fixtures must be recorded again. The rest of the engine is not among them: what
+    it passes to the draws (the seed, the examples per property) is in the fingerprint as values."""
+    assignment = assignment or _current()
+    assignment.ensure_importable()
 
+    def origin(module):
+        return Path(importlib.util.find_spec(module).origin)
 
-def fingerprint_files(root=None):
-    """{relative path: sha256} of every file the golden answers depend on (that exists here)."""
-    root = Path(root or _repo_root())
-    files = {}
-    for pattern in FINGERPRINT_GLOBS:
-        for path in sorted(root.glob(pattern)):
-            if path.is_file() and "__pycache__" not in path.parts:
-                files[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    pack = {path for name in assignment.check_modules for path in origin(name).parent.glob("*.py")}
+    if assignment.oracle_module:
+        pack.add(origin(assignment.oracle_module))
+    named = [*((f"graders/{path.relative_to(ENGINE_DIR).as_posix()}", path)
+               for path in [*ENGINE_DIR.glob("checks/*.py"), ENGINE_DIR / "oracles.py"]),
+             *((f"reference/{path.name}", path) for path in assignment.reference_dir.glob("*.py")),
+             *((f"pack/{path.relative_to(assignment.folder).as_posix()}", path) for path in pack)]
+    files = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in named if path.is_file()}
     return dict(sorted(files.items()))
 
 
@@ -50,35 +59,41 @@ def library_versions():
     return {"hypothesis": hypothesis.__version__, "torch": torch.__version__.split("+")[0]}
 
 
-def golden_fingerprint(root=None):
+def golden_fingerprint(assignment=None):
     """What the golden fixtures were recorded from: source hashes, seed, examples per property,
     public checks, versions."""
     from graders.grading import MAX_EXAMPLES, SELF_CHECK
 
+    assignment = assignment or _current()
     return {
-        "seed": load_rubric().seed,
+        "assignment": assignment.name,
+        "seed": assignment.rubric.seed,
         "examples_per_property": MAX_EXAMPLES[SELF_CHECK],
         "public_checks": [c.id for _, c in public_checks()],
-        "files": fingerprint_files(root),
+        "files": fingerprint_files(assignment),
         "versions": library_versions(),
     }
 
 
-def read_manifest(golden_dir=GOLDEN_DIR):
-    path = Path(golden_dir) / MANIFEST
+def read_manifest(golden_dir=None):
+    path = Path(golden_dir or _current().golden_dir) / MANIFEST
     if not path.is_file():
         return None
     return json.loads(path.read_text())
 
 
-def stale_reasons(golden_dir=GOLDEN_DIR, root=None):
-    """Why the golden fixtures in golden_dir no longer match the sources ([] when they do)."""
+def stale_reasons(golden_dir=None, assignment=None):
+    """Why the golden fixtures in golden_dir (the pack's) no longer match the sources ([] when they do)."""
+    assignment = assignment or _current()
+    golden_dir = golden_dir or assignment.golden_dir
     manifest = read_manifest(golden_dir)
     if manifest is None:
         return [f"{golden_dir} holds no {MANIFEST}"]
-    now = golden_fingerprint(root)
+    now = golden_fingerprint(assignment)
     recorded = manifest.get("fingerprint", {})
     reasons = []
+    if recorded.get("assignment") != now["assignment"]:
+        reasons.append(f"they were recorded for the assignment {recorded.get('assignment')!r}, not {now['assignment']!r}")
     if recorded.get("seed") != now["seed"]:
         reasons.append(f"the rubric's seed is {now['seed']}, the fixtures were recorded with {recorded.get('seed')}")
     if recorded.get("examples_per_property") != now["examples_per_property"]:
@@ -106,20 +121,20 @@ def _grade_recording(source, oracle, **kwargs):
     return grading.grade(source, mode=grading.SELF_CHECK, oracle=oracle, **kwargs)
 
 
-def record_golden(out_dir=GOLDEN_DIR, *, parts=None, reference_dir=None, limits=None, progress=None):
+def record_golden(out_dir=None, *, parts=None, reference_dir=None, limits=None, progress=None):
     """Run every public check on the reference in self-check mode, recording what the reference
     oracle answers, and write the records and a manifest into out_dir (replacing it).
 
     The seed is the rubric's, as `grade check` uses it, so a self-check draws the same inputs.
     Raises RuntimeError when the reference fails a public check: its answers would be wrong.
     Returns the reference's self-check results."""
-    from graders.build import REFERENCE_DIR
     from graders.oracles import RecordingOracle
 
-    out_dir = Path(out_dir)
-    recorder = RecordingOracle()
-    seed = load_rubric().seed
-    results = _grade_recording(reference_dir or REFERENCE_DIR, recorder, seed=seed, only_parts=parts,
+    assignment = _current()
+    out_dir = Path(out_dir or assignment.golden_dir)
+    recorder = RecordingOracle(assignment)
+    seed = assignment.rubric.seed
+    results = _grade_recording(reference_dir or assignment.reference_dir, recorder, seed=seed, only_parts=parts,
                                limits=limits, progress=progress)
     problems = [f"{c['id']}: {c['status']}: {c['message']}"
                 for part in results["parts"] for c in part["checks"]
@@ -135,7 +150,7 @@ def record_golden(out_dir=GOLDEN_DIR, *, parts=None, reference_dir=None, limits=
                      "checks draw with this seed. Regenerate with `grade build --golden`.",
             "records": len(recorder.records),
             "parts": parts or [p for p in part_ids()],
-            "fingerprint": golden_fingerprint(),
+            "fingerprint": golden_fingerprint(assignment),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         os.chmod(staging, 0o755)  # package data: readable by everyone, like the rest of the package

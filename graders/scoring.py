@@ -1,11 +1,7 @@
-"""The rubric (points per part, weights per check) and the arithmetic of scores."""
+"""The rubric (points per part, weights per check, from the assignment's manifest) and the
+arithmetic of scores."""
 
-import hashlib
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
-
-RUBRIC_PATH = Path(__file__).with_name("rubric.toml")
 
 
 @dataclass
@@ -44,15 +40,11 @@ def preload_of(parts):
     return tuple(sorted({name for part in parts for name in part.preload}))
 
 
-def load_rubric(path=RUBRIC_PATH):
-    raw = Path(path).read_bytes()
-    data = tomllib.loads(raw.decode())
-    parts = [
-        Part(pid, spec["title"], spec["module"], float(spec["points"]), dict(spec.get("weights", {})),
-             bool(spec.get("own_worker", False)), tuple(spec.get("preload", ())))
-        for pid, spec in data["parts"].items()
-    ]
-    return Rubric(int(data.get("seed", 0)), parts, hashlib.sha256(raw).hexdigest())
+def load_rubric():
+    """The rubric of the assignment being graded (graders/assignment.py)."""
+    from graders.assignment import current
+
+    return current().rubric
 
 
 def part_score(part, check_results, every_check=()):
@@ -80,14 +72,15 @@ NOT_PASSING = ("failed", "error", "skipped")
 
 def public_checks(parts=None):
     """[(part id, Check)] of every public check, in rubric order, of the given parts (or all)."""
-    from graders.checks import REGISTRY
+    from graders.assignment import current
     from graders.checks.framework import HIDDEN
 
+    registry = current().registry()
     chosen = []
     for part in load_rubric().parts:
         if parts and part.id not in parts:
             continue
-        chosen += [(part.id, c) for c in REGISTRY.get(part.id, []) if c.visibility != HIDDEN]
+        chosen += [(part.id, c) for c in registry.get(part.id, []) if c.visibility != HIDDEN]
     return chosen
 
 
@@ -96,5 +89,6 @@ def part_ids():
 
 
 def part_modules():
-    """{part id: the module file its checks exercise} ("attention" -> "attention.py")."""
-    return {p.id: p.module if p.module.endswith(".toml") else f"{p.module}.py" for p in load_rubric().parts}
+    """{part id: the module file its checks exercise} (a module's name gets ".py"; a questions
+    file keeps its own)."""
+    return {p.id: p.module if "." in p.module else f"{p.module}.py" for p in load_rubric().parts}

@@ -29,7 +29,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from graders.atomic import write_atomically
-from graders.recording import GOLDEN_DIR, library_versions, read_manifest, record_golden
+from graders.recording import library_versions, read_manifest, record_golden
 from graders.scoring import NOT_PASSING, part_ids
 
 DEFAULT_OUT = ".grade"
@@ -66,15 +66,18 @@ def stage_folder(folder, dest):
     return copied
 
 
-def self_check(path=".", parts=None, *, golden_dir=GOLDEN_DIR, limits=None, progress=None):
-    """Grade the student folder at `path` in self-check mode: public checks, golden answers.
-    Returns the results dict (results.json)."""
+def self_check(path=".", parts=None, *, golden_dir=None, limits=None, progress=None):
+    """Grade the student folder at `path` in self-check mode: public checks, golden answers (of
+    the assignment the folder belongs to, unless `golden_dir`). Returns the results dict (results.json)."""
+    from graders.assignment import for_folder
     from graders.grading import SELF_CHECK, grade
-    from graders.ingest import EXPECTED_FILES
 
     folder = Path(path).resolve()
     if not folder.is_dir():
         raise SelfCheckError(f"{path} is not a folder")
+    assignment = for_folder(folder)
+    expected = assignment.expected_files
+    golden_dir = golden_dir or assignment.golden_dir
     manifest = read_manifest(golden_dir)
     if manifest is None or not (Path(golden_dir) / "golden.json").is_file():
         raise SelfCheckError(f"no golden fixtures in {golden_dir}: run `grade build --golden` (course authors), "
@@ -82,10 +85,10 @@ def self_check(path=".", parts=None, *, golden_dir=GOLDEN_DIR, limits=None, prog
     with tempfile.TemporaryDirectory(prefix="grade-check-") as scratch:
         staged_dir = Path(scratch) / (folder.name or "submission")
         staged = stage_folder(folder, staged_dir)
-        if not any(name in EXPECTED_FILES or name.endswith(".ipynb") for name in staged):
+        if not any(name in expected or name.endswith(".ipynb") for name in staged):
             raise SelfCheckError(
-                f"{folder} holds none of {', '.join(EXPECTED_FILES)}: run `grade check` in your homework "
-                "folder (the one with attention.py), or pass it with --path")
+                f"{folder} holds none of {', '.join(expected)}: run `grade check` in your homework "
+                f"folder (the one with {expected[0]}), or pass it with --path")
         results = grade(staged_dir, mode=SELF_CHECK, seed=manifest["fingerprint"]["seed"], only_parts=parts,
                         limits=limits, golden_dir=golden_dir, progress=progress)
     notes = results["submission"].setdefault("notes", [])
@@ -135,6 +138,13 @@ def _check_parser():
 def cmd_check(argv) -> int:
     """`grade check [PART ...] [--path DIR] [--out DIR]`; returns the exit status."""
     args = _check_parser().parse_args(argv)
+    from graders.assignment import PackError, for_folder
+
+    try:
+        assignment = for_folder(args.path)
+    except PackError as error:
+        print(f"grade check: {error}", file=sys.stderr)
+        return 2
     known = part_ids()
     unknown = [p for p in args.parts if p not in known]
     if unknown:
@@ -142,12 +152,12 @@ def cmd_check(argv) -> int:
         return 2
     from graders.sandbox.limits import Limits
     from graders.sandbox.spawn import prestart_self_check_worker
-    from graders.scoring import load_rubric, preload_of
+    from graders.scoring import preload_of
 
     limits = Limits() if args.timeout is None else Limits(call_timeout_s=args.timeout)
     # The workers the grade will use import torch (and BERT, for a part that preloads it, in a
     # worker of its own) while this process does.
-    selected = [part for part in load_rubric().parts if not args.parts or part.id in args.parts]
+    selected = [part for part in assignment.rubric.parts if not args.parts or part.id in args.parts]
     if any(not part.preload for part in selected):
         prestart_self_check_worker(threads=limits.threads)
     if preload := preload_of(selected):
@@ -164,7 +174,7 @@ def cmd_check(argv) -> int:
                 status.update(f"checking {chk.id}...")
 
         try:
-            results = self_check(args.path, args.parts or None, golden_dir=args.golden or GOLDEN_DIR,
+            results = self_check(args.path, args.parts or None, golden_dir=args.golden,
                                  limits=limits, progress=progress)
         except SelfCheckError as error:
             print(f"grade check: {error}", file=sys.stderr)
@@ -188,8 +198,8 @@ def _build_parser():
         description="Regenerate what is made from the reference: the student template, the golden fixtures "
                     "of the self-check, and the student bundle (all three when no flag is given).")
     parser.add_argument("--template", action="store_true", help="the student template (student_template/)")
-    parser.add_argument("--golden", action="store_true", help="the golden fixtures (graders/golden/)")
-    parser.add_argument("--bundle", action="store_true", help="the student bundle (dist/student_bundle.zip)")
+    parser.add_argument("--golden", action="store_true", help="the golden fixtures (golden/ in the assignment's pack)")
+    parser.add_argument("--bundle", action="store_true", help="the student bundle (dist/<bundle name>.zip)")
     parser.add_argument("--bundle-out", type=Path, default=None, help="where the bundle zip goes")
     return parser
 
@@ -197,11 +207,12 @@ def _build_parser():
 def cmd_build(argv) -> int:
     """`grade build [--template] [--golden] [--bundle]`; no flag builds all three, in that order."""
     args = _build_parser().parse_args(argv)
+    from graders.assignment import current
     from graders.consistency import AssignmentError, validate_assignment
-    from graders.scoring import load_rubric
 
+    assignment = current()
     try:
-        validate_assignment(load_rubric().sha256)
+        validate_assignment(assignment)
     except AssignmentError as error:
         print(f"grade build: {error}", file=sys.stderr)
         return 2
@@ -216,15 +227,15 @@ def cmd_build(argv) -> int:
 
         started = time.perf_counter()
         results = record_golden(progress=lambda chk: None)
-        manifest = read_manifest()
+        manifest = read_manifest(assignment.golden_dir)
         checks = sum(len(p["checks"]) for p in results["parts"])
-        print(f"wrote {GOLDEN_DIR} ({manifest['records']} recorded answers from {checks} public checks "
+        print(f"wrote {assignment.golden_dir} ({manifest['records']} recorded answers from {checks} public checks "
               f"in {time.perf_counter() - started:.0f} s)")
     if everything or args.bundle:
-        from graders.bundle import BUNDLE_PATH, LeakError, build_bundle
+        from graders.bundle import LeakError, build_bundle, bundle_path
 
         try:
-            path = build_bundle(args.bundle_out or BUNDLE_PATH)
+            path = build_bundle(args.bundle_out or bundle_path())
         except LeakError as error:
             print(f"grade build: {error}", file=sys.stderr)
             return 1

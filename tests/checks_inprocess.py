@@ -85,9 +85,13 @@ def _student(fn, *args, **kwargs):
 
 
 def worker_tasks():
-    """Harness tasks by name (graders/sandbox/tasks.py registers them on import)."""
+    """Harness tasks by name: the general ones (graders/sandbox/tasks.py) and the pack's, which
+    register on import."""
     import graders.sandbox.tasks  # noqa: F401  (registration by import)
     from graders.sandbox.harness import TASKS
+    from tests.course import COURSE
+
+    COURSE.import_tasks()
 
     return TASKS
 
@@ -167,7 +171,7 @@ class InProcessStudent:
 
 def run_part(folder, part, *, seed=0, max_examples=None, only=None):
     """Run every check of `part` against the folder in-process; {check id: CheckResult}."""
-    from graders.checks import REGISTRY
+    from tests.course import REGISTRY
     from graders.checks.framework import Context, check_seed, run_check
     from graders.oracles import ReferenceOracle
 

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from graders.build import REFERENCE_DIR, REPO_ROOT, template_files
-from graders.bundle import (HOMEWORK, TOP, LeakError, bundle_files, build_bundle, find_solutions, read_bundle,
+from graders.build import REPO_ROOT, template_files
+from tests.course import REFERENCE_DIR
+from tests.course import COURSE, TOP
+from graders.bundle import (HOMEWORK, LeakError, bundle_files, build_bundle, find_solutions, read_bundle,
                             scan, secret_strings, solution_snippets, write_zip)
 
 MODULES = ("attention.py", "encoder.py", "bert.py", "sentiment.py", "causal_lm.py", "gpt.py")
@@ -47,7 +49,7 @@ def test_layout(files):
     for name in [*MODULES, "answers.toml", "__init__.py", "conftest.py"]:
         assert f"{TOP}/{HOMEWORK}/{name}" in names, name
     for name in ["golden.json", "golden.safetensors", "manifest.json"]:
-        assert f"{TOP}/graders/golden/{name}" in names, name
+        assert f"{TOP}/graders/packs/{COURSE.name}/golden/{name}" in names, name
     assert f"{TOP}/graders/selfcheck.py" in names and f"{TOP}/graders/pytest_plugin.py" in names
     assert all(name.startswith(f"{TOP}/") for name in names)
     assert not [n for n in names if "/reference/" in n or "/fixtures/" in n or "/tests/" in n or "__pycache__" in n]
@@ -71,7 +73,7 @@ def test_pyproject_pins_the_golden_hypothesis_and_ships_the_golden_data(files):
 
     pyproject = files[f"{TOP}/pyproject.toml"].decode()
     assert f'"hypothesis=={hypothesis.__version__}"' in pyproject
-    assert '"golden/*"' in pyproject
+    assert '"packs/*/golden/*"' in pyproject
     assert 'include = ["graders*"]' in pyproject
 
 
@@ -160,14 +162,14 @@ def test_scan_finds_a_planted_rubric_secret_and_hidden_fixture(files, tmp_path):
     planted = dict(files)
     planted[f"{TOP}/graders/data.json"] = b'{"labels": [1, 0, 1, 1]}'
     planted[f"{TOP}/graders/notes.md"] = b"the base model has 10,968,200 parameters"
-    leaks = scan(planted, hidden_dir=hidden)
+    leaks = scan(planted, hidden_dirs=[hidden])
     assert any("hidden fixture heldout_labels.json" in leak.what for leak in leaks)
     assert any(leak.path.endswith("notes.md") and "rubric secret" in leak.what for leak in leaks)
     with pytest.raises(LeakError):
         from graders import bundle
 
         original = bundle.bundle_files
-        bundle.bundle_files = lambda: planted
+        bundle.bundle_files = lambda assignment=None: planted
         try:
             build_bundle(tmp_path / "never.zip")
         finally:
@@ -285,8 +287,8 @@ def test_the_bundle_installs_with_pip(bundle_zip, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     wheel = next((tmp_path / "wheels").glob("*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert "graders/golden/golden.json" in names and "graders/golden/golden.safetensors" in names
-    assert "graders/reports/templates/report.html.j2" in names and "graders/rubric.toml" in names
+    assert f"graders/packs/{COURSE.name}/golden/golden.json" in names and f"graders/packs/{COURSE.name}/golden/golden.safetensors" in names
+    assert "graders/reports/templates/report.html.j2" in names and f"graders/packs/{COURSE.name}/assignment.toml" in names
     assert not [n for n in names if n.startswith(("homework/", "reference/"))]
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "grade = graders.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from graders.bundle import HOMEWORK, TOP, build_bundle
+from tests.course import TOP
+from graders.bundle import HOMEWORK, build_bundle
 
 from test_bundle import perfect_homework
 

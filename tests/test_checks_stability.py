@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from graders.build import REFERENCE_DIR
+from tests.course import REFERENCE_DIR
 from tests.checks_inprocess import run_part
 
 # Tiny tensors: one thread is many times faster than several fighting over a busy machine.

@@ -3,22 +3,17 @@ of slip a course author can make is named with its file and entry."""
 
 import pytest
 
-from graders.checks import REGISTRY
 from graders.checks.framework import Check
-from graders.consistency import CHECKS_DIR, AssignmentError, problems, validate_assignment
+from graders.consistency import AssignmentError, problems, validate_assignment
 from graders.diagnoses import DIAGNOSES
 from graders.sandbox import tasks  # noqa: F401  registers the general tasks
 from graders.sandbox.harness import TASKS
-from graders.scoring import Part, Rubric, load_rubric
-
-
-def sources():
-    return {f"graders/checks/{path.name}": path.read_text() for path in sorted(CHECKS_DIR.glob("*.py"))}
+from graders.scoring import Part, Rubric
+from tests.course import COURSE
 
 
 def test_the_installed_assignment_agrees():
-    assert problems(load_rubric(), REGISTRY, DIAGNOSES, TASKS, sources()) == []
-    validate_assignment(load_rubric().sha256)
+    validate_assignment(COURSE)
 
 
 def _check(id):
@@ -47,10 +42,10 @@ def test_each_slip_is_named_with_its_file_and_entry(rubric_parts, registry, sour
 def test_an_instructors_grade_refuses_an_assignment_whose_pieces_disagree(monkeypatch):
     from graders import consistency
 
-    monkeypatch.setattr(consistency, "problems", lambda *args, **kwargs: ["rubric.toml: a slip"])
+    monkeypatch.setattr(consistency, "problems", lambda *args, **kwargs: ["assignment.toml: a slip"])
     consistency.validate_assignment.cache_clear()
     try:
         with pytest.raises(AssignmentError, match="a slip"):
-            validate_assignment("another rubric")
+            validate_assignment(COURSE)
     finally:
         consistency.validate_assignment.cache_clear()

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from graders.build import REFERENCE_DIR, TEMPLATE_DIR
+from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 from graders.cli import main
 from graders.grading import grade
 

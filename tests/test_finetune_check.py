@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from graders.build import REFERENCE_DIR
+from tests.course import REFERENCE_DIR
 from graders.grading import grade
 
 

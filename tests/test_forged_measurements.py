@@ -4,7 +4,7 @@ points by forging what the worker measures about it.
 Each attack is the reference with a bug or a few (BERT not frozen, a train() that never steps, a
 dataset that is not a Dataset, a wrong parameter count...) plus an `__init__.py` that, when the
 worker imports the submission, replaces the harness tasks the checks used to score (in
-graders.sandbox.harness.TASKS and in graders.sandbox.tasks) and the worker's `parameters`
+graders.sandbox.harness.TASKS and in the pack's tasks module) and the worker's `parameters`
 operation with versions reporting the values an honest, correct submission would give. Graded
 through the real sandbox, the bugs must still cost their points, or, where a check can only rest
 on such a measurement, results.json and the report must say so (`worker_measured`).
@@ -22,8 +22,7 @@ import pytest
 import torch
 
 import graders
-from graders.build import REFERENCE_DIR
-from graders.checks import REGISTRY
+from tests.course import COURSE, REFERENCE_DIR, REGISTRY
 from graders.checks.framework import Context, check_seed, run_check
 from graders.reports.summary import format_points
 from graders.grading import SCHEMA_VERSION, TrackedStudent, part_json, secret_paths
@@ -31,10 +30,10 @@ from graders.oracles import ReferenceOracle
 from graders.reports.html import render_html
 from graders.sandbox import Limits, Worker
 from graders.scoring import load_rubric
-from tests.mutation import mutants_attention as attention_mutants
-from tests.mutation import mutants_encoder_bert as bert_mutants
-from tests.mutation import mutants_lm_gpt_sentiment as lm_mutants
-from tests.mutation.model import Edit, apply_edits
+from graders.mutants import Edit, apply_edits
+from graders.packs.transformers.mutants import attention as attention_mutants
+from graders.packs.transformers.mutants import encoder_bert as bert_mutants
+from graders.packs.transformers.mutants import lm_gpt_sentiment as lm_mutants
 
 RESULTS_SCHEMA = json.loads((Path(graders.__file__).parent / "schemas" / "results.schema.json").read_text())
 
@@ -49,7 +48,7 @@ import sys as _sys
 import torch as _torch
 import torch.nn.functional as _F
 
-_tasks = _sys.modules["graders.sandbox.tasks"]
+_tasks = _sys.modules["graders.packs.transformers.tasks"]
 _harness = _sys.modules["graders.sandbox.harness"]
 _worker = _sys.modules.get("__main__")
 
@@ -221,7 +220,7 @@ def grade_checks(folder, check_ids, *, max_examples=5):
     oracle, per-check seeds, results through part_json. Returns ({check id: result json}, results)."""
     rubric = load_rubric()
     parts = []
-    with Worker(folder, limits=Limits(), secret_paths=secret_paths()) as worker:
+    with Worker(folder, limits=Limits(), secret_paths=secret_paths(COURSE), task_modules=COURSE.task_modules) as worker:
         for part in rubric.parts:
             results = []
             for chk in REGISTRY.get(part.id, []):
@@ -232,7 +231,7 @@ def grade_checks(folder, check_ids, *, max_examples=5):
                 results.append(run_check(chk, ctx, before=functools.partial(worker.seed, ctx.seed)))
                 student.release()
             if results:
-                parts.append(part_json(part, results))
+                parts.append(part_json(part, results, REGISTRY))
     score = round(sum(p["score"] for p in parts), 4)
     results = {"schema_version": SCHEMA_VERSION, "status": "graded", "reason": None, "mode": "instructor",
                "score": score, "max_score": round(sum(p["max_score"] for p in parts), 4),
@@ -308,7 +307,7 @@ def test_no_report_line_without_worker_measured_checks():
 def test_bert_features_are_transformers_bert():
     """The grader computes the tiny BERT's features itself; they must be what transformers computes."""
     transformers = pytest.importorskip("transformers")
-    from graders.checks.sentiment import BERT, bert_features, bert_weights
+    from graders.packs.transformers.checks.sentiment import BERT, bert_features, bert_weights
 
     model = transformers.BertModel(transformers.BertConfig(**BERT, attn_implementation="eager"), add_pooling_layer=False)
     model.load_state_dict(bert_weights(), strict=True)

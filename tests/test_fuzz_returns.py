@@ -27,8 +27,7 @@ import pytest
 import torch
 
 import graders
-from graders.build import REFERENCE_DIR, TEMPLATE_DIR
-from graders.checks import REGISTRY
+from tests.course import REFERENCE_DIR, REGISTRY, TEMPLATE_DIR
 from graders.checks.framework import (ERROR, FAILED, PASSED, PENDING_MANUAL, SKIPPED, CheckResult, Context,
                                       check_seed, run_check)
 from graders.grading import grade, part_json
@@ -270,7 +269,7 @@ def assert_valid(result, chk):
 
 def assert_results_validate(results_by_part):
     rubric = {part.id: part for part in load_rubric().parts}
-    parts = [part_json(rubric[part_id], results) for part_id, results in results_by_part.items()]
+    parts = [part_json(rubric[part_id], results, REGISTRY) for part_id, results in results_by_part.items()]
     results = {
         "schema_version": 1, "status": "graded", "reason": None, "mode": "instructor", "seed": 0,
         "score": round(sum(p["score"] for p in parts), 4), "max_score": round(sum(p["max_score"] for p in parts), 4),

@@ -41,12 +41,13 @@ def test_the_kit_holds_what_gradescope_needs(tmp_path):
         setup = archive.read("setup.sh").decode()
         config = json.loads(archive.read("kit.json"))
     assert {"setup.sh", "run_autograder", "requirements.txt", "kit.json", "grader/graders/cli.py",
-            "grader/graders/rubric.toml", "grader/reference/attention.py", "grader/reference/answers.toml"} <= names
+            "grader/graders/packs/transformers/assignment.toml", "grader/graders/packs/transformers/diagnoses.toml",
+            "grader/reference/attention.py", "grader/reference/answers.toml"} <= names
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert not any("__pycache__" in name for name in names)
     assert all("==" in line for line in requirements) and any(r.startswith("transformers==") for r in requirements)
     assert "torch==" in setup and "--index-url" in setup and "bubblewrap" in setup
-    assert config == {"parts": PARTS, "seed": None, "unsafe_no_sandbox": False}
+    assert config == {"assignment": "transformers", "parts": PARTS, "seed": None, "unsafe_no_sandbox": False}
     assert subprocess.run(["bash", "-n", "-c", setup]).returncode == 0
     assert write_kit(tmp_path / "again.zip", parts=PARTS).read_bytes() == kit.read_bytes()
 

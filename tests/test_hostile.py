@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from graders.build import REFERENCE_DIR, REPO_ROOT
+from graders.build import REPO_ROOT
+from tests.course import REFERENCE_DIR
 import graders
 from graders.grading import grade, write_results
 from graders.reports import render_html, to_gradescope, write_reports

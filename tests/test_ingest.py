@@ -12,7 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from graders.ingest import EXPECTED_FILES, MODULE_NAMES, IngestLimits, Rejected, ingest
+from graders.ingest import IngestLimits, Rejected, ingest
+from tests.course import EXPECTED_FILES, MODULE_NAMES
 
 MiB = 1024 * 1024
 

@@ -3,17 +3,16 @@ look-alikes that must not flag, every honest fixture clean, every hostile fixtur
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-import tests.mutation as mutation_package
 from graders.integrity import KINDS, MAX_FLAGS_PER_FILE, scan_folder, scan_source
+from graders.mutants import collect
 from graders.notebook import extract_notebook
+from tests.course import COURSE
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = ROOT / "fixtures" / "submissions" / "hostile"
@@ -245,15 +244,14 @@ def honest_sources(tmp_path):
         extract_notebook(notebook, out)
         for path in sorted(out.glob("*.py")):
             yield f"{notebook.name}:{path.name}", path.read_text()
-    for info in pkgutil.iter_modules(mutation_package.__path__):
-        module = importlib.import_module(f"tests.mutation.{info.name}")
-        for variant in [*getattr(module, "MUTANTS", []), *getattr(module, "ALTERNATIVES", [])]:
-            texts = {}
-            for edit in variant.edits:
-                text = texts.get(edit.file) or (ROOT / "reference" / edit.file).read_text()
-                texts[edit.file] = text.replace(edit.find, edit.replace)
-            for file, text in texts.items():
-                yield f"mutant {variant.id}:{file}", text
+    mutants, alternatives = collect(COURSE)
+    for variant in [*mutants, *alternatives]:
+        texts = {}
+        for edit in variant.edits:
+            text = texts.get(edit.file) or (COURSE.reference_dir / edit.file).read_text()
+            texts[edit.file] = text.replace(edit.find, edit.replace)
+        for file, text in texts.items():
+            yield f"mutant {variant.id}:{file}", text
 
 
 def test_no_honest_fixture_is_flagged(tmp_path):

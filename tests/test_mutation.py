@@ -8,9 +8,7 @@ with the in-process stand-in of the worker (tests/checks_inprocess.py), which ke
 suite to a few minutes. The sandboxed path is graded end to end elsewhere (test_engine,
 test_hostile, test_seed004_student, test_batch_e2e)."""
 
-import importlib
 import math
-import pkgutil
 import re
 import shutil
 from collections import defaultdict
@@ -18,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import tests.mutation as mutation_package
-from graders.build import REFERENCE_DIR
 from graders.diagnoses import DIAGNOSES
-from graders.scoring import load_rubric
+from graders.mutants import Edit, apply_edits, collect
 from tests.checks_inprocess import run_part
-from tests.mutation.model import Edit, apply_edits
+from tests.course import COURSE, REFERENCE_DIR
 
 MIN_MARGIN = 10  # a caught mutant's error is at least this many times the check's tolerance
 ALTERNATIVE_SEEDS = range(20)
@@ -36,17 +32,8 @@ EXAMPLES, EXAMPLES_PER_EXTRA_SEED, EXAMPLES_OF_DEPENDENT_PARTS = 10, 2, 3
 NOT_REGRADED = {"finetune", "answers"}
 
 
-def _collect(kind):
-    found = []
-    for info in pkgutil.iter_modules(mutation_package.__path__):
-        if info.name.startswith("mutants_"):
-            found.extend(getattr(importlib.import_module(f"tests.mutation.{info.name}"), kind, []))
-    return found
-
-
-MUTANTS = _collect("MUTANTS")
-ALTERNATIVES = _collect("ALTERNATIVES")
-RUBRIC = load_rubric()
+MUTANTS, ALTERNATIVES = collect(COURSE)
+RUBRIC = COURSE.rubric
 PARTS = {part.id: part for part in RUBRIC.parts}
 OUTCOMES = {}  # mutant id -> (part, lost points, got the expected diagnosis)
 

@@ -306,8 +306,8 @@ def test_answer_headings_cover_every_question_of_the_template_and_the_checks():
     import tomllib
 
     from graders.build import REPO_ROOT
-    from graders.checks.answers import NUMERIC, WRITTEN
-    from graders.ingest import ANSWER_HEADINGS
+    from graders.packs.transformers.checks.answers import NUMERIC, WRITTEN
+    from tests.course import ANSWER_HEADINGS
 
     template = tomllib.loads((REPO_ROOT / "student_template" / "answers.toml").read_text())
     questions = {(section, key) for section, answers in template.items() for key in answers}
@@ -426,7 +426,8 @@ def test_only_an_answers_toml_beside_the_notebook_is_read(tmp_path):
 
 
 def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path):
-    from graders.ingest import EXPECTED_FILES, ingest
+    from graders.ingest import ingest
+    from tests.course import EXPECTED_FILES
 
     cells = [("markdown", "## answers.layer_norm\nMy answer.")]
     ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
@@ -436,13 +437,14 @@ def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path)
 
 def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
     from graders.grading import read_answers
-    from graders.ingest import ANSWER_HEADINGS, ingest
+    from graders.ingest import ingest
+    from tests.course import ANSWER_HEADINGS
     from graders.notebook import MAX_ANSWER_CHARS
 
     keys = sorted({key for _, key in ANSWER_HEADINGS.values()})
     cells = [("markdown", f"## {key}\n" + "\U0001F600" * (3 * MAX_ANSWER_CHARS)) for key in keys]
     ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
-    answers = read_answers(ingested.root)  # None would fail every answer as unreadable
+    answers = read_answers(ingested.root, "answers.toml")  # None would fail every answer as unreadable
     assert answers is not None
     assert all(len(text) == MAX_ANSWER_CHARS for section in answers.values() for text in section.values())
     assert f"answers.toml layer_norm: answered in cell {keys.index('layer_norm') + 1}; only its first " \
@@ -460,5 +462,5 @@ def test_an_unreadable_answers_toml_beside_the_notebook_is_graded_as_handed_in(t
     (folder / "answers.toml").write_text("[written\nlayer_norm = ")
     ingested = ingest(folder, tmp_path / "dest")
     assert (ingested.root / "answers.toml").read_text() == "[written\nlayer_norm = "
-    assert grading.read_answers(ingested.root) is None  # its part says the file cannot be read
+    assert grading.read_answers(ingested.root, "answers.toml") is None  # its part says the file cannot be read
     assert any(note.startswith("answers.toml beside the notebook cannot be read (") for note in ingested.notes)

@@ -4,7 +4,8 @@ even from an unsafe grade in which the student's code could read the solution.""
 import json
 import shutil
 
-from graders.build import REFERENCE_DIR, REPO_ROOT
+from graders.build import REPO_ROOT
+from tests.course import REFERENCE_DIR
 from graders.grading import grade
 from graders.redact import REDACTED, redact_results, redact_text, solution_lines
 from graders.reports import render_html, to_gradescope

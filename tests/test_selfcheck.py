@@ -12,9 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from graders.build import REFERENCE_DIR, REPO_ROOT, TEMPLATE_DIR
+from graders.build import REPO_ROOT
+from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 from graders.pytest_plugin import STUDENT_CONFTEST
-from graders.recording import GOLDEN_DIR, read_manifest, record_golden, stale_reasons
+from graders.recording import read_manifest, record_golden, stale_reasons
+from tests.course import GOLDEN_DIR
 from graders.scoring import public_checks
 from graders.selfcheck import SelfCheckError, cmd_check, not_passing, self_check
 
@@ -66,7 +68,7 @@ if sys.argv[2] == "noise":
     import graders.reports, local_noise  # local modules full of literals hypothesis would mine
 import graders.selfcheck
 from graders.checks.framework import Context, check_seed
-from graders.checks.strategies import attention_inputs
+from graders.packs.transformers.checks.strategies import attention_inputs
 seen = []
 ctx = Context(None, None, check_seed(0, "attention.matches_reference"))
 @ctx.given(attention_inputs())
@@ -145,7 +147,7 @@ def test_golden_fixtures_hold_no_hidden_check():
     manifest = read_manifest()
     hidden = {c.id for _, c in public_checks()} ^ set(manifest["fingerprint"]["public_checks"])
     assert not hidden
-    from graders.checks import REGISTRY
+    from tests.course import REGISTRY
 
     hidden_ids = {c.id for checks in REGISTRY.values() for c in checks if c.visibility == "hidden"}
     assert not hidden_ids & set(manifest["fingerprint"]["public_checks"])

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from graders.build import REFERENCE_DIR, REPO_ROOT
+from graders.build import REPO_ROOT
+from tests.course import REFERENCE_DIR
 
 pytestmark = pytest.mark.slow
 

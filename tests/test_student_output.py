@@ -10,9 +10,9 @@ import sys
 
 import torch
 
-from graders.build import REFERENCE_DIR, TEMPLATE_DIR
+from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 from graders.checks.framework import _describe
-from graders.checks.sentiment import GRUArch, SentimentInput
+from graders.packs.transformers.checks.sentiment import GRUArch, SentimentInput
 from graders.diagnoses import DIAGNOSES
 from graders.pytest_plugin import STUDENT_CONFTEST
 from graders.selfcheck import cmd_check

@@ -5,7 +5,8 @@ import inspect
 
 import pytest
 
-from graders.build import REFERENCE_DIR, TEMPLATE_DIR, TemplateError, python_template, template_files
+from graders.build import TemplateError, python_template, template_files
+from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 
 MODULES = ["attention", "encoder", "bert", "sentiment", "causal_lm", "gpt"]
 

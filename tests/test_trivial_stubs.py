@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.build import REFERENCE_DIR
+from tests.course import REFERENCE_DIR
 from tests.checks_inprocess import run_part
 
 # ---------------------------------------------------------------- the stubs, as code appended to a module
@@ -285,7 +285,7 @@ def stubbed_copy(folder, targets, kind):
 def test_trivial_stub_scores_zero(part, kind, tmp_path, one_torch_thread):
     targets, construction_only = PARTS[part]
     folder = stubbed_copy(tmp_path / "submission", targets, kind)
-    from graders.checks import REGISTRY
+    from tests.course import REGISTRY
 
     graded = [c.id for c in REGISTRY[part] if c.id not in construction_only]
     results = run_part(folder, part, max_examples=10, only=set(graded))
@@ -294,7 +294,7 @@ def test_trivial_stub_scores_zero(part, kind, tmp_path, one_torch_thread):
 
 
 def test_construction_only_checks_exist():
-    from graders.checks import REGISTRY
+    from tests.course import REGISTRY
 
     ids = {c.id for checks in REGISTRY.values() for c in checks}
     for part, (targets, construction_only) in PARTS.items():
@@ -340,8 +340,8 @@ def template_stub(source):
 
 @pytest.mark.parametrize("part", sorted(TEMPLATE_PARTS))
 def test_template_stub_scores_zero(part, tmp_path, one_torch_thread):
-    from graders.build import TEMPLATE_DIR
-    from graders.checks import REGISTRY
+    from tests.course import TEMPLATE_DIR
+    from tests.course import REGISTRY
 
     folder = tmp_path / "submission"
     shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))

@@ -110,8 +110,9 @@ def test_the_installed_wheel_grades_the_example_as_the_checkout_does(tmp_path):
         pytest.skip("instructor grading needs bubblewrap and root (the grade refuses without them)")
     wheel = build_wheel(tmp_path)
     names = set(__import__("zipfile").ZipFile(wheel).namelist())
-    assert {"reference/answers.toml", "reference/small_sentiment.jsonl", "graders/rubric.toml",
-            "graders/reports/templates/report.html.j2", "graders/golden/golden.safetensors"} <= names
+    assert {"reference/answers.toml", "reference/small_sentiment.jsonl", "graders/packs/transformers/assignment.toml",
+            "graders/reports/templates/report.html.j2", "graders/packs/transformers/golden/golden.safetensors",
+            "graders/packs/transformers/diagnoses.toml"} <= names
 
     # A folder other users may enter, as a system-wide install would be, so that the check of
     # reference/'s permissions below means something (pytest's own folders are private). Under

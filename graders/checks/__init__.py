@@ -1,4 +1,6 @@
-"""All checks, one module per assignment part family. Importing this package registers them."""
+"""The check framework: what an assignment's checks are written with (framework.py, the contract,
+comparisons, gates, weights). The checks themselves are in the assignment's pack; importing its
+check modules registers them (graders/assignment.py)."""
 
 import os
 
@@ -7,8 +9,3 @@ import os
 # answers were recorded for, and its imports cost every grade time (trio's pulls in pytest).
 # Set here, where the grading process first imports hypothesis; a worker never imports it.
 os.environ["HYPOTHESIS_NO_PLUGINS"] = "1"
-
-from graders.checks import answers, attention, bert, causal_lm, encoder, finetune, gpt, sentiment  # noqa: F401  (registration by import)
-from graders.checks.framework import REGISTRY
-
-__all__ = ["REGISTRY"]

@@ -57,7 +57,9 @@ class Worker:
     output directory, datasets with labels); the reference solution, the repository's
     fixtures and other workers' directories are always added. `use_bwrap`: None uses
     bubblewrap where it works, True requires it, False runs without it. `task_modules`: extra
-    modules that register harness tasks, imported in the worker before student code.
+    modules that register harness tasks, imported in the worker before student code;
+    `packages`: {import name: folder} of packages those modules are in that are not installed
+    (an assignment pack given by its path), which must then be among `readable_paths`.
     `readable_paths`: what the worker may read besides the system folders and its own Python
     (feature caches, an encoder); under bubblewrap nothing else of the machine is there.
     `containment_only` (a self-check: the student's own code on the student's own machine,
@@ -72,7 +74,8 @@ class Worker:
                  secret_paths: Iterable[str | os.PathLike] = (), allow_gpu: bool = False,
                  use_bwrap: bool | None = None, task_modules: Iterable[str] = (),
                  readable_paths: Iterable[str | os.PathLike] = (), require_isolation: bool = True,
-                 containment_only: bool = False, preload: Iterable[str] = ()) -> None:
+                 containment_only: bool = False, preload: Iterable[str] = (),
+                 packages: dict[str, str | os.PathLike] | None = None) -> None:
         self.submission_dir = Path(submission_dir).resolve()
         if not self.submission_dir.is_dir():
             raise NotADirectoryError(f"no submission folder at {self.submission_dir}")
@@ -84,6 +87,7 @@ class Worker:
             raise ValueError(f"the secret path {conflict[0]} would hide {conflict[1]}, which the worker needs")
         self.allow_gpu = allow_gpu
         self.task_modules = list(task_modules)
+        self.packages = {name: os.path.realpath(folder) for name, folder in (packages or {}).items()}
         self.containment_only = containment_only
         self.preload = tuple(preload)
         if containment_only:
@@ -400,7 +404,7 @@ class Worker:
         workdir = isolation.make_workdir(self.submission_dir, owner=None if private else run_as)
         config = {
             "submission_dir": str(workdir / "submission"), "workdir": str(workdir),
-            "secret_paths": self.secret_paths, "task_modules": self.task_modules,
+            "secret_paths": self.secret_paths, "task_modules": self.task_modules, "packages": self.packages,
             "limits": self.limits.to_json(), "gpu": self.allow_gpu, "run_as": run_as,
             "private_source": isolation.SUBMISSION_SOURCE if private else None,
             # Without bwrap the worker's parent is this process, and it checks that it still is.

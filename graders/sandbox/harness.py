@@ -15,7 +15,7 @@ Handles among the arguments arrive as the objects they name; `ctx.student_module
 imports a module of the submission.
 
 A task's module must be imported by the worker before student code can run, which the worker
-does for every module named in `Worker(task_modules=...)` (by default `graders.sandbox.tasks`).
+does for every module named in `Worker(task_modules=...)` (`graders.sandbox.tasks`, the general ones, always).
 
 Whatever a task returns is as untrusted as anything else from the worker: the student's code
 ran in the same process and could have changed the task's functions. Return data to score in

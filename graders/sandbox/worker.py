@@ -43,6 +43,7 @@ import torch
 from graders.dependencies import broken_dependency, missing_module
 from graders.sandbox import audit
 from graders.sandbox import tasks  # noqa: F401  (the built-in tasks are always available)
+from graders.assignment import import_package
 from graders.sandbox.harness import TASKS
 from graders.sandbox.limits import Limits, apply_rlimits
 from graders.sandbox.protocol import Handle, MessageEncoder, decode, receive_message, send_message
@@ -89,6 +90,8 @@ def main(argv: list[str]) -> None:
         harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"])
     torch.set_num_threads(limits.threads)
     torch.set_num_interop_threads(limits.threads)
+    for name, folder in config.get("packages", {}).items():
+        import_package(name, Path(folder))
     for name in config["task_modules"]:
         importlib.import_module(name)
 

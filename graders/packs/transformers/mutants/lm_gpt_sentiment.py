@@ -1,6 +1,6 @@
 """Mutants and alternatives of causal_lm.py, gpt.py and sentiment.py (parts causal_lm, gpt, sentiment)."""
 
-from tests.mutation.model import Alternative, Edit, Mutant
+from graders.mutants import Alternative, Edit, Mutant
 
 LM, GPT, SENT = "causal_lm.py", "gpt.py", "sentiment.py"
 

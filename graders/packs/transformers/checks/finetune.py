@@ -2,7 +2,7 @@
 train and evaluate, trained on IMDB over a frozen BERT, scored by validation accuracy, linearly
 from 0 at 50% to full marks at 90%.
 
-The frozen encoder runs once per dataset (graders/finetune/cache.py); the worker trains on its
+The frozen encoder runs once per dataset (graders/packs/transformers/finetune/cache.py); the worker trains on its
 cached features and returns logits, and accuracy is computed here from labels the worker never
 sees. Without IMDB and an encoder (a laptop, CI), smoke mode trains on the project's small
 sentiment set over a tiny CPU encoder: it shows that the pipeline trains and beats chance, and
@@ -35,7 +35,7 @@ PROVISIONAL_NOTE = (
     "The real check needs IMDB, bert-base-uncased and a GPU: "
     "grade SUBMISSION --imdb PATH --encoder PATH (docs/finetune.md)."
 )
-# graders.finetune.training.diagnose ids -> the catalogue's
+# graders.packs.transformers.finetune.training.diagnose ids -> the catalogue's
 HARNESS_DIAGNOSES = {
     "no-optimizer-step": "train_no_step",
     "weights-not-moving": "train_no_step",
@@ -54,8 +54,8 @@ def prepared(imdb, encoder, feature_cache, device):
     """Encoder and features for one configuration, built (or found in the cache) once per process."""
     from transformers.utils import logging as transformers_logging
 
-    from graders.finetune.encoder import SMOKE, load_encoder
-    from graders.finetune.prepare import prepare_imdb, prepare_small
+    from graders.packs.transformers.finetune.encoder import SMOKE, load_encoder
+    from graders.packs.transformers.finetune.prepare import prepare_imdb, prepare_small
 
     transformers_logging.disable_progress_bar()  # the grade's own output stays readable
 
@@ -71,8 +71,8 @@ def prepared(imdb, encoder, feature_cache, device):
 def worker_readable_paths(options) -> list[Path]:
     """What the worker reads in this part: the feature cache (made now if new, since a sandbox is
     built before the check runs) and the encoder's folder."""
-    from graders.finetune.cache import default_cache_root
-    from graders.finetune.encoder import EncoderNotFound, resolve_encoder_path
+    from graders.packs.transformers.finetune.cache import default_cache_root
+    from graders.packs.transformers.finetune.encoder import EncoderNotFound, resolve_encoder_path
 
     cache_root = Path(options["feature_cache"]) if options.get("feature_cache") else default_cache_root()
     try:
@@ -94,8 +94,8 @@ def _device(options):
 
 def _frozen_probe(ctx, encoder, data):
     """One small labelled training batch, tokenised here, for the frozen-encoder probe."""
-    from graders.finetune.encoder import tokenize
-    from graders.finetune.data import load_small_sentiment
+    from graders.packs.transformers.finetune.encoder import tokenize
+    from graders.packs.transformers.finetune.data import load_small_sentiment
 
     texts = [review.text for review in load_small_sentiment()["train"][:8]]
     ids, mask = tokenize(encoder.tokenizer, texts, max_length=64)
@@ -121,7 +121,7 @@ def provisional_note(options):
 def finetune_accuracy(ctx):
     # The accuracy is computed here from logits and labels the worker never sees; the frozen-encoder
     # gate before it (`finetune.check_frozen`) is the worker's measurement of where gradients go.
-    from graders.finetune.training import accuracy, diagnose, drive_training, score_accuracy
+    from graders.packs.transformers.finetune.training import accuracy, diagnose, drive_training, score_accuracy
 
     options = ctx.options or {}
     device = _device(options)
@@ -181,7 +181,7 @@ def finetune_accuracy(ctx):
 
 
 class TrainingInWorker:
-    """The worker's `graders.finetune.training.Training`, driven from here (`drive_training`): one
+    """The worker's `graders.packs.transformers.finetune.training.Training`, driven from here (`drive_training`): one
     request per epoch, the next given what is left of the budget. What comes back is checked
     for shape before it is scored: a worker is the student's process."""
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from graders.checks.causal_lm import is_float_entry, parameter_entries
+from .causal_lm import is_float_entry, parameter_entries
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
-from graders.checks.strategies import attention_inputs, mha_inputs, tensors_from
+from .strategies import attention_inputs, mha_inputs, tensors_from
 from graders.checks.weights import learnable, numel, state_tensors
 from graders.sandbox import StudentError
 

@@ -1,6 +1,6 @@
 """Mutants and alternatives of attention.py (parts attention and mha)."""
 
-from tests.mutation.model import Alternative, Edit, Mutant
+from graders.mutants import Alternative, Edit, Mutant
 
 F = "attention.py"
 LOGITS = "logits = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T)"

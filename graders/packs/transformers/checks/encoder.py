@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
-from graders.checks.strategies import tensors_from
+from .strategies import tensors_from
 from graders.checks.weights import shared_entries, state_tensors
 from graders.sandbox import StudentError
 

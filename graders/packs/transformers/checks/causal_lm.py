@@ -136,7 +136,7 @@ def _positional_tables(ctx, d_model):
     """(rows, d_model) tables a TransformerModel may hold as its positional-encoding buffer: the
     sinusoid, and whatever the student's own PositionalEncoding holds (its values are graded in
     part positional_encoding, not here)."""
-    from graders.checks.encoder import pe_table
+    from .encoder import pe_table
 
     tables = [pe_table(5000, d_model).float()]
     try:

@@ -1,6 +1,6 @@
 """Mutants and alternatives of encoder.py and bert.py (parts positional_encoding, block, bert, pretraining)."""
 
-from tests.mutation.model import Alternative, Edit, Mutant
+from graders.mutants import Alternative, Edit, Mutant
 
 ENC = "encoder.py"
 BERT = "bert.py"

@@ -1,7 +1,7 @@
 """Grader side: a dataset and an encoder in, cached features and labels for train / valid / test out.
 
-    python -m graders.finetune --imdb PATH --encoder PATH --device cuda    # warm the cache on a runner
-    python -m graders.finetune                                             # the smoke set, smoke encoder
+    python -m graders.packs.transformers.finetune --imdb PATH --encoder PATH --device cuda    # warm the cache on a runner
+    python -m graders.packs.transformers.finetune                                             # the smoke set, smoke encoder
 
 The whole IMDB training set (25,000) is encoded into one cache and viewed as 17,500 train + 7,500
 valid rows, so a change of split never re-runs the encoder; the test set has its own cache.
@@ -20,7 +20,7 @@ import torch
 
 from .cache import Features, build_features
 from .data import Review, load_imdb, load_small_sentiment, split_positions
-from graders.options import DEFAULT_ENCODER, add_fine_tuning_arguments, feature_cache_root
+from graders.packs.transformers.options import DEFAULT_ENCODER, add_fine_tuning_arguments, feature_cache_root
 
 from .encoder import Encoder, load_encoder
 
@@ -77,7 +77,7 @@ def _labels(reviews: list[Review]) -> np.ndarray:
 
 
 def command_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m graders.finetune",
+    parser = argparse.ArgumentParser(prog="python -m graders.packs.transformers.finetune",
                                      description="Build (or find) the feature caches of the fine-tuning check.")
     add_fine_tuning_arguments(parser)
     parser.add_argument("--max-length", type=int, default=512)

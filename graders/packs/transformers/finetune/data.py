@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from graders.build import REFERENCE_DIR
+from graders.assignment import load
 
 
 class Review(NamedTuple):
@@ -37,7 +37,7 @@ class DataError(ValueError):
 # out from the student's code, and reference/ is what every layer of the sandbox hides from the
 # worker, what a wheel installs beside the grader, and what never goes into the student bundle.
 # Written by fixtures/sentiment/make_small_sentiment.py.
-SMALL_SENTIMENT_PATH = REFERENCE_DIR / "small_sentiment.jsonl"
+SMALL_SENTIMENT_PATH = load(Path(__file__).resolve().parents[1]).reference_dir / "small_sentiment.jsonl"
 
 _TEXT_COLUMNS = ("text", "review")
 _LABEL_COLUMNS = ("label", "sentiment")

@@ -1,0 +1,319 @@
+"""Assignment packs: everything the engine grades that belongs to one homework.
+
+A pack is a folder holding an `assignment.toml` manifest and the Python modules it names (its
+checks, worker tasks and oracle computations); its solution and student template are folders
+of the project that the manifest names. The engine (graders/) takes every module name, part,
+point, diagnosis and task of an assignment from here and knows none itself. docs/authoring.md
+walks through writing one.
+
+Packs are found in graders/packs/ (each a package, `graders.packs.<name>`), or given by the path
+of their folder (`grade --assignment path/to/pack`), which is then imported as the package
+`_assignment_<name>`. Paths in a manifest are relative to the pack's folder.
+
+The assignment a command grades: `--assignment NAME|PATH` where it is given (it calls `select`,
+which its child processes inherit through GRADE_ASSIGNMENT), otherwise the only installed pack,
+otherwise the pack whose files a student's folder holds (`for_folder`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graders.scoring import Part, Rubric
+
+PACKS_DIR = Path(__file__).resolve().parent / "packs"
+MANIFEST = "assignment.toml"
+ENVIRONMENT_VARIABLE = "GRADE_ASSIGNMENT"
+
+
+class PackError(ValueError):
+    """A pack that cannot be found or whose manifest is not usable; the message names the file and the entry."""
+
+
+@dataclass(frozen=True, eq=False)  # one object per pack (load caches it): hashed by identity
+class Assignment:
+    name: str
+    title: str
+    folder: Path  # the pack's folder, holding assignment.toml
+    package: str  # the import name of the pack's folder
+    rubric: Rubric
+    modules: dict[str, tuple[str, ...]]  # {file a student hands in: the public names graded in it}
+    reference_dir: Path
+    template_dir: Path
+    check_modules: tuple[str, ...]  # import names
+    task_modules: tuple[str, ...]  # import names of the modules registering worker tasks
+    oracle_module: str | None  # computations the checks ask the oracle for besides reference functions
+    answers_file: str | None  # the questions file, read by the grader (never run)
+    questions: dict[tuple[str, str], tuple[str, ...]]  # {(section, key): other ids a notebook may head it with}
+    diagnoses: dict[str, str]
+    secrets: tuple[Path, ...]  # what the worker must never read, besides the reference
+    bundle_dependencies: tuple[str, ...]  # extra requirements of a self-check ("transformers>=4.40,<6")
+    bundle_name: str  # the student bundle's top folder and zip name
+    grader_options: str | None  # a module adding the pack's own command-line options (fine-tuning)
+    mutants_module: str | None  # mistakes and alternatives the checks are tested with (never shipped to students)
+    sha256: str  # of the manifest
+
+    @property
+    def golden_dir(self) -> Path:
+        return self.folder / "golden"
+
+    @property
+    def expected_files(self) -> tuple[str, ...]:
+        return tuple(self.modules)
+
+    @property
+    def installed(self) -> bool:
+        return self.package.startswith("graders.packs.")
+
+    def ensure_importable(self) -> None:
+        if not self.installed:
+            import_package(self.package, self.folder)
+
+    def reference_module(self, module: str):
+        """A module of the solution, imported in this (trusted) process under a name of its own."""
+        package = f"_reference_{self.name}"
+        import_package(package, self.reference_dir)
+        return importlib.import_module(f"{package}.{module}")
+
+    def registry(self) -> dict[str, list]:
+        """{part id: [Check]} of this pack, in the order its modules register them."""
+        from graders.checks.framework import REGISTRY
+
+        modules = set(self.import_checks())
+        return {part: [c for c in checks if c.func.__module__ in modules]
+                for part, checks in REGISTRY.items()
+                if any(c.func.__module__ in modules for c in checks)}
+
+    def import_checks(self) -> tuple[str, ...]:
+        """Import the pack's checks (registering them) and its oracle computations."""
+        _register_diagnoses(self)
+        self.ensure_importable()
+        for name in (*self.check_modules, *([self.oracle_module] if self.oracle_module else [])):
+            importlib.import_module(name)
+        return self.check_modules
+
+    def import_tasks(self) -> None:
+        """Register the pack's worker tasks here too (the consistency check and in-process tests read them)."""
+        self.ensure_importable()
+        for name in self.task_modules:
+            importlib.import_module(name)
+
+    def computations(self) -> dict:
+        if not self.oracle_module:
+            return {}
+        self.ensure_importable()
+        return dict(getattr(importlib.import_module(self.oracle_module), "COMPUTATIONS", {}))
+
+    def options_module(self):
+        if not self.grader_options:
+            return None
+        self.ensure_importable()
+        return importlib.import_module(self.grader_options)
+
+    def module_of(self, part_id: str) -> str:
+        """The file a part's checks exercise ("attention.py"; a questions file as it is)."""
+        module = self.rubric.part(part_id).module
+        return module if "." in module else f"{module}.py"
+
+
+# ------------------------------------------------------------------------------ loading
+
+def installed() -> dict[str, Path]:
+    """{name: folder} of the packs in graders/packs/."""
+    if not PACKS_DIR.is_dir():
+        return {}
+    return {path.parent.name: path.parent for path in sorted(PACKS_DIR.glob(f"*/{MANIFEST}"))}
+
+
+def load(name_or_path: str | os.PathLike) -> Assignment:
+    """The pack named so in graders/packs/, or the pack in the folder at that path."""
+    text = str(name_or_path)
+    packs = installed()
+    if text in packs:
+        return _load_folder(packs[text], installed=True)
+    folder = Path(text).expanduser()
+    if (folder / MANIFEST).is_file():
+        folder = folder.resolve()
+        return _load_folder(folder, installed=folder.parent == PACKS_DIR)
+    known = ", ".join(packs) or "none"
+    raise PackError(f"no assignment {text!r}: give the name of an installed pack ({known}) "
+                    f"or the path of a folder holding {MANIFEST}")
+
+
+_selected: list[Assignment] = []
+
+
+def select(name_or_path: str | os.PathLike) -> Assignment:
+    """Make this the assignment of this process and of the processes it starts."""
+    assignment = load(name_or_path)
+    _selected[:] = [assignment]
+    os.environ[ENVIRONMENT_VARIABLE] = str(assignment.folder)
+    return assignment
+
+
+def current() -> Assignment:
+    """The selected assignment, else the one named by GRADE_ASSIGNMENT, else the only installed pack."""
+    if _selected:
+        return _selected[0]
+    if os.environ.get(ENVIRONMENT_VARIABLE):
+        return select(os.environ[ENVIRONMENT_VARIABLE])
+    packs = installed()
+    if len(packs) == 1:
+        return select(next(iter(packs)))
+    raise PackError(f"{len(packs)} assignments are installed ({', '.join(packs) or 'none'}): "
+                    "choose one with --assignment NAME")
+
+
+def for_folder(folder: str | os.PathLike) -> Assignment:
+    """The assignment a student's folder belongs to: the only installed pack, else the one whose
+    files the folder holds the most of (a tie asks for --assignment)."""
+    packs = installed()
+    if _selected or os.environ.get(ENVIRONMENT_VARIABLE) or len(packs) <= 1:
+        return current()
+    present = {path.name for path in Path(folder).iterdir()} if Path(folder).is_dir() else set()
+    overlap = {name: len(present & set(load(name).expected_files)) for name in packs}
+    best = max(overlap.values())
+    chosen = [name for name, count in overlap.items() if count == best]
+    if best == 0 or len(chosen) > 1:
+        raise PackError(f"{folder} could belong to {' or '.join(chosen)}: choose with --assignment NAME")
+    return select(chosen[0])
+
+
+def import_package(name: str, folder: Path) -> None:
+    """Import the package in `folder` as `name` (its modules then import each other relatively)."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, Path(folder) / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    if spec is None or spec.loader is None or not (Path(folder) / "__init__.py").is_file():
+        raise PackError(f"{folder}: not a Python package (it needs an __init__.py)")
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    try:
+        spec.loader.exec_module(package)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@functools.cache
+def _load_folder(folder: Path, installed: bool) -> Assignment:
+    path = folder / MANIFEST
+    raw = path.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise PackError(f"{path}: not readable TOML ({error})") from None
+    where = _Where(path)
+    head = where.table(data, "assignment")
+    parts = where.table(data, "parts")
+    modules = where.table(data, "modules")
+    answers = data.get("answers", {})
+    bundle = data.get("bundle", {})
+
+    name = where.text(head, "name", "assignment")
+    if not _NAME.match(name):
+        raise PackError(f"{path}: [assignment] name {name!r} must be lower-case letters, digits and _")
+    package = f"graders.packs.{folder.name}" if installed else f"_assignment_{name}"
+
+    def module(entry):
+        return f"{package}.{entry}"
+
+    def pack_path(key):
+        value = head.get(key)
+        if not isinstance(value, str):
+            raise PackError(f"{path}: [assignment] {key} must be a path relative to the pack's folder")
+        return (folder / value).resolve()
+
+    rubric = Rubric(int(head.get("seed", 0)), [
+        Part(part_id, where.text(spec, "title", f"parts.{part_id}"), where.text(spec, "module", f"parts.{part_id}"),
+             float(where.number(spec, "points", f"parts.{part_id}")), dict(spec.get("weights", {})),
+             bool(spec.get("own_worker", False)), tuple(spec.get("preload", ())))
+        for part_id, spec in parts.items()], hashlib.sha256(raw).hexdigest())
+    for part in rubric.parts:
+        file = part.module if "." in part.module else f"{part.module}.py"
+        if file not in modules:
+            raise PackError(f"{path}: [parts.{part.id}] module {part.module!r} is not in [modules]")
+    answers_file = answers.get("file")
+    if answers_file is not None and answers_file not in modules:
+        raise PackError(f"{path}: [answers] file {answers_file!r} is not in [modules]")
+    return Assignment(
+        name=name, title=where.text(head, "title", "assignment"), folder=folder, package=package, rubric=rubric,
+        modules={file: tuple(names) for file, names in modules.items()},
+        reference_dir=pack_path("reference"), template_dir=pack_path("template"),
+        check_modules=tuple(module(name) for name in head.get("checks", ())),
+        task_modules=tuple(module(name) for name in head.get("tasks", ())),
+        oracle_module=module(head["oracle"]) if head.get("oracle") else None,
+        answers_file=answers_file,
+        questions={(section, key): tuple(aliases) for section, keys in answers.get("questions", {}).items()
+                   for key, aliases in keys.items()},
+        diagnoses=_read_diagnoses(folder, head.get("diagnoses")),
+        secrets=tuple((folder / p).resolve() for p in head.get("secrets", ())),
+        bundle_dependencies=tuple(bundle.get("dependencies", ())),
+        bundle_name=bundle.get("name", f"{name}-homework"),
+        grader_options=module(head["options"]) if head.get("options") else None,
+        mutants_module=module(head["mutants"]) if head.get("mutants") else None,
+        sha256=hashlib.sha256(raw).hexdigest())
+
+
+@dataclass
+class _Where:
+    path: Path
+    seen: list = field(default_factory=list)
+
+    def table(self, data, key):
+        value = data.get(key)
+        if not isinstance(value, dict) or not value:
+            raise PackError(f"{self.path}: [{key}] is missing or empty")
+        return value
+
+    def text(self, data, key, table):
+        value = data.get(key)
+        if not isinstance(value, str) or not value:
+            raise PackError(f"{self.path}: [{table}] {key} must be a non-empty string")
+        return value
+
+    def number(self, data, key, table):
+        value = data.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise PackError(f"{self.path}: [{table}] {key} must be a number, 0 or more")
+        return value
+
+
+def _read_diagnoses(folder: Path, name: str | None) -> dict[str, str]:
+    if not name:
+        return {}
+    path = folder / name
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise PackError(f"{path}: not readable ({error})") from None
+    entries = {}
+    for group in data.values():  # tables group the catalogue by topic; ids are unique across them
+        for key, text in (group.items() if isinstance(group, dict) else ()):
+            if not isinstance(text, str):
+                raise PackError(f"{path}: diagnosis {key!r} must be a string")
+            entries[key] = text
+    return entries
+
+
+def _register_diagnoses(assignment: Assignment) -> None:
+    """Add the pack's diagnoses to the catalogue results read their text from."""
+    from graders.diagnoses import DIAGNOSES
+
+    for key, text in assignment.diagnoses.items():
+        if DIAGNOSES.get(key, text) != text:
+            raise PackError(f"{assignment.folder / MANIFEST}: diagnosis {key!r} is already defined otherwise")
+        DIAGNOSES[key] = text

@@ -1,0 +1,1 @@
+"""The checks of the Transformers assignment, one module per part family. Importing one registers its checks."""

@@ -1,0 +1,1 @@
+"""The example assignment pack of docs/authoring.md: one function, two checks."""

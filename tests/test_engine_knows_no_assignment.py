@@ -1,0 +1,87 @@
+"""The engine (graders/ outside graders/packs/) names nothing of any assignment: no file a student
+hands in, no graded function or class, no part, check, diagnosis or worker task of a pack.
+Everything assignment-specific reaches it through the pack's manifest (graders/assignment.py).
+
+Code is read token by token. In names and string literals, a pack's name is flagged as a whole
+string (`"attention"`), as the head of a dotted id (`"mha.padding"`, `"bert.probe_model"`), as a
+file name (`"gpt.py"`) or, for graded names, check ids and diagnoses, anywhere. Comments and
+docstrings are prose, where plain words (attention, encoder, answers) are English: there only
+file names, graded names, check ids and diagnosis ids count.
+"""
+
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from graders.assignment import PACKS_DIR, installed, load
+from tests.course import COURSE
+
+ENGINE = Path(__file__).resolve().parent.parent / "graders"
+
+
+def engine_files():
+    return sorted(path for path in ENGINE.rglob("*.py") if PACKS_DIR not in path.parents)
+
+
+def pack_vocabulary(assignment):
+    """(words only prose may use, words nothing may use) of one pack."""
+    registry = assignment.registry()
+    checks = {chk.id for found in registry.values() for chk in found}
+    graded = {name for names in assignment.modules.values() for name in names}
+    files = set(assignment.modules)
+    plain = ({Path(file).stem for file in files} | {part.id for part in assignment.rubric.parts}) - graded
+    distinctive = files | graded | checks | set(assignment.diagnoses)
+    return plain, distinctive
+
+
+def offences(source, plain, distinctive):
+    """(line, token) of every use of a pack's words in `source`."""
+    found = []
+    previous_significant = None
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        text, line = token.string, token.start[0]
+        prose = token.type == tokenize.COMMENT or (
+            token.type == tokenize.STRING and previous_significant in (None, ":", "NEWLINE", "INDENT", "DEDENT"))
+        if token.type in (tokenize.NAME, tokenize.STRING, tokenize.COMMENT):
+            words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*", text))
+            hits = {w for w in words if w in distinctive or w.split(".")[0] + ".py" in distinctive and w.endswith(".py")}
+            hits |= {name for name in distinctive if "." in name and name in text}
+            if not prose:
+                literal = text.strip("'\"rbfu") if token.type == tokenize.STRING else text
+                if token.type == tokenize.NAME:
+                    hits |= {text} & distinctive
+                else:
+                    hits |= {literal} & plain
+                    hits |= {w for w in words if "." in w and w.split(".")[0] in plain}
+            found += [(line, hit) for hit in sorted(hits)]
+        if token.type not in (tokenize.NL, tokenize.COMMENT):
+            previous_significant = tokenize.tok_name[token.type] if token.type in (
+                tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT) else token.string
+    return found
+
+
+@pytest.mark.parametrize("pack", sorted(installed()))
+def test_no_pack_is_named_in_the_engine(pack):
+    plain, distinctive = pack_vocabulary(load(pack))
+    named = [f"{path.relative_to(ENGINE.parent)}:{line}: {word}"
+             for path in engine_files() for line, word in offences(path.read_text(), plain, distinctive)]
+    assert named == [], "\n".join(named)
+
+
+def test_the_scan_finds_each_kind_of_name():
+    plain, distinctive = pack_vocabulary(COURSE)
+    planted = '''
+def f(ctx):
+    """Docstrings may say attention and encoder."""
+    ctx.student.call("attention", "scaled_dot_product")  # the module and a graded name
+    ctx.student.task("bert.probe_model")
+    load("gpt.py")
+    return MultiHeadAttention, "mha.padding", "softmax_wrong_dim"
+'''
+    words = {word for _, word in offences(planted, plain, distinctive)}
+    assert {"attention", "scaled_dot_product", "bert.probe_model", "gpt.py", "MultiHeadAttention",
+            "mha.padding", "softmax_wrong_dim"} <= words
+    assert "encoder" not in words
