@@ -120,7 +120,7 @@ class Assignment:
         return importlib.import_module(self.grader_options)
 
     def module_of(self, part_id: str) -> str:
-        """The file a part's checks exercise ("attention.py"; a questions file as it is)."""
+        """The file a part's checks exercise ("model.py"; a questions file as it is)."""
         module = self.rubric.part(part_id).module
         return module if "." in module else f"{module}.py"
 

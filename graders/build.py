@@ -2,7 +2,7 @@
 
 Every `# BEGIN SOLUTION` ... `# END SOLUTION` block of a reference module becomes one
 `raise NotImplementedError` naming the function and repeating the `# TODO` comment above the
-block; signatures, docstrings and given code stay as they are. In `answers.toml` the answers
+block; signatures, docstrings and given code stay as they are. In a questions file (TOML) the answers
 inside solution blocks become empty strings.
 """
 
@@ -100,7 +100,7 @@ def python_template(source, filename="<reference>"):
 
 
 def toml_template(source, filename="<reference>"):
-    """The template text of answers.toml: every answer in a solution block becomes ""."""
+    """The template text of a questions file (TOML): every answer in a solution block becomes ""."""
     lines = source.splitlines()
     out, cursor = [], 0
     for begin, end in _solution_blocks(lines, filename):

@@ -224,7 +224,7 @@ class Leak:
 
 @dataclass(frozen=True)
 class Snippet:
-    label: str  # "attention.py: MultiHeadAttention.forward"
+    label: str  # "model.py: Block.forward"
     statements: tuple  # the block's top statements, as ast nodes
     shapes: tuple  # _shape() of each statement
     normalised: str

@@ -73,7 +73,7 @@ def versions(rubric):
 
 
 def read_answers(root, answers_file):
-    """The submission's questions file (answers.toml) parsed here (TOML is data, never code), or None."""
+    """The submission's questions file parsed here (TOML is data, never code), or None."""
     if answers_file is None:
         return None
     path = Path(root) / answers_file

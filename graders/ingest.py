@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
-# The grader reads no more of a questions file (answers.toml) than this (graders/grading.py, MAX_ANSWERS_BYTES).
+# The grader reads no more of a questions file than this (graders/grading.py, MAX_ANSWERS_BYTES).
 MAX_ANSWERS_BYTES = 256 * 1024
 
 
@@ -565,7 +565,7 @@ def _modules_from_notebook(notebook: Path, answers_dir: Path | None, out: Path, 
 def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dict[str, int],
                             answers_dir: Path | None, out: Path, notes: list[str], layout: SubmissionLayout
                             ) -> dict[str, int]:
-    """Write the questions file (answers.toml) into `out` from the notebook's answer cells and the
+    """Write the questions file into `out` from the notebook's answer cells and the
     file handed in beside the notebook. Where both answer a question, the file wins (it is the
     documented one) and a note says so. Returns the notebook cell of each answer used."""
     answers_file = layout.answers_file
@@ -616,7 +616,7 @@ def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dic
 
 
 def answers_toml_text(answers: dict[str, dict]) -> str:
-    """answers.toml text for {section: {key: str or number}}, however hostile the strings are.
+    """A questions file's text for {section: {key: str or number}}, however hostile the strings are.
 
     Keys come from the layout's answer headings or a parsed TOML file; values are written as TOML basic
     strings, every character TOML forbids raw escaped (JSON's escapes are TOML's, but not for

@@ -62,7 +62,7 @@ _IPYTHON_LINE = re.compile(r"\s*(?:[!%]|[\w.]+\s*=\s*[!%])")
 # whole text is a question's id, optionally in backticks and with closing `#`s.
 _ANSWER_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+`?(?P<id>[\w.]+)`?(?:[ \t]+#+)?[ \t]*")
 # The written-answer check shows a grader 5,000 characters of an answer; reading no more keeps
-# the generated answers.toml (9 answers, at most 4 bytes a character) under the 256 KiB the
+# the generated questions file (9 answers, at most 4 bytes a character) under the 256 KiB the
 # grader reads of that file, so a long honest answer cannot make every answer unreadable.
 MAX_ANSWER_CHARS = 5_000
 _HELP_LINE = re.compile(r"\s*(?:\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*")
@@ -74,9 +74,9 @@ class NotebookExtraction:
     modules: list[str]  # generated module files, in the layout's order
     missing_names: dict[str, list[str]]  # per module file: its names the notebook does not define
     notes: list[str] = field(default_factory=list)
-    # Answers from markdown cells, shaped like answers.toml: {"written": {key: text}, "numeric": {...}}
+    # Answers from markdown cells, shaped like the questions file: {"written": {key: text}, "numeric": {...}}
     answers: dict[str, dict[str, str]] = field(default_factory=dict)
-    answer_cells: dict[str, int] = field(default_factory=dict)  # answers.toml key -> its cell
+    answer_cells: dict[str, int] = field(default_factory=dict)  # questions file key -> its cell
     definition_cells: list[tuple[str, int, str]] = field(default_factory=list)  # (name, cell, module)
 
 

@@ -3,7 +3,7 @@
 The student bundle puts `STUDENT_CONFTEST` into the homework folder as `conftest.py`. pytest
 then collects every file of the folder that the assignment grades (its modules and questions
 file) as a file of tests: one test per public check of the parts that live in it, named by the
-check's id (`model.py::block.padding`), so `pytest model.py` and `pytest -k padding` work as usual.
+check's id (`model.py::layer.padding`), so `pytest model.py` and `pytest -k padding` work as usual.
 
 The folder is graded once, by the same self-check as `grade check` (one worker, golden
 answers), when the first test runs, for exactly the parts of the tests that were selected; each

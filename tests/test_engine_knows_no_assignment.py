@@ -4,9 +4,14 @@ Everything assignment-specific reaches it through the pack's manifest (graders/a
 
 Code is read token by token. In names and string literals, a pack's name is flagged as a whole
 string (`"attention"`), as the head of a dotted id (`"mha.padding"`, `"bert.probe_model"`), as a
-file name (`"gpt.py"`) or, for graded names, check ids and diagnoses, anywhere. Comments and
-docstrings are prose, where plain words (attention, encoder, answers) are English: there only
-file names, graded names, check ids and diagnosis ids count.
+file name (`"gpt.py"`) or, for graded names, check ids and diagnoses, anywhere; an attribute
+(`model.train()`) is another object's. Comments and docstrings are prose, where plain words
+(attention, encoder, train) are English: there only file names, check ids, diagnosis ids and
+graded names spelled as code (`MultiHeadAttention`, `scaled_dot_product`) count.
+
+One word is the engine's own: "answers", the notebook's answer cells in results.json
+(`submission.origin.answers`, docs/results.md) and the questions of a manifest, which the course's
+part of written answers shares.
 """
 
 import io
@@ -20,6 +25,7 @@ from graders.assignment import PACKS_DIR, installed, load
 from tests.course import COURSE
 
 ENGINE = Path(__file__).resolve().parent.parent / "graders"
+ENGINE_VOCABULARY = {"answers"}
 
 
 def engine_files():
@@ -32,9 +38,13 @@ def pack_vocabulary(assignment):
     checks = {chk.id for found in registry.values() for chk in found}
     graded = {name for names in assignment.modules.values() for name in names}
     files = set(assignment.modules)
-    plain = ({Path(file).stem for file in files} | {part.id for part in assignment.rubric.parts}) - graded
+    plain = ({Path(file).stem for file in files} | {part.id for part in assignment.rubric.parts}) - graded - ENGINE_VOCABULARY
     distinctive = files | graded | checks | set(assignment.diagnoses)
     return plain, distinctive
+
+
+def _spelled_as_code(word):
+    return "_" in word or "." in word or not word.islower()
 
 
 def offences(source, plain, distinctive):
@@ -45,17 +55,14 @@ def offences(source, plain, distinctive):
         text, line = token.string, token.start[0]
         prose = token.type == tokenize.COMMENT or (
             token.type == tokenize.STRING and previous_significant in (None, ":", "NEWLINE", "INDENT", "DEDENT"))
-        if token.type in (tokenize.NAME, tokenize.STRING, tokenize.COMMENT):
-            words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*", text))
-            hits = {w for w in words if w in distinctive or w.split(".")[0] + ".py" in distinctive and w.endswith(".py")}
-            hits |= {name for name in distinctive if "." in name and name in text}
+        if token.type == tokenize.NAME and previous_significant != ".":
+            found += [(line, text)] if text in distinctive else []
+        elif token.type in (tokenize.STRING, tokenize.COMMENT):
+            words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*", text)) - ENGINE_VOCABULARY
+            hits = {w for w in words if w in distinctive and (not prose or _spelled_as_code(w))}
             if not prose:
-                literal = text.strip("'\"rbfu") if token.type == tokenize.STRING else text
-                if token.type == tokenize.NAME:
-                    hits |= {text} & distinctive
-                else:
-                    hits |= {literal} & plain
-                    hits |= {w for w in words if "." in w and w.split(".")[0] in plain}
+                hits |= {text.strip("'\"rbfu")} & plain
+                hits |= {w for w in words if "." in w and w.split(".")[0] in plain}
             found += [(line, hit) for hit in sorted(hits)]
         if token.type not in (tokenize.NL, tokenize.COMMENT):
             previous_significant = tokenize.tok_name[token.type] if token.type in (

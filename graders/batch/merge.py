@@ -3,7 +3,7 @@
     grade merge MANUAL.csv --out DIR
 
 MANUAL.csv has the columns student_id, check_id, score, comment (comment optional). check_id is
-a check's id as in results.json (`answers.layer_norm`); the `answers.` prefix may be left out.
+a check's id as in results.json (`<part>.<question>`); the part's prefix may be left out.
 For each row, the check (status pending_manual, or graded by hand before) gets the score, clamped
 to [0, its max_score], status passed when the score is at least half its max and failed below,
 the comment in details.comment; the part's score and the total follow. The student's reports

@@ -43,8 +43,8 @@ def expect_tensor(value, what, *, shape=None, dtype=None, finite=False, diagnosi
 
 def expect_tuple(value, what, length, expected):
     """The student's `what` returned a tuple (or list) of `length` values, or the check reports
-    an error saying what came back, e.g. "scaled_dot_product returned None, but a tuple (values,
-    attention) of tensors was expected"."""
+    an error saying what came back, e.g. "attend returned None, but a tuple (values,
+    weights) of tensors was expected"."""
     if not isinstance(value, (tuple, list)) or len(value) != length:
         raise UnusableReturn(f"{what} returned {describe_returned(value)}, but {expected} was expected")
     return tuple(value)

@@ -145,7 +145,7 @@ CheckFunction = Callable[["Context"], "CheckOutcome | None"]
 
 def check(id: str, title: str, *, visibility: Visibility = PUBLIC, manual: bool = False, worker_measured: bool = False,
           provisional: Callable[[dict[str, Any]], str | None] | None = None) -> Callable[[CheckFunction], CheckFunction]:
-    """Register a check. Its part is the first component of its id ("attention.rows_sum_to_one").
+    """Register a check. Its part is the first component of its id ("layer.output_shape").
     `worker_measured`: its score rests on a measurement the worker makes about the student's code
     rather than on outputs the grader checks against its own answer (see docs/checks.md).
     `provisional`: see `Check.provisional`."""
@@ -183,7 +183,7 @@ class Context:
         self.oracle = oracle
         self.seed = seed
         self.max_examples = max_examples
-        self.answers = answers  # the submission's answers.toml, parsed in the grader
+        self.answers = answers  # the submission's questions file, parsed in the grader
         self.reference_answers = reference_answers or {}
         self.options = options or {}  # e.g. the fine-tuning data and encoder
         self._note = note

@@ -177,7 +177,7 @@ def _by_hand_view(checks, self_check):
     grid.add_column(ratio=1, overflow="fold")
     grid.add_column(justify="right", no_wrap=True)
     grid.add_column(no_wrap=True)
-    problems = []  # why answers could not be read at all (answers.toml missing or broken)
+    problems = []  # why answers could not be read at all (the questions file missing or broken)
     for check in checks:
         if check.get("status") == "pending_manual":
             state = Text("written", style="magenta")

@@ -1,9 +1,9 @@
 """`Worker`: the grader's side of the sandbox.
 
     with Worker("submissions/alice", secret_paths=[hidden_fixtures]) as worker:
-        mha = worker.construct("attention", "MultiHeadAttention", 32, 4, 0.0)
-        out = worker.call(mha, "forward", x)            # a plain torch.Tensor
-        values, weights = worker.call("attention", "scaled_dot_product", q, k, v, 0.0)
+        layer = worker.construct("model", "Block", 32, 4, 0.0)
+        out = worker.call(layer, "forward", x)          # a plain torch.Tensor
+        values, weights = worker.call("model", "attend", q, k, v)
 
 Every method sends one request and waits for its reply. Failures are exceptions from
 `graders.sandbox.errors`; after a crash or a timeout the next request starts a fresh worker
