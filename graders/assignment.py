@@ -84,6 +84,12 @@ class Assignment:
         import_package(package, self.reference_dir)
         return importlib.import_module(f"{package}.{module}")
 
+    def all_diagnoses(self) -> dict[str, str]:
+        """The engine's diagnoses and the pack's: every id its checks may name."""
+        from graders.diagnoses import DIAGNOSES
+
+        return {**DIAGNOSES, **self.diagnoses}
+
     def registry(self) -> dict[str, list]:
         """{part id: [Check]} of this pack, in the order its modules register them."""
         from graders.checks.framework import REGISTRY
@@ -310,10 +316,7 @@ def _read_diagnoses(folder: Path, name: str | None) -> dict[str, str]:
 
 
 def _register_diagnoses(assignment: Assignment) -> None:
-    """Add the pack's diagnoses to the catalogue results read their text from."""
-    from graders.diagnoses import DIAGNOSES
+    """Give the pack's checks its catalogue of diagnoses (results read their text from it)."""
+    from graders.checks.framework import CATALOGUES
 
-    for key, text in assignment.diagnoses.items():
-        if DIAGNOSES.get(key, text) != text:
-            raise PackError(f"{assignment.folder / MANIFEST}: diagnosis {key!r} is already defined otherwise")
-        DIAGNOSES[key] = text
+    CATALOGUES[assignment.package] = assignment.diagnoses

@@ -78,18 +78,17 @@ def _names_used(source: str) -> tuple[list[tuple[int, str]], list[tuple[int, str
 def validate_assignment(assignment) -> None:
     """Raise AssignmentError listing every disagreement of the assignment's pack (once per
     process and pack)."""
-    from graders.diagnoses import DIAGNOSES
     from graders.sandbox import tasks  # noqa: F401  registers the general tasks
     from graders.sandbox.harness import TASKS
 
-    registry = assignment.registry()  # loads the pack's diagnoses into the catalogue too
+    registry = assignment.registry()
     assignment.import_tasks()
     sources = {}
     for name in assignment.check_modules:
         origin = importlib.util.find_spec(name).origin
         with open(origin, encoding="utf-8") as source:
             sources[origin] = source.read()
-    found = problems(assignment.rubric, registry, DIAGNOSES, TASKS, sources,
+    found = problems(assignment.rubric, registry, assignment.all_diagnoses(), TASKS, sources,
                      rubric_name=str(assignment.folder / "assignment.toml"), answers_file=assignment.answers_file)
     if found:
         raise AssignmentError(f"the pieces of the assignment {assignment.name!r} disagree:\n  - " + "\n  - ".join(found))

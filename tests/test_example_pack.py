@@ -74,8 +74,9 @@ def test_the_mutant_is_caught_and_named_and_the_alternative_passes(course, pack,
         results = grade(folder, assignment=pack)
         if variant in mutants:
             assert scores(results)[variant.part] < 10, variant.id
-            diagnoses = {(c.get("diagnosis") or {}).get("id") for c in results["parts"][0]["checks"]}
-            assert variant.diagnosis in diagnoses
+            named = {c["diagnosis"]["id"]: c["diagnosis"]["text"] for c in results["parts"][0]["checks"] if c["diagnosis"]}
+            # in the pack's own words, though the course pack loaded in this process has the same id
+            assert named.get(variant.diagnosis) == pack.diagnoses[variant.diagnosis]
         else:
             assert all(scores(results)[part] == 10 for part in variant.parts), variant.id
 
@@ -110,3 +111,13 @@ def test_the_bundle_self_checks_the_reference_with_its_own_grader(course, tmp_pa
 
     (homework / "softmax.py").write_text((course / "student_template" / "softmax.py").read_text())
     assert run_grade("check", cwd=homework, env=env).returncode == 1
+
+
+def test_two_packs_in_one_process_keep_their_own_words_for_one_diagnosis(pack):
+    from graders.checks.framework import diagnosis_text
+    from tests.course import COURSE
+
+    ours, course = pack.registry()["softmax"][0], COURSE.registry()["attention"][0]
+    assert diagnosis_text(ours, "softmax_wrong_dim") == pack.diagnoses["softmax_wrong_dim"]
+    assert diagnosis_text(course, "softmax_wrong_dim") == COURSE.diagnoses["softmax_wrong_dim"] != pack.diagnoses["softmax_wrong_dim"]
+    assert diagnosis_text(ours, "wrong_shape") == diagnosis_text(course, "wrong_shape")  # the engine's own

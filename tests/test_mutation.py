@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from graders.diagnoses import DIAGNOSES
 from graders.mutants import Edit, apply_edits, collect
 from tests.checks_inprocess import run_part
 from tests.course import COURSE, REFERENCE_DIR
@@ -106,7 +105,7 @@ def test_the_suite_is_big_enough_and_names_real_diagnoses():
     assert len(ALTERNATIVES) >= 25, f"only {len(ALTERNATIVES)} alternatives"
     assert len({m.id for m in MUTANTS}) == len(MUTANTS)
     assert len({a.id for a in ALTERNATIVES}) == len(ALTERNATIVES)
-    unknown = [m.id for m in MUTANTS if m.diagnosis is not None and m.diagnosis not in DIAGNOSES]
+    unknown = [m.id for m in MUTANTS if m.diagnosis is not None and m.diagnosis not in COURSE.all_diagnoses()]
     assert not unknown
     graded_parts = {p.id for p in RUBRIC.parts} - NOT_REGRADED
     assert graded_parts <= {m.part for m in MUTANTS}, "a part without mutants"

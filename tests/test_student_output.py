@@ -10,10 +10,9 @@ import sys
 
 import torch
 
-from tests.course import REFERENCE_DIR, TEMPLATE_DIR
+from tests.course import COURSE, REFERENCE_DIR, TEMPLATE_DIR
 from graders.checks.framework import _describe
 from graders.packs.transformers.checks.sentiment import GRUArch, SentimentInput
-from graders.diagnoses import DIAGNOSES
 from graders.pytest_plugin import STUDENT_CONFTEST
 from graders.selfcheck import cmd_check
 
@@ -41,8 +40,8 @@ def test_the_fix_for_a_mask_on_the_query_axis_is_readable_in_full_at_80_columns(
     # Every line fits, but for the report's path: cut in two, it could not be copied.
     assert all(len(line.rstrip()) <= 80 for line in out.splitlines() if not line.startswith("report: "))
     assert "…" not in out
-    assert DIAGNOSES["mask_on_query_axis"] in _flat(out)
-    assert _flat(out).count(DIAGNOSES["mask_on_query_axis"]) == 1  # four checks, one fix
+    assert COURSE.diagnoses["mask_on_query_axis"] in _flat(out)
+    assert _flat(out).count(COURSE.diagnoses["mask_on_query_axis"]) == 1  # four checks, one fix
     assert "smallest input: q, k, v of shape (B=1, H=1, T=2, d=1), padding mask [[0, 1]]" in _flat(out)
     assert re.search(r"expected: \[\[\[\[1\.0, 0\.0\], \[1\.0, 0\.0\]\]\]\] got: \[.*nan", _flat(out))
 
