@@ -25,8 +25,10 @@ import os
 import re
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from graders.scoring import Part, Rubric
 
@@ -71,6 +73,14 @@ class Assignment:
         return tuple(self.modules)
 
     @property
+    def mutants_path(self) -> Path | None:
+        """The file or folder of the pack's mutants: edits of the solution, kept from students and workers."""
+        if not self.mutants_module:
+            return None
+        place = self.folder.joinpath(*self.mutants_module.removeprefix(f"{self.package}.").split("."))
+        return place if place.is_dir() else place.with_suffix(".py")
+
+    @property
     def installed(self) -> bool:
         return self.package.startswith("graders.packs.")
 
@@ -78,7 +88,7 @@ class Assignment:
         if not self.installed:
             import_package(self.package, self.folder)
 
-    def reference_module(self, module: str):
+    def reference_module(self, module: str) -> ModuleType:
         """A module of the solution, imported in this (trusted) process under a name of its own."""
         package = f"_reference_{self.name}"
         import_package(package, self.reference_dir)
@@ -119,7 +129,7 @@ class Assignment:
         self.ensure_importable()
         return dict(getattr(importlib.import_module(self.oracle_module), "COMPUTATIONS", {}))
 
-    def options_module(self):
+    def options_module(self) -> ModuleType | None:
         if not self.grader_options:
             return None
         self.ensure_importable()
@@ -234,10 +244,10 @@ def _load_folder(folder: Path, installed: bool) -> Assignment:
         raise PackError(f"{path}: [assignment] name {name!r} must be lower-case letters, digits and _")
     package = f"graders.packs.{folder.name}" if installed else f"_assignment_{name}"
 
-    def module(entry):
+    def module(entry: str) -> str:
         return f"{package}.{entry}"
 
-    def pack_path(key):
+    def pack_path(key: str) -> Path:
         value = head.get(key)
         if not isinstance(value, str):
             raise PackError(f"{path}: [assignment] {key} must be a path relative to the pack's folder")
@@ -277,21 +287,20 @@ def _load_folder(folder: Path, installed: bool) -> Assignment:
 @dataclass
 class _Where:
     path: Path
-    seen: list = field(default_factory=list)
 
-    def table(self, data, key):
+    def table(self, data: dict[str, Any], key: str) -> dict[str, Any]:
         value = data.get(key)
         if not isinstance(value, dict) or not value:
             raise PackError(f"{self.path}: [{key}] is missing or empty")
         return value
 
-    def text(self, data, key, table):
+    def text(self, data: dict[str, Any], key: str, table: str) -> str:
         value = data.get(key)
         if not isinstance(value, str) or not value:
             raise PackError(f"{self.path}: [{table}] {key} must be a non-empty string")
         return value
 
-    def number(self, data, key, table):
+    def number(self, data: dict[str, Any], key: str, table: str) -> float:
         value = data.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise PackError(f"{self.path}: [{table}] {key} must be a number, 0 or more")

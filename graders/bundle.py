@@ -154,11 +154,9 @@ def bundle_files(assignment=None):
         if relative.parts[0] == PACKS_DIR.name and len(relative.parts) > 2:
             continue  # the packs: only this assignment's, below
         files[f"{top}/graders/{relative.as_posix()}"] = path.read_bytes()
-    # The mutants are edits of the solution: they would give it away. A module, or a package of them.
-    mutants = assignment.mutants_module.removeprefix(f"{assignment.package}.").split(".") if assignment.mutants_module else []
     for relative, path in _shipped(assignment.folder):
-        if mutants and (relative.with_suffix("").parts == tuple(mutants) or relative.parts[:len(mutants)] == tuple(mutants)):
-            continue
+        if assignment.mutants_path and (path == assignment.mutants_path or assignment.mutants_path in path.parents):
+            continue  # edits of the solution: they would give it away
         files[f"{top}/graders/{PACKS_DIR.name}/{assignment.name}/{relative.as_posix()}"] = path.read_bytes()
     for name, text in template_files(assignment).items():
         files[f"{top}/{HOMEWORK}/{name}"] = text.encode()

@@ -47,9 +47,11 @@ MAX_ANSWERS_BYTES = 256 * 1024
 
 
 def secret_paths(assignment, extra=()):
-    """What the worker must never read: the solution, the assignment's secrets (hidden fixtures),
-    and whatever the caller adds (the output folder, other submissions, held-out data)."""
-    return [assignment.reference_dir, *assignment.secrets, *map(Path, extra)]
+    """What the worker must never read: the solution and its mutants (edits of it), the
+    assignment's secrets (hidden fixtures), and whatever the caller adds (the output folder,
+    other submissions, held-out data)."""
+    mutants = [assignment.mutants_path] if assignment.mutants_path else []
+    return [assignment.reference_dir, *mutants, *assignment.secrets, *map(Path, extra)]
 
 
 def assignment_paths(assignment, options, kind):

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graders.assignment import Assignment
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class Alternative:
     notes: str = field(default="")
 
 
-def apply_edits(folder, edits):
+def apply_edits(folder: str | Path, edits: Iterable[Edit]) -> None:
     """Apply edits in place to a copy of the reference in `folder`; each `find` must occur exactly once."""
     for edit in edits:
         path = Path(folder) / edit.file
@@ -50,7 +55,7 @@ def apply_edits(folder, edits):
         path.write_text(text.replace(edit.find, edit.replace))
 
 
-def collect(assignment) -> tuple[list[Mutant], list[Alternative]]:
+def collect(assignment: Assignment) -> tuple[list[Mutant], list[Alternative]]:
     """The pack's mutants and alternatives: from its `mutants` module, or from every module of
     that package."""
     if not assignment.mutants_module:

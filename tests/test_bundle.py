@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from graders.build import REPO_ROOT, template_files
-from tests.course import REFERENCE_DIR
-from tests.course import COURSE, TOP
+from tests.course import COURSE, REFERENCE_DIR, TOP
 from graders.bundle import (HOMEWORK, LeakError, bundle_files, build_bundle, find_solutions, read_bundle,
                             scan, secret_strings, solution_snippets, write_zip)
 

@@ -116,3 +116,22 @@ def test_the_attacks_are_each_seen_failing(tmp_path):
     assert any("timed out" in m for m in messages)
     results = grade(_submission(tmp_path / "b", HOSTILE / "exit_at_import"), only_parts=["attention"], limits=LIMITS)
     assert all(c["status"] == "error" for c in results["parts"][0]["checks"])
+
+
+def test_a_worker_cannot_read_the_mutants_which_are_edits_of_the_solution(tmp_path):
+    """The pack's mutants lie inside the grader package, which a worker imports from: they are a
+    secret path of every grade all the same."""
+    from graders.grading import secret_paths
+    from graders.sandbox import Worker
+    from tests.course import COURSE
+
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "probe.py").write_text("def read(path):\n    try:\n        return open(path).read()\n"
+                                     "    except OSError as error:\n        return type(error).__name__\n")
+    mutants = sorted(COURSE.mutants_path.glob("*.py"))
+    assert mutants and all(path.stat().st_size > 0 for path in mutants)
+    with Worker(folder, limits=LIMITS, secret_paths=secret_paths(COURSE)) as worker:
+        read = {path.name: worker.call("probe", "read", str(path)) for path in mutants}
+        reference = worker.call("probe", "read", str(COURSE.reference_dir / "attention.py"))
+    assert set(read.values()) | {reference} <= {"PermissionError", "FileNotFoundError"}, read

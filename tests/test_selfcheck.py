@@ -13,10 +13,9 @@ import torch
 from safetensors.torch import load_file
 
 from graders.build import REPO_ROOT
-from tests.course import REFERENCE_DIR, TEMPLATE_DIR
+from tests.course import COURSE, GOLDEN_DIR, REFERENCE_DIR, TEMPLATE_DIR
 from graders.pytest_plugin import STUDENT_CONFTEST
 from graders.recording import read_manifest, record_golden, stale_reasons
-from tests.course import GOLDEN_DIR
 from graders.scoring import public_checks
 from graders.selfcheck import SelfCheckError, cmd_check, not_passing, self_check
 
@@ -38,7 +37,7 @@ def _results(folder):
 
 def test_golden_fixtures_are_up_to_date():
     reasons = stale_reasons()
-    assert not reasons, ("graders/golden/ is out of date: run `grade build --golden` and commit graders/golden/\n  "
+    assert not reasons, (f"{COURSE.golden_dir} is out of date: run `grade build --golden` and commit it\n  "
                          + "\n  ".join(reasons))
 
 

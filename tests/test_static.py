@@ -12,7 +12,8 @@ import pytest
 
 from graders.build import REPO_ROOT
 
-FRAMEWORK_STRICT = ["graders/checks/framework.py", "graders/checks/contract.py", "tests/test_student_contract.py"]
+FRAMEWORK_STRICT = ["graders/assignment.py", "graders/mutants.py", "graders/checks/framework.py", "graders/checks/contract.py",
+                    "tests/test_student_contract.py"]
 TOOLS = Path(sys.executable).parent
 
 
