@@ -169,24 +169,29 @@ _selected: list[Assignment] = []
 
 
 def select(name_or_path: str | os.PathLike) -> Assignment:
-    """Make this the assignment of this process and of the processes it starts."""
-    assignment = load(name_or_path)
-    _selected[:] = [assignment]
-    os.environ[ENVIRONMENT_VARIABLE] = str(assignment.folder)
-    return assignment
+    """Make this the assignment of this process and of the processes it starts (`--assignment`)."""
+    chosen = _remember(load(name_or_path))
+    os.environ[ENVIRONMENT_VARIABLE] = str(chosen.folder)
+    return chosen
 
 
 def current() -> Assignment:
-    """The selected assignment, else the one named by GRADE_ASSIGNMENT, else the only installed pack."""
+    """The selected assignment, else the one named by GRADE_ASSIGNMENT (set by a parent's
+    `--assignment`), else the only installed pack."""
     if _selected:
         return _selected[0]
     if os.environ.get(ENVIRONMENT_VARIABLE):
-        return select(os.environ[ENVIRONMENT_VARIABLE])
+        return _remember(load(os.environ[ENVIRONMENT_VARIABLE]))
     packs = installed()
     if len(packs) == 1:
-        return select(next(iter(packs)))
+        return _remember(load(next(iter(packs))))
     raise PackError(f"{len(packs)} assignments are installed ({', '.join(packs) or 'none'}): "
                     "choose one with --assignment NAME")
+
+
+def _remember(chosen: Assignment) -> Assignment:
+    _selected[:] = [chosen]
+    return chosen
 
 
 def for_folder(folder: str | os.PathLike) -> Assignment:
@@ -201,7 +206,7 @@ def for_folder(folder: str | os.PathLike) -> Assignment:
     chosen = [name for name, count in overlap.items() if count == best]
     if best == 0 or len(chosen) > 1:
         raise PackError(f"{folder} could belong to {' or '.join(chosen)}: choose with --assignment NAME")
-    return select(chosen[0])
+    return _remember(load(chosen[0]))
 
 
 def import_package(name: str, folder: Path) -> None:

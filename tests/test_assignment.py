@@ -1,0 +1,87 @@
+"""Assignment packs (graders/assignment.py): a manifest that cannot be used is an error naming
+the file and the entry; which pack a command grades is the one asked for, else the only
+installed one, else the one the homework folder belongs to; `--assignment` reaches every command."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graders import assignment
+from graders.assignment import PackError, for_folder, load
+
+EXAMPLE = Path(__file__).resolve().parent / "example_pack" / "softmax_pack"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pack_with(tmp_path, old, new):
+    folder = tmp_path / "pack"
+    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = folder / "assignment.toml"
+    text = manifest.read_text()
+    assert old in text
+    manifest.write_text(text.replace(old, new))
+    return folder
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('name = "softmax"', 'name = "Soft Max"', "[assignment] name 'Soft Max' must be lower-case"),
+    ('module = "softmax"', 'module = "softmaxx"', "[parts.softmax] module 'softmaxx' is not in [modules]"),
+    ("points = 10", 'points = "ten"', "[parts.softmax] points must be a number"),
+    ('[modules]\n"softmax.py" = ["softmax"]', "", "[modules] is missing or empty"),
+    ('title = "Softmax"\n', "", "[parts.softmax] title must be a non-empty string"),
+    ("[assignment]", "[assignment", "not readable TOML"),
+])
+def test_an_unusable_manifest_names_its_file_and_entry(tmp_path, old, new, message):
+    with pytest.raises(PackError) as raised:
+        load(pack_with(tmp_path, old, new))
+    assert message in str(raised.value) and "assignment.toml" in str(raised.value)
+
+
+def test_an_unknown_assignment_lists_the_installed_ones(tmp_path):
+    with pytest.raises(PackError, match=r"no assignment 'nope'.*transformers"):
+        load("nope")
+    with pytest.raises(PackError, match="no assignment"):
+        load(tmp_path)  # a folder without a manifest
+
+
+def test_a_pack_is_found_by_its_name_or_its_folder():
+    by_name = load("transformers")
+    assert load(by_name.folder) is by_name and by_name.package == "graders.packs.transformers"
+    example = load(EXAMPLE)
+    assert example.package == "_assignment_softmax" and not example.installed
+    assert example.reference_dir == (EXAMPLE.parent / "reference").resolve()
+
+
+def test_a_homework_folder_belongs_to_the_pack_whose_files_it_holds(tmp_path, monkeypatch):
+    monkeypatch.delenv(assignment.ENVIRONMENT_VARIABLE, raising=False)
+    monkeypatch.setattr(assignment, "_selected", [])
+    two = {"transformers": load("transformers").folder, "softmax": EXAMPLE}
+    monkeypatch.setattr(assignment, "installed", lambda: two)
+    monkeypatch.setattr(assignment, "load", lambda name: load(two.get(str(name), name)))
+    homework = tmp_path / "homework"
+    homework.mkdir()
+    (homework / "softmax.py").write_text("")
+    assert for_folder(homework).name == "softmax"
+    assert assignment.ENVIRONMENT_VARIABLE not in os.environ  # only --assignment is handed down
+    monkeypatch.setattr(assignment, "_selected", [])
+    (homework / "softmax.py").unlink()
+    with pytest.raises(PackError, match="choose with --assignment"):
+        for_folder(homework)  # an empty folder: no pack's files
+
+
+@pytest.mark.parametrize("argv", [["--assignment", "nope", "build"], ["build", "--assignment=nope"]])
+def test_every_command_takes_the_assignment_and_refuses_an_unknown_one(argv):
+    run = subprocess.run([sys.executable, "-m", "graders.cli", *argv], capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 2 and "no assignment 'nope'" in run.stderr
+
+
+def test_the_assignment_chosen_reaches_the_processes_a_command_starts(tmp_path):
+    probe = "from graders.assignment import current; print(current().name)"
+    run = subprocess.run([sys.executable, "-c", f"from graders.assignment import select; select({str(EXAMPLE)!r}); "
+                          f"import subprocess, sys; subprocess.run([sys.executable, '-c', {probe!r}])"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.stdout.strip() == "softmax", run.stderr
