@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from tests.course import REFERENCE_DIR
+from graders.assignment import current
 from graders.grading import grade
 
 
@@ -32,7 +32,7 @@ def main():
     for _ in range(args.repeat):
         imports.append(bare_import_s())
         started = time.perf_counter()
-        results = grade(REFERENCE_DIR, only_parts=None)
+        results = grade(current().reference_dir, only_parts=None)
         grades.append(time.perf_counter() - started)
         runs.append(results)
     bare, full = statistics.median(imports), statistics.median(grades)

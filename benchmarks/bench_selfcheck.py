@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.course import REFERENCE_DIR, TEMPLATE_DIR
+from graders.assignment import current
 
 
 def timed(command, **kwargs):
@@ -37,9 +37,9 @@ def timed(command, **kwargs):
 def homework_folder(kind, scratch):
     folder = Path(scratch) / "homework"
     if kind == "reference":
-        shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(current().reference_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
     elif kind == "template":
-        shutil.copytree(TEMPLATE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(current().template_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
     else:
         shutil.copytree(kind, folder, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
     return folder
