@@ -68,7 +68,8 @@ def assignment_options_module():
     return current().options_module()
 
 
-def _positive(text: str) -> float:
+def positive_number(text: str) -> float:
+    """argparse type: a number above 0 (a budget, a timeout)."""
     try:
         value = float(text)
     except ValueError:
@@ -82,9 +83,9 @@ def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of one grade, the same for `grade` and `grade batch`."""
     parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's; same seed, same score)")
     parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
-    parser.add_argument("--timeout", type=_positive, default=None, metavar="S",
+    parser.add_argument("--timeout", type=positive_number, default=None, metavar="S",
                         help="wall-clock seconds per call into student code (default 60)")
-    parser.add_argument("--timeout-per-submission", type=_positive, default=None, metavar="S",
+    parser.add_argument("--timeout-per-submission", type=positive_number, default=None, metavar="S",
                         help="sandbox time budget of one submission (default 600, plus the assignment's training budget)")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade without full isolation, for code you trust (your own); every output says so")

@@ -15,6 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from graders.options import positive_number
+
 DEFAULT_ENCODER = "bert-base-uncased"
 
 
@@ -41,20 +43,10 @@ def feature_cache_root(explicit: Path | str | None = None) -> Path:
     return Path(explicit) if explicit is not None else default_cache_root()
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of one grade (`grade`, `grade batch`, `grade doctor`)."""
     group = add_fine_tuning_arguments(parser)
-    group.add_argument("--finetune-budget", type=_positive, default=None, metavar="S",
+    group.add_argument("--finetune-budget", type=positive_number, default=None, metavar="S",
                        help="seconds of training allowed per submission (added to the submission's budget)")
 
 
