@@ -8,7 +8,7 @@ walks through writing one.
 
 Packs are found in graders/packs/ (each a package, `graders.packs.<name>`), or given by the path
 of their folder (`grade --assignment path/to/pack`), which is then imported as the package
-`_assignment_<name>`. Paths in a manifest are relative to the pack's folder.
+`_assignment_<name>_<hash of the folder>`. Paths in a manifest are relative to the pack's folder.
 
 The assignment a command grades: `--assignment NAME|PATH` where it is given (it calls `select`,
 which its child processes inherit through GRADE_ASSIGNMENT), otherwise the only installed pack,
@@ -58,7 +58,6 @@ class Assignment:
     questions: dict[tuple[str, str], tuple[str, ...]]  # {(section, key): other ids a notebook may head it with}
     diagnoses: dict[str, str]
     secrets: tuple[Path, ...]  # what the worker must never read, besides the reference
-    bundle_dependencies: tuple[str, ...]  # extra requirements of a self-check ("transformers>=4.40,<6")
     bundle_name: str  # the student bundle's top folder and zip name
     grader_options: str | None  # a module adding the pack's own command-line options (fine-tuning)
     mutants_module: str | None  # mistakes and alternatives the checks are tested with (never shipped to students)
@@ -90,7 +89,7 @@ class Assignment:
 
     def reference_module(self, module: str) -> ModuleType:
         """A module of the solution, imported in this (trusted) process under a name of its own."""
-        package = f"_reference_{self.name}"
+        package = f"_reference_{self.name}_{_digest(self.reference_dir)}"
         import_package(package, self.reference_dir)
         return importlib.import_module(f"{package}.{module}")
 
@@ -134,11 +133,6 @@ class Assignment:
             return None
         self.ensure_importable()
         return importlib.import_module(self.grader_options)
-
-    def module_of(self, part_id: str) -> str:
-        """The file a part's checks exercise ("model.py"; a questions file as it is)."""
-        module = self.rubric.part(part_id).module
-        return module if "." in module else f"{module}.py"
 
 
 # ------------------------------------------------------------------------------ loading
@@ -229,6 +223,12 @@ def import_package(name: str, folder: Path) -> None:
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
+def _digest(folder: Path) -> str:
+    """A short name part for `folder`: two copies of one pack (or of one reference) in different
+    folders are imported apart."""
+    return hashlib.sha256(str(folder).encode()).hexdigest()[:8]
+
+
 @functools.cache
 def _load_folder(folder: Path, installed: bool) -> Assignment:
     path = folder / MANIFEST
@@ -247,7 +247,7 @@ def _load_folder(folder: Path, installed: bool) -> Assignment:
     name = where.text(head, "name", "assignment")
     if not _NAME.match(name):
         raise PackError(f"{path}: [assignment] name {name!r} must be lower-case letters, digits and _")
-    package = f"graders.packs.{folder.name}" if installed else f"_assignment_{name}"
+    package = f"graders.packs.{folder.name}" if installed else f"_assignment_{name}_{_digest(folder)}"
 
     def module(entry: str) -> str:
         return f"{package}.{entry}"
@@ -282,7 +282,6 @@ def _load_folder(folder: Path, installed: bool) -> Assignment:
                    for key, aliases in keys.items()},
         diagnoses=_read_diagnoses(folder, head.get("diagnoses")),
         secrets=tuple((folder / p).resolve() for p in head.get("secrets", ())),
-        bundle_dependencies=tuple(bundle.get("dependencies", ())),
         bundle_name=bundle.get("name", f"{name}-homework"),
         grader_options=module(head["options"]) if head.get("options") else None,
         mutants_module=module(head["mutants"]) if head.get("mutants") else None,

@@ -31,7 +31,7 @@ from graders.redact import redact_results, solution_lines
 from graders.sandbox import (BudgetExhausted, Handle, Limits, MissingDependency, ProtocolError, SandboxError,
                              StudentError, Worker, WorkerCrashed, WorkerTimeout)
 from graders.sandbox.isolation import require_full_isolation
-from graders.scoring import load_rubric, part_score, preload_of
+from graders.scoring import part_score, preload_of
 
 INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
 # After this many checks of one part in a row kill or hang the worker, the rest of the part is
@@ -62,7 +62,9 @@ def assignment_paths(assignment, options, kind):
     return list(function(options)) if function is not None else []
 
 
-def versions(rubric):
+def versions(assignment):
+    """What graded: the grader, its libraries and the hash of the assignment's manifest (which
+    holds the rubric)."""
     import hypothesis  # already imported by graders.checks, without its plugins
 
     return {
@@ -70,7 +72,7 @@ def versions(rubric):
         "python": platform.python_version(),
         "torch": torch.__version__,
         "hypothesis": hypothesis.__version__,
-        "rubric_sha256": rubric.sha256,
+        "rubric_sha256": assignment.rubric.sha256,
     }
 
 
@@ -255,7 +257,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         try:
             ingested = ingest(Path(source), Path(scratch) / "submission", assignment=assignment)
         except Rejected as rejected:
-            return rejected_result(source, str(rejected), rubric, mode, started, only_parts)
+            return rejected_result(source, str(rejected), assignment, mode, started, only_parts)
         if oracle is None:
             oracle = ReferenceOracle(assignment) if mode == INSTRUCTOR else GoldenOracle(golden_dir or assignment.golden_dir)
         reference_answers = tomllib.loads((assignment.reference_dir / assignment.answers_file).read_text()) \
@@ -389,7 +391,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         **totals(parts, count_provisional),
         "submission": {"sha256": ingested.sha256, "name": Path(source).name, "kind": ingested.kind,
                        "notes": list(ingested.notes), **({"origin": ingested.origin} if ingested.origin else {})},
-        "versions": versions(rubric),
+        "assignment": assignment_json(assignment),
+        "versions": versions(assignment),
         "sandbox": sandbox,
         "integrity": integrity,  # for a person to review; no points depend on it
         "timings": timings,
@@ -457,7 +460,12 @@ def input_sha256(source):
     return digest.hexdigest()
 
 
-def rejected_result(source, reason, rubric, mode, started, only_parts=None):
+def assignment_json(assignment):
+    """Which assignment a result is of: its pack's name, and the title reports show."""
+    return {"name": assignment.name, "title": assignment.title}
+
+
+def rejected_result(source, reason, assignment, mode, started, only_parts=None):
     """A rejection scores 0 out of the parts that were to be graded."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -465,9 +473,10 @@ def rejected_result(source, reason, rubric, mode, started, only_parts=None):
         "reason": reason,
         "mode": mode,
         "score": 0,
-        "max_score": sum(p.points for p in rubric.parts if not only_parts or p.id in only_parts),
+        "max_score": sum(p.points for p in assignment.rubric.parts if not only_parts or p.id in only_parts),
         "submission": {"sha256": input_sha256(source), "name": Path(source).name, "kind": "unknown", "notes": []},
-        "versions": versions(rubric),
+        "assignment": assignment_json(assignment),
+        "versions": versions(assignment),
         "timings": {"total_s": round(time.perf_counter() - started, 3)},
         "parts": [],
     }
@@ -478,11 +487,11 @@ def error_result(source, reason, *, mode=INSTRUCTOR, only_parts=None, started=No
     status "error", no points, and the reason. Built defensively: whatever broke the grade may
     also break the rubric or the hashing of the input."""
     try:
-        rubric = load_rubric()
-        max_score = sum(p.points for p in rubric.parts if not only_parts or p.id in only_parts)
-        version_info = versions(rubric)
+        assignment = current()
+        max_score = sum(p.points for p in assignment.rubric.parts if not only_parts or p.id in only_parts)
+        version_info, which = versions(assignment), {"assignment": assignment_json(assignment)}
     except Exception:  # noqa: BLE001
-        max_score, version_info = 0, {"grader": graders.__version__, "python": platform.python_version()}
+        max_score, version_info, which = 0, {"grader": graders.__version__, "python": platform.python_version()}, {}
     try:
         sha256 = input_sha256(source)
     except Exception:  # noqa: BLE001
@@ -495,6 +504,7 @@ def error_result(source, reason, *, mode=INSTRUCTOR, only_parts=None, started=No
         "score": 0,
         "max_score": max_score,
         "submission": {"sha256": sha256, "name": Path(source).name, "kind": "unknown", "notes": []},
+        **which,
         "versions": version_info,
         "timings": {"total_s": round(time.perf_counter() - started, 3)} if started is not None else {},
         "parts": [],

@@ -9,7 +9,7 @@ graders/scoring.py's.
 
 A self-check grades the student's folder exactly as an instructor would (same worker, same
 checks, same renderers), with two differences: only public checks run, and the expected
-behaviour comes from the golden fixtures (`graders/golden/`) instead of the reference solution,
+behaviour comes from the golden fixtures (the pack's `golden/`) instead of the reference solution,
 which students do not have. The golden fixtures are what the reference answered when `grade
 build --golden` ran every public check on it, with the same seeds, so a self-check draws the
 same inputs and finds their answers recorded (an input without a recorded answer, such as a

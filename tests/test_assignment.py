@@ -52,8 +52,20 @@ def test_a_pack_is_found_by_its_name_or_its_folder():
     by_name = load("transformers")
     assert load(by_name.folder) is by_name and by_name.package == "graders.packs.transformers"
     example = load(EXAMPLE)
-    assert example.package == "_assignment_softmax" and not example.installed
+    assert example.package.startswith("_assignment_softmax_") and not example.installed
     assert example.reference_dir == (EXAMPLE.parent / "reference").resolve()
+
+
+def test_two_copies_of_one_pack_are_imported_apart(tmp_path):
+    copy = tmp_path / "softmax_pack"
+    shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(EXAMPLE.parent / "reference", tmp_path / "reference", ignore=shutil.ignore_patterns("__pycache__"))
+    first, second = load(EXAMPLE), load(copy)
+    assert first.package != second.package
+    for pack in (first, second):
+        checks = pack.registry()["softmax"]
+        assert len(checks) == 2 and all(c.func.__module__.startswith(pack.package + ".") for c in checks)
+        assert Path(pack.reference_module("softmax").__file__).parent == pack.reference_dir
 
 
 def test_a_homework_folder_belongs_to_the_pack_whose_files_it_holds(tmp_path, monkeypatch):

@@ -58,6 +58,8 @@ def test_the_reference_gets_full_marks_and_the_template_none(course, tmp_path):
     assert graded.returncode == 0, graded.stderr
     results = json.loads((out / "results.json").read_text())
     assert (results["score"], results["max_score"]) == (10, 10)
+    assert results["assignment"] == {"name": "softmax", "title": "A stable softmax"}
+    assert "A stable softmax" in (out / "report.html").read_text()
     assert [c["id"] for c in results["parts"][0]["checks"]] == ["softmax.matches_reference", "softmax.large_logits"]
     graded = run_grade(str(course / "student_template"), "--assignment", str(course / "softmax_pack"),
                        "--out", str(tmp_path / "template"))

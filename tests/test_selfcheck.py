@@ -51,7 +51,7 @@ def test_golden_fixtures_regenerate_identically(tmp_path):
     record_golden(tmp_path / "golden")
     fresh = json.loads((tmp_path / "golden" / "golden.json").read_text())
     committed = json.loads((GOLDEN_DIR / "golden.json").read_text())
-    assert fresh == committed, "graders/golden/ is stale: run `grade build --golden` and commit graders/golden/"
+    assert fresh == committed, f"{GOLDEN_DIR} is stale: run `grade build --golden` and commit it"
     fresh_tensors = load_file(str(tmp_path / "golden" / "golden.safetensors"))
     committed_tensors = load_file(str(GOLDEN_DIR / "golden.safetensors"))
     assert fresh_tensors.keys() == committed_tensors.keys()

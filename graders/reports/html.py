@@ -216,6 +216,7 @@ def build_report_view(results: dict) -> dict:
         "ungraded_title": ungraded_title(results),
         "reason": clip(rejection_reason(results), LIMITS["message"]),
         "self_check": is_self_check(results),
+        "assignment": clip(as_text(_mapping(results.get("assignment")).get("title")) or "Assignment", LIMITS["title"]),
         "mode": as_text(results.get("mode")),
         "submission_name": clip(submission.get("name") or "submission", LIMITS["title"]),
         "submission_kind": as_text(submission.get("kind")),
