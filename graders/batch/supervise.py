@@ -178,12 +178,12 @@ def describe_loss(status: int) -> str:
 def error_result(spec: dict, reason: str, *, attempts: int = 1) -> dict:
     """A results.json (status "error") for a submission whose grading did not finish; the
     gradebook shows "error", the reports show the reason, and the next run grades it again."""
-    from graders.grading import SCHEMA_VERSION, versions
-    from graders.scoring import load_rubric
+    from graders.assignment import current
+    from graders.grading import SCHEMA_VERSION, assignment_json, versions
 
-    rubric = load_rubric()
+    assignment = current()
     parts = spec.get("parts")
-    max_score = sum(p.points for p in rubric.parts if not parts or p.id in parts)
+    max_score = sum(p.points for p in assignment.rubric.parts if not parts or p.id in parts)
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "error",
@@ -192,7 +192,8 @@ def error_result(spec: dict, reason: str, *, attempts: int = 1) -> dict:
         "score": 0,
         "max_score": max_score,
         "submission": {"sha256": spec["input_sha256"], "name": Path(spec["source"]).name, "kind": "unknown", "notes": []},
-        "versions": versions(rubric),
+        "assignment": assignment_json(assignment),
+        "versions": versions(assignment),
         "timings": {},
         "parts": [],
         "batch": {"student_id": spec["student_id"], "name": spec.get("name", ""), "outcome": store.ERROR, "attempt": attempts,
