@@ -61,7 +61,6 @@ class Assignment:
     bundle_name: str  # the student bundle's top folder and zip name
     grader_options: str | None  # a module adding the pack's own command-line options (fine-tuning)
     mutants_module: str | None  # mistakes and alternatives the checks are tested with (never shipped to students)
-    sha256: str  # of the manifest
 
     @property
     def golden_dir(self) -> Path:
@@ -284,8 +283,7 @@ def _load_folder(folder: Path, installed: bool) -> Assignment:
         secrets=tuple((folder / p).resolve() for p in head.get("secrets", ())),
         bundle_name=bundle.get("name", f"{name}-homework"),
         grader_options=module(head["options"]) if head.get("options") else None,
-        mutants_module=module(head["mutants"]) if head.get("mutants") else None,
-        sha256=hashlib.sha256(raw).hexdigest())
+        mutants_module=module(head["mutants"]) if head.get("mutants") else None)
 
 
 @dataclass

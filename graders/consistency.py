@@ -1,8 +1,9 @@
 """The assignment's pieces agree with each other, checked when an instructor's grade or `grade
 build` loads them: a weight in the rubric that names no check, a check of a part the rubric
 lacks, a part with nothing to grade, a diagnosis neither the engine's catalogue
-(graders/diagnoses.py) nor the pack's has, a harness task no worker module registers. Each would otherwise be a silent zero or a check that
-errors for every student; here it is an error naming the file and the entry.
+(graders/diagnoses.py) nor the pack's has, a harness task no worker module registers. Each
+would otherwise be a silent zero or a check that errors for every student; here it is an error
+naming the file and the entry.
 
 Diagnoses and tasks are read from the checks' source (a `diagnosis="..."` argument, a
 `.task("name", ...)` call, the values of a module-level `..._DIAGNOSES` table), not by running
