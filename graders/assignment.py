@@ -12,7 +12,7 @@ of their folder (`grade --assignment path/to/pack`), which is then imported as t
 
 The assignment a command grades: `--assignment NAME|PATH` where it is given (it calls `select`,
 which its child processes inherit through GRADE_ASSIGNMENT), otherwise the only installed pack,
-otherwise the pack whose files a student's folder holds (`for_folder`).
+otherwise the pack whose files a student's folder or zip holds (`for_submission`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import re
 import sys
 import tomllib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
@@ -99,13 +99,13 @@ class Assignment:
         return {**DIAGNOSES, **self.diagnoses}
 
     def registry(self) -> dict[str, list]:
-        """{part id: [Check]} of this pack, in the order its modules register them."""
+        """{part id: [Check]} of this pack, in its manifest's order of parts."""
         from graders.checks.framework import REGISTRY
 
         modules = set(self.import_checks())
-        return {part: [c for c in checks if c.func.__module__ in modules]
-                for part, checks in REGISTRY.items()
-                if any(c.func.__module__ in modules for c in checks)}
+        ours = {part: [c for c in checks if c.func.__module__ in modules] for part, checks in REGISTRY.items()}
+        order = [part.id for part in self.rubric.parts] + list(REGISTRY)  # the manifest's order first
+        return {part: ours[part] for part in dict.fromkeys(order) if ours.get(part)}
 
     def import_checks(self) -> tuple[str, ...]:
         """Import the pack's checks (registering them) and its oracle computations."""
@@ -187,19 +187,61 @@ def _remember(chosen: Assignment) -> Assignment:
     return chosen
 
 
-def for_folder(folder: str | os.PathLike) -> Assignment:
-    """The assignment a student's folder belongs to: the only installed pack, else the one whose
-    files the folder holds the most of (a tie asks for --assignment)."""
+def chosen() -> Assignment | None:
+    """`current()`, or None where several packs are installed and none is chosen (what needs no
+    pack, such as checking the sandbox, goes on without one)."""
+    try:
+        return current()
+    except PackError:
+        return None
+
+
+def chosen_or_all() -> list[Assignment]:
+    """The chosen assignment, else every installed pack (`grade build` builds them all)."""
+    one = chosen()
+    return [one] if one is not None else [load(name) for name in installed()]
+
+
+def for_submission(path: str | os.PathLike) -> Assignment:
+    """The assignment a student's folder, zip or notebook belongs to: the chosen one, else the only
+    installed pack, else the one whose files (at the root or in one top folder) and, in a notebook,
+    whose graded names it holds the most of (a tie, or none of them, asks for --assignment)."""
     packs = installed()
     if _selected or os.environ.get(ENVIRONMENT_VARIABLE) or len(packs) <= 1:
         return current()
-    present = {path.name for path in Path(folder).iterdir()} if Path(folder).is_dir() else set()
-    overlap = {name: len(present & set(load(name).expected_files)) for name in packs}
+    present = _contents(Path(path))
+    overlap = {}
+    for name in packs:
+        pack = load(name)
+        overlap[name] = len(present & {*pack.expected_files, *(n for names in pack.modules.values() for n in names)})
     best = max(overlap.values())
-    chosen = [name for name, count in overlap.items() if count == best]
-    if best == 0 or len(chosen) > 1:
-        raise PackError(f"{folder} could belong to {' or '.join(chosen)}: choose with --assignment NAME")
-    return _remember(load(chosen[0]))
+    candidates = [name for name, count in overlap.items() if count == best]
+    if best == 0:
+        raise PackError(f"{path} holds no file or graded name of the installed assignments ({', '.join(packs)}): "
+                        "choose one with --assignment NAME")
+    if len(candidates) > 1:
+        raise PackError(f"{path} could belong to {' or '.join(candidates)}: choose with --assignment NAME")
+    return _remember(load(candidates[0]))
+
+
+def _contents(path: Path) -> set[str]:
+    """The names of the files in a folder or zip, at its root and in a single top folder (from the
+    zip's directory, read behind ingest's guards, nothing extracted), and the names a notebook
+    there defines (parsed, never run)."""
+    from graders.ingest import zip_names
+    from graders.notebook import defined_names
+
+    if path.is_dir():
+        tops = [child for child in path.iterdir() if child.is_dir() and not child.name.startswith((".", "__"))]
+        files = [*path.iterdir(), *(tops[0].iterdir() if len(tops) == 1 else ())]
+        notebooks = [file for file in files if file.suffix == ".ipynb" and file.is_file()]
+        return {file.name for file in files}.union(*(defined_names(n) for n in notebooks))
+    if path.suffix == ".ipynb" and path.is_file():
+        return defined_names(path)
+    if path.is_file():
+        parts = [PurePosixPath(name).parts for name in zip_names(path)]
+        return {p[-1] for p in parts if 1 <= len(p) <= 2}
+    return set()
 
 
 def import_package(name: str, folder: Path) -> None:

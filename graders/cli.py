@@ -10,7 +10,8 @@
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
 
 Every command takes --assignment NAME|PATH: an installed assignment pack or the folder of one
-(default: the only installed pack; for `grade check`, the pack the homework folder belongs to).
+(default: the only installed pack; for `grade SUBMISSION` and `grade check`, the pack whose files
+the submission or homework folder holds; `grade build` builds every pack).
 
 Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
 `grade check` while a public check fails (and for `grade doctor` on a machine without full
@@ -150,12 +151,16 @@ def cmd_doctor(argv):
     parser = argparse.ArgumentParser(prog="grade doctor", description="Show every layer of the sandbox on this machine.")
     add_grading_arguments(parser)
     options = grading_options(parser.parse_args(argv), parser).check_options()
-    from graders.assignment import current
+    from graders.assignment import chosen
     from graders.grading import assignment_paths
     from graders.sandbox.doctor import diagnose, full_isolation, render
 
-    findings = diagnose(readable_paths=assignment_paths(current(), options, "readable_paths"),
-                        secret_paths=assignment_paths(current(), options, "held_out_paths"),
+    # The paths an assignment's long parts read are checked too, for the assignment chosen (or the
+    # only one); the sandbox's layers need no assignment.
+    assignment = chosen()
+    paths = {kind: assignment_paths(assignment, options, kind) if assignment else []
+             for kind in ("readable_paths", "held_out_paths")}
+    findings = diagnose(readable_paths=paths["readable_paths"], secret_paths=paths["held_out_paths"],
                         gpu=options.get("device") == "cuda")
     print(render(findings))
     return 0 if full_isolation(findings) else 1
@@ -176,10 +181,12 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv else 2
-    from graders.assignment import PackError, select
+    from graders.assignment import PackError, for_submission, select
 
     try:
         argv, chosen = take_assignment(argv)
+        if chosen is None and argv[0] not in SUBCOMMANDS and _submission_argument(argv) is not None:
+            chosen = for_submission(_submission_argument(argv)).folder
         if chosen is not None:
             select(chosen)
     except (PackError, ValueError) as error:
@@ -189,6 +196,9 @@ def main(argv=None):
         if argv[0] in SUBCOMMANDS:
             return _subcommand(argv[0])(argv[1:])
         return cmd_grade(argv)
+    except PackError as error:  # several packs installed, none chosen, and the command needs one
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
     except ImportError as error:
         from graders.dependencies import missing_dependency_message, missing_module
 
@@ -213,6 +223,16 @@ def take_assignment(argv):
         else:
             rest.append(item)
     return rest, chosen
+
+
+def _submission_argument(argv):
+    """The submission `grade` is given (the first argument naming a folder, zip or notebook), read
+    before the parser: the assignment it belongs to decides the parser's options."""
+    for item in argv:
+        path = Path(item)
+        if not item.startswith("-") and (path.is_dir() or (path.is_file() and path.suffix in (".zip", ".ipynb"))):
+            return path
+    return None
 
 
 def _subcommand(name):

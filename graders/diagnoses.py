@@ -8,4 +8,6 @@ DIAGNOSES = {
     "degenerate_output": "The output does not depend on the input the way the function must (a constant, random values, or each position computed on its own): properties it happens to satisfy earn no points until it does its job.",
     "nondeterministic": "The same input gave different outputs on two runs: look for dropout or randomness that is not switched off.",
     "hangs": "Your code did not finish within the time limit: look for an infinite loop or very slow code.",
+    # graders/checks/questions.py: a numeric answer of a questions file
+    "numeric_answer_wrong": "The number differs from the expected count; recount with the closed-form formula.",
 }

@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path
 
 import graders
-from graders.assignment import PACKS_DIR, current
+from graders.assignment import PACKS_DIR, Assignment, current
 from graders.atomic import write_atomically
 from graders.cli import EXIT_NOT_ISOLATED
 from graders.options import validate_parts
@@ -82,10 +82,12 @@ def torch_version() -> str:
     return importlib.metadata.version("torch").split("+")[0]
 
 
-def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = None, unsafe: bool = False) -> Path:
-    """The autograder zip for Gradescope, at `out`, for the assignment being graded: the engine,
-    its pack (as an installed one) and its reference, where the pack's manifest finds it."""
-    assignment = current()
+def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = None, unsafe: bool = False,
+              assignment: Assignment | None = None) -> Path:
+    """The autograder zip for Gradescope, at `out`, for the assignment (by default, the one being
+    graded): the engine, its pack (as an installed one) and its reference, where the pack's
+    manifest finds it."""
+    assignment = assignment or current()
     engine = Path(graders.__file__).parent
     config = {"assignment": assignment.name, "parts": parts, "seed": seed, "unsafe_no_sandbox": unsafe}
     pack_home = f"{engine.name}/{PACKS_DIR.name}/{assignment.name}"

@@ -19,7 +19,7 @@ import torch
 
 import graders
 from graders.atomic import write_atomically
-from graders.assignment import current
+from graders.assignment import current, for_submission
 from graders.checks.contract import ForwardingStudent
 from graders.consistency import validate_assignment
 from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, environment_result,
@@ -236,7 +236,8 @@ def _blocked_result(chk, problem):
 def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
           golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False, assignment=None):
     """Grade the submission at `source` (zip, folder or .ipynb) as a hand-in of `assignment` (by
-    default the one being graded, graders/assignment.py) and return the results dict.
+    default the one being graded, or the one whose files it holds: `assignment.for_submission`)
+    and return the results dict.
     `oracle` replaces the mode's own (`grade build` records the golden answers this way).
 
     Instructor mode fails closed: without every layer of the sandbox it raises
@@ -247,7 +248,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
     if isolated:
         require_full_isolation()
     started = time.perf_counter()
-    assignment = assignment or current()
+    assignment = assignment or for_submission(source)
     rubric = assignment.rubric
     if mode == INSTRUCTOR:  # a self-check grades with what `grade build` validated
         validate_assignment(assignment)

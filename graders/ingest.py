@@ -218,6 +218,20 @@ _EOCD64 = struct.Struct("<4sQ2H2L4Q")
 _CENTRAL_ENTRY = struct.Struct("<4s24x3H12x")  # signature, then the name, extra and comment lengths
 
 
+def zip_names(archive: Path, limits: IngestLimits = IngestLimits()) -> list[str]:
+    """The member names of a zip, read behind the guards of its extraction (its size, and its
+    entry count before zipfile parses the directory); none for a zip that fails them or cannot
+    be read."""
+    try:
+        if archive.stat().st_size > limits.max_total_bytes:
+            return []
+        _check_entry_count(archive, limits)
+        with zipfile.ZipFile(archive) as zf:
+            return zf.namelist()
+    except Exception:  # Rejected, or any of zipfile's errors on crafted input
+        return []
+
+
 def _too_many_entries(found: str, limits: IngestLimits) -> str:
     return (f"{found} (files and folders together); the limit is {limits.max_entries:,}. "
             "Hand in only the module files, not a whole project or data folder")

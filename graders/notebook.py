@@ -113,6 +113,22 @@ def extract_notebook(ipynb: Path, dest: Path, *, max_bytes: int = IngestLimits.m
                               answers=answers, answer_cells=answer_cells, definition_cells=builder.definition_cells())
 
 
+def defined_names(ipynb: Path, *, max_bytes: int = IngestLimits.max_file_bytes) -> set[str]:
+    """The names the notebook's code cells define at their top level (functions, classes,
+    constants): what tells which assignment a notebook is for. Nothing is run; a notebook that
+    cannot be read defines nothing."""
+    try:
+        cells = _read_cells(Path(ipynb), max_bytes)[0]
+    except Rejected:
+        return set()
+    names: set[str] = set()
+    for _, source in cells:
+        parsed = _parse_cell(source) if isinstance(source, str) and len(source) <= MAX_CELL_CHARS else "skipped"
+        if not isinstance(parsed, str):
+            names.update(name for node in parsed[0].body for name in _names_bound_by(node))
+    return names
+
+
 def read_answer_cells(markdown_cells: list[tuple[int, str]], layout: SubmissionLayout
                       ) -> tuple[dict[str, dict[str, str]], dict[str, int], list[str]]:
     """Answers from markdown cells headed by a question's id, shaped like the questions file.

@@ -62,10 +62,11 @@ class GradingOptions:
 
 
 def assignment_options_module():
-    """The `options` module of the assignment being graded, or None."""
-    from graders.assignment import current
+    """The `options` module of the assignment being graded, or None (also where no assignment is chosen)."""
+    from graders.assignment import chosen
 
-    return current().options_module()
+    assignment = chosen()
+    return assignment.options_module() if assignment is not None else None
 
 
 def positive_number(text: str) -> float:
@@ -100,6 +101,8 @@ def validate_parts(parts, parser: argparse.ArgumentParser) -> None:
     """A usage error (exit 2) naming the parts that the rubric does not have."""
     from graders.scoring import load_rubric
 
+    if not parts:
+        return  # nothing to look up: a command that needs no assignment (`grade doctor`) goes on
     known = [part.id for part in load_rubric().parts]
     unknown = [part for part in parts or () if part not in known]
     if unknown:

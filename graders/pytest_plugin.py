@@ -37,10 +37,10 @@ _UNTOUCHED_KEY = pytest.StashKey[dict]()  # {untouched function: the check that 
 
 def _parts_by_file(folder):
     """{module file name: [part ids]}, from the rubric of the assignment `folder` belongs to."""
-    from graders.assignment import for_folder
+    from graders.assignment import for_submission
     from graders.scoring import part_modules
 
-    for_folder(folder)
+    for_submission(folder)
     files = {}
     for part, module in part_modules().items():
         files.setdefault(module, []).append(part)

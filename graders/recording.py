@@ -69,7 +69,7 @@ def golden_fingerprint(assignment=None):
         "assignment": assignment.name,
         "seed": assignment.rubric.seed,
         "examples_per_property": MAX_EXAMPLES[SELF_CHECK],
-        "public_checks": [c.id for _, c in public_checks()],
+        "public_checks": [c.id for _, c in public_checks(assignment=assignment)],
         "files": fingerprint_files(assignment),
         "versions": library_versions(),
     }

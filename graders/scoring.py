@@ -70,14 +70,16 @@ NOT_PASSING = ("failed", "error", "skipped")
 # ---------------------------------------------------------------------------- rubric queries
 
 
-def public_checks(parts=None):
-    """[(part id, Check)] of every public check, in rubric order, of the given parts (or all)."""
+def public_checks(parts=None, assignment=None):
+    """[(part id, Check)] of every public check, in rubric order, of the given parts (or all) of
+    the assignment (by default, the one being graded)."""
     from graders.assignment import current
     from graders.checks.framework import HIDDEN
 
-    registry = current().registry()
+    assignment = assignment or current()
+    registry = assignment.registry()
     chosen = []
-    for part in load_rubric().parts:
+    for part in assignment.rubric.parts:
         if parts and part.id not in parts:
             continue
         chosen += [(part.id, c) for c in registry.get(part.id, []) if c.visibility != HIDDEN]

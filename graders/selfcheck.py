@@ -69,13 +69,13 @@ def stage_folder(folder, dest):
 def self_check(path=".", parts=None, *, golden_dir=None, limits=None, progress=None):
     """Grade the student folder at `path` in self-check mode: public checks, golden answers (of
     the assignment the folder belongs to, unless `golden_dir`). Returns the results dict (results.json)."""
-    from graders.assignment import for_folder
+    from graders.assignment import for_submission
     from graders.grading import SELF_CHECK, grade
 
     folder = Path(path).resolve()
     if not folder.is_dir():
         raise SelfCheckError(f"{path} is not a folder")
-    assignment = for_folder(folder)
+    assignment = for_submission(folder)
     expected = assignment.expected_files
     golden_dir = golden_dir or assignment.golden_dir
     manifest = read_manifest(golden_dir)
@@ -138,10 +138,10 @@ def _check_parser():
 def cmd_check(argv) -> int:
     """`grade check [PART ...] [--path DIR] [--out DIR]`; returns the exit status."""
     args = _check_parser().parse_args(argv)
-    from graders.assignment import PackError, for_folder
+    from graders.assignment import PackError, for_submission
 
     try:
-        assignment = for_folder(args.path)
+        assignment = for_submission(args.path)
     except PackError as error:
         print(f"grade check: {error}", file=sys.stderr)
         return 2
@@ -205,22 +205,36 @@ def _build_parser():
 
 
 def cmd_build(argv) -> int:
-    """`grade build [--template] [--golden] [--bundle]`; no flag builds all three, in that order."""
+    """`grade build [--template] [--golden] [--bundle]`; no flag builds all three, in that order,
+    for the chosen assignment or, where none is chosen, for every installed pack."""
     args = _build_parser().parse_args(argv)
-    from graders.assignment import current
+    from graders.assignment import chosen_or_all, select
     from graders.consistency import AssignmentError, validate_assignment
 
-    assignment = current()
-    try:
-        validate_assignment(assignment)
-    except AssignmentError as error:
-        print(f"grade build: {error}", file=sys.stderr)
+    assignments = chosen_or_all()
+    if args.bundle_out and len(assignments) > 1:
+        print(f"grade build: --bundle-out names one zip, and {len(assignments)} assignments are installed: "
+              "choose one with --assignment NAME", file=sys.stderr)
         return 2
+    for assignment in assignments:
+        try:
+            validate_assignment(assignment)
+        except AssignmentError as error:
+            print(f"grade build: {error}", file=sys.stderr)
+            return 2
+    for assignment in assignments:
+        status = _build(select(assignment.folder), args)
+        if status:
+            return status
+    return 0
+
+
+def _build(assignment, args) -> int:
     everything = not (args.template or args.golden or args.bundle)
     if everything or args.template:
         from graders.build import build_template
 
-        for path in build_template():
+        for path in build_template(assignment=assignment):
             print(f"wrote {path}")
     if everything or args.golden:
         import time
@@ -235,7 +249,7 @@ def cmd_build(argv) -> int:
         from graders.bundle import LeakError, build_bundle, bundle_path
 
         try:
-            path = build_bundle(args.bundle_out or bundle_path())
+            path = build_bundle(args.bundle_out or bundle_path(assignment), assignment=assignment)
         except LeakError as error:
             print(f"grade build: {error}", file=sys.stderr)
             return 1

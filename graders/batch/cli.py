@@ -147,12 +147,12 @@ def cmd_merge(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m graders.batch.cli [batch|merge] ...`: the same commands as `grade batch` and
+    `grade merge`, --assignment included."""
+    from graders.cli import main as grade
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "merge":
-        return cmd_merge(argv[1:])
-    if argv and argv[0] == "batch":
-        argv = argv[1:]
-    return cmd_batch(argv)
+    return grade(argv if argv[:1] in (["batch"], ["merge"]) else ["batch", *argv])
 
 
 if __name__ == "__main__":

@@ -77,14 +77,17 @@ def secrets_for(out: Path, submissions: list[Submission]) -> list[str]:
 
 
 def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> list[dict]:
+    from graders.assignment import current
+
     grader = store.grader_key(config.grading_config())
     secrets = secrets_for(out, submissions)
+    assignment = str(current().folder)  # the job's process grades it whatever its environment
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in (config.options or {}).items()}
     return [{
         "out": str(Path(out).resolve()), "student_id": s.student_id, "source": str(Path(s.path).resolve()),
         "name": s.name, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
         "parts": config.parts, "seed": config.seed, "limits": config.limits.to_json(), "options": options,
-        "extra_secrets": secrets, "unsafe": config.unsafe,
+        "extra_secrets": secrets, "unsafe": config.unsafe, "assignment": assignment,
     } for s in submissions]
 
 

@@ -53,9 +53,12 @@ def grading_options(options: dict | None) -> dict | None:
 
 def grade_spec(spec: dict) -> dict:
     """The results dict of the submission in `spec`, with the batch's own section added."""
+    from graders.assignment import select
     from graders.grading import grade
     from graders.sandbox import Limits
 
+    if spec.get("assignment"):
+        select(spec["assignment"])
     started = time.time()
     results = grade(spec["source"], seed=spec.get("seed"), only_parts=spec.get("parts"),
                     limits=Limits.from_json(spec["limits"]), options=grading_options(spec.get("options")),

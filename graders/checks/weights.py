@@ -54,3 +54,13 @@ def shared_entries(ctx, handle, state, seed):
     back = state_tensors(ctx, handle)
     return sorted(name for name, value in sent.items()
                   if name not in back or back[name].shape != value.shape or not torch.equal(back[name], value))
+
+
+def parameter_entries(ctx, handle):
+    """The module's parameters (not buffers) as [{name, shape, dtype, requires_grad}]: the worker's own
+    description, used to know where to load weights, never to score (see the module docstring)."""
+    return list(ctx.student.parameters(handle)["parameters"])
+
+
+def is_float_entry(entry):
+    return "float" in str(entry["dtype"])
