@@ -1,0 +1,105 @@
+"""Grader side: a dataset and an encoder in, cached features and labels for train / valid / test out.
+
+    python -m graders.packs.bert.finetune --imdb PATH --encoder PATH --device cuda    # warm the cache on a runner
+    python -m graders.packs.bert.finetune                                             # the smoke set, smoke encoder
+
+The whole IMDB training set (25,000) is encoded into one cache and viewed as 17,500 train + 7,500
+valid rows, so a change of split never re-runs the encoder; the test set has its own cache.
+Labels stay here, in the grader: only the training labels go to the worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .cache import Features, build_features
+from .data import Review, load_imdb, load_small_sentiment, split_positions
+from graders.packs.bert.options import DEFAULT_ENCODER, add_fine_tuning_arguments, feature_cache_root
+
+from .encoder import Encoder, load_encoder
+
+
+@dataclass
+class PreparedData:
+    train: Features
+    train_labels: np.ndarray  # (N_train,) 0/1: the only labels a worker sees
+    valid: Features
+    valid_labels: np.ndarray  # kept in the grader
+    test: Features
+    test_labels: np.ndarray  # kept in the grader
+    provisional: bool  # the small shipped set stands in for IMDB: a score from it is provisional
+
+
+IMDB_VALID = 7500  # of IMDB's 25,000 training reviews, as the notebook holds out
+VALID_SHARE = 0.3  # the same share of a smaller set (a reduced-scale rehearsal, another course's data)
+
+
+def prepare_imdb(imdb_path: str | Path, encoder: Encoder, *, n_valid: int | None = None, seed: int = 1234,
+                 cache_root: Path | None = None, max_length: int = 512, progress: bool = False) -> PreparedData:
+    splits = load_imdb(imdb_path)
+    if n_valid is None:
+        n_valid = min(IMDB_VALID, round(VALID_SHARE * len(splits["train"])))
+    train_positions, valid_positions = split_positions(splits["train"], n_valid, seed)
+    train_all = _features(encoder, splits["train"], cache_root, max_length, progress)
+    test = _features(encoder, splits["test"], cache_root, max_length, progress)
+    train_all_labels = _labels(splits["train"])
+    return PreparedData(train_all.subset(train_positions), train_all_labels[train_positions],
+                        train_all.subset(valid_positions), train_all_labels[valid_positions],
+                        test, _labels(splits["test"]), provisional=False)
+
+
+def prepare_small(encoder: Encoder, *, cache_root: Path | None = None, max_length: int = 512,
+                  progress: bool = False) -> PreparedData:
+    splits = load_small_sentiment()
+    names = ("train", "valid", "test")
+    everything = _features(encoder, [r for name in names for r in splits[name]], cache_root, max_length, progress)
+    views, start = {}, 0
+    for name in names:
+        views[name] = everything.subset(range(start, start + len(splits[name])))
+        start += len(splits[name])
+    return PreparedData(views["train"], _labels(splits["train"]), views["valid"], _labels(splits["valid"]),
+                        views["test"], _labels(splits["test"]), provisional=True)
+
+
+def _features(encoder, reviews: list[Review], cache_root, max_length, progress) -> Features:
+    return build_features(encoder, [r.text for r in reviews], cache_root=cache_root, max_length=max_length,
+                          progress=progress)
+
+
+def _labels(reviews: list[Review]) -> np.ndarray:
+    return np.array([r.label for r in reviews], dtype=np.int64)
+
+
+def command_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m graders.packs.bert.finetune",
+                                     description="Build (or find) the feature caches of the fine-tuning check.")
+    add_fine_tuning_arguments(parser)
+    parser.add_argument("--max-length", type=int, default=512)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = command_parser()
+    args = parser.parse_args(argv)
+    if args.encoder is not None and args.imdb is None:
+        parser.error("--encoder needs --imdb (without IMDB the fine-tuning check uses the smoke encoder)")
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cache_root = feature_cache_root(args.feature_cache)
+
+    started = time.perf_counter()
+    encoder = load_encoder(args.encoder or (DEFAULT_ENCODER if args.imdb else "smoke"), device=device,
+                           cache_root=cache_root)
+    if args.imdb:
+        data = prepare_imdb(args.imdb, encoder, cache_root=cache_root, max_length=args.max_length, progress=True)
+    else:
+        data = prepare_small(encoder, cache_root=cache_root, max_length=args.max_length, progress=True)
+    print(f"encoder {encoder.source} on {device}; {time.perf_counter() - started:.1f} s in all")
+    for name in ("train", "valid", "test"):
+        features = getattr(data, name)
+        print(f"  {name:5} {len(features):6} reviews, {int(features.lengths.sum()):10} tokens   {features.folder}")

@@ -1,0 +1,310 @@
+"""The assignment's own harness tasks (graders/sandbox/harness.py): stand-in models, probes and
+builders its checks need in the worker, and the fine-tuning's training loop.
+
+What the checks' plain calls need and cannot construct themselves: a stand-in model, an iterator
+of batches. The checks score what the student's code does with them by reading back its return
+values and the weights (`state_dict`), compared with what the grader computes itself; a builder
+reports nothing about the student's code. The exception is `sentiment.frozen_step` and
+`sentiment.watch`, which measure (checks marked worker_measured).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from graders.sandbox.harness import TaskContext, task
+
+
+class _PerfectOnInputs(torch.nn.Module):
+    """Stand-in for BertModel in the pre-training step: predicts, with logit `scale`, the id it is
+    given (uniform on <mask> = vocab_size). Its loss on a token it sees unchanged is ~0, so the sum
+    of the per-token losses is known from its inputs alone (checks/bert.py)."""
+
+    def __init__(self, vocab_size: int, scale: float, stale_grad: float | None = None) -> None:
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.scale = torch.nn.Parameter(torch.tensor(float(scale)))
+        if stale_grad is not None:  # left over from an earlier step: the step must clear it
+            self.scale.grad = torch.tensor(float(stale_grad))
+        self.seen: list[torch.Tensor] = []  # only to explain a failure, never to score
+        self.masks_seen: list[Any] = []  # the padding masks the step passed
+
+    def forward(self, batch_text: torch.Tensor, mask: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+        self.seen.append(batch_text.detach().clone())
+        self.masks_seen.append(mask.detach().clone() if isinstance(mask, torch.Tensor) else None)
+        ids = batch_text.long().clamp(0, self.vocab_size)
+        onehot = torch.nn.functional.one_hot(ids, self.vocab_size + 1)[..., : self.vocab_size].float()
+        return self.scale * onehot
+
+    def scale_grad(self) -> float | None:
+        """Only to name a mistake (no backward / no step), never to score."""
+        return None if self.scale.grad is None else float(self.scale.grad)
+
+
+@task("bert.probe_model")
+def bert_probe_model(ctx: TaskContext, vocab_size: int, scale: float, stale_grad: float | None = None) -> Any:
+    """The pre-training stand-in model (above), in training mode, with a gradient left from an
+    earlier step if `stale_grad` is given."""
+    return _PerfectOnInputs(vocab_size, scale, stale_grad).train()
+
+
+class _Batches:
+    """What the student's train / evaluate iterate over: batches with .text, .attention_mask, .label."""
+
+    def __init__(self, batches: list) -> None:
+        import types
+
+        self.batches = [types.SimpleNamespace(text=t, attention_mask=m, label=y) for t, m, y in batches]
+
+    def __iter__(self) -> Any:
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+@task("sentiment.epoch_inputs")
+def sentiment_epoch_inputs(ctx: TaskContext, batches: list) -> list:
+    """[iterator, criterion] for the student's train / evaluate: `batches` is a list of
+    (text, attention_mask, label), the criterion BCEWithLogitsLoss."""
+    return [_Batches(batches), torch.nn.BCEWithLogitsLoss()]
+
+
+class _Watch:
+    """Records, for every forward call of a model, its mode and whether gradients were enabled."""
+
+    def __init__(self, model: Any) -> None:
+        self.training: list = []
+        self.grad_enabled: list = []
+        self._hook = model.register_forward_pre_hook(self._record, with_kwargs=True)
+
+    def _record(self, module: Any, args: Any, kwargs: Any) -> None:
+        self.training.append(bool(module.training))
+        self.grad_enabled.append(bool(torch.is_grad_enabled()))
+
+    def stop(self) -> dict:
+        self._hook.remove()
+        return {"training": list(self.training), "grad_enabled": list(self.grad_enabled)}
+
+
+@task("sentiment.watch")
+def sentiment_watch(ctx: TaskContext, model: Any) -> Any:
+    """A measurement (checks using it are marked worker_measured): watch the model's forward calls."""
+    return _Watch(model)
+
+
+# ---------------------------------------------------------------- stand-ins for other parts' modules
+#
+# A check of one part that needs a module graded in another part (BERT is built from the student's
+# positional encoding and blocks, a block from the student's multi-head attention) runs with the
+# grader's stand-in in its place, so that a mistake of that module is charged in its own part only.
+# The stand-ins keep the interface the template's docstrings give, have no parameters, and are
+# plainly not the assignment's solution: each position averages the positions the padding mask
+# leaves open, weighted by exp(-|i - j|) (position dependent, reads its context, honours the mask),
+# and the positional stand-in adds sin((t + 1) / (j + 1)). They are what the grader substitutes,
+# not something it scores: a submission that skips the substitution is graded on its own modules.
+
+
+def _open_keys(x: torch.Tensor, mask: Any) -> torch.Tensor:
+    """(B, 1, T) True where a key may be attended to: a (B, T) mask holds 1 / True at padding."""
+    B, T = x.shape[0], x.shape[1]
+    if mask is None:
+        return torch.ones(B, 1, T, dtype=torch.bool, device=x.device)
+    if not isinstance(mask, torch.Tensor) or mask.numel() != B * T:
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(f"the grader's stand-in module was given a padding mask of shape {shape}; "
+                         f"the docstring asks for (B, T) = ({B}, {T}) with 1 at padding")
+    return ~mask.reshape(B, 1, T).bool().to(x.device)
+
+
+def _mix(x: torch.Tensor, mask: Any) -> torch.Tensor:
+    """Each position's average of the open positions, weighted by exp(-|i - j|)."""
+    T = x.shape[1]
+    pos = torch.arange(T, device=x.device, dtype=x.dtype)
+    weights = torch.exp(-(pos[:, None] - pos[None, :]).abs())[None] * _open_keys(x, mask)  # (B, T, T)
+    return weights / weights.sum(-1, keepdim=True).clamp_min(1e-12) @ x
+
+
+class StandInAttention(torch.nn.Module):
+    """For MultiHeadAttention: forward(embedding (B, T, E), mask=None) -> (B, T, E)."""
+
+    def forward(self, embedding: torch.Tensor, mask: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return _mix(embedding, mask)
+
+
+class StandInBlock(torch.nn.Module):
+    """For TransformerBlock: forward((embedding, mask)) -> (embedding + mixed, mask)."""
+
+    def forward(self, inputs: Any, *args: Any, **kwargs: Any) -> tuple:
+        embedding, mask = inputs
+        return embedding + _mix(embedding, mask), mask
+
+
+class StandInPositions(torch.nn.Module):
+    """For PositionalEncoding: forward(x (B, T, E)) -> x + sin((t + 1) / (j + 1)) at position t, feature j."""
+
+    def forward(self, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        t = torch.arange(1, x.shape[1] + 1, device=x.device, dtype=x.dtype)[:, None]
+        j = torch.arange(1, x.shape[2] + 1, device=x.device, dtype=x.dtype)[None, :]
+        return x + torch.sin(t / j)
+
+
+STAND_INS = {
+    "encoder.TransformerBlock": StandInBlock,
+    "encoder.PositionalEncoding": StandInPositions,
+    "attention.MultiHeadAttention": StandInAttention,
+}
+
+
+@task("stand_ins")
+def stand_ins(ctx: TaskContext, model: Any, names: list) -> list:
+    """Replace every sub-module of `model` that is an instance of one of the student's classes
+    `names` (keys of STAND_INS, e.g. "encoder.TransformerBlock") by the grader's stand-in, the
+    outermost first. Returns the paths replaced."""
+    classes = []
+    for name in names:
+        module_name, class_name = name.split(".")
+        cls = getattr(ctx.student_module(module_name), class_name, None)
+        if isinstance(cls, type):
+            classes.append((cls, STAND_INS[name]))
+    replaced = []
+
+    def visit(parent: Any, prefix: str) -> None:
+        for child_name, child in list(parent.named_children()):
+            path = f"{prefix}{child_name}"
+            stand_in = next((s for cls, s in classes if isinstance(child, cls)), None)
+            if stand_in is not None:
+                setattr(parent, child_name, stand_in().train(child.training))
+                replaced.append(path)
+            else:
+                visit(child, path + ".")
+
+    visit(model, "")
+    return replaced
+
+
+@task("bert.fresh_model")
+def bert_fresh_model(ctx: TaskContext, vocab_size: int, embed_dim: int, seed: int) -> Any:
+    """A freshly initialised masked-LM model of the grader's, for pretrain_step (in training mode):
+    Embedding(vocab_size + 1, E), the positional and block stand-ins, Linear(E, vocab_size).
+    forward(batch_text, mask=None) -> (B, T, vocab_size) logits."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _FreshMaskedLM(vocab_size, embed_dim).train()
+
+
+class _FreshMaskedLM(torch.nn.Module):
+    def __init__(self, vocab_size: int, embed_dim: int) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab_size + 1, embed_dim)
+        self.positions = StandInPositions()
+        self.block = StandInBlock()
+        self.mask_pred = torch.nn.Linear(embed_dim, vocab_size)
+
+    def forward(self, batch_text: torch.Tensor, mask: Any = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+        x, _ = self.block((self.positions(self.embed(batch_text)), mask))
+        return self.mask_pred(x)
+
+
+# ---------------------------------------------------------------- sentiment (checks/sentiment.py)
+
+
+@task("sentiment.tiny_bert")
+def sentiment_tiny_bert(ctx: TaskContext, seed: int, config: dict) -> Any:
+    """A tiny transformers.BertModel with seeded weights, in eval mode; nothing is downloaded.
+    The checks load their own weights into it."""
+    from transformers import BertConfig, BertModel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        bert = BertModel(BertConfig(**config, attn_implementation="eager"), add_pooling_layer=False)
+    return bert.eval()
+
+
+def _split_bert_parameters(model: Any) -> tuple[list, list]:
+    """(BERT's named parameters, the others') of a BERTGRUSentiment, by identity with model.bert's."""
+    bert = getattr(model, "bert", None)
+    ids = {id(p) for p in bert.parameters()} if isinstance(bert, torch.nn.Module) else set()
+    named = list(model.named_parameters())
+    return [(n, p) for n, p in named if id(p) in ids], [(n, p) for n, p in named if id(p) not in ids]
+
+
+@task("sentiment.frozen_step")
+def sentiment_frozen_step(ctx: TaskContext, model: Any, text: torch.Tensor, mask: torch.Tensor) -> dict:
+    """A measurement (sentiment.bert_frozen is marked worker_measured): one forward (training mode),
+    backward and Adam step over model.parameters(): which BERT parameters got a gradient or changed,
+    and how many other parameters changed."""
+    bert_params, head_params = _split_bert_parameters(model)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    optimizer.zero_grad()
+    loss = (model(text, attention_mask=mask).float() ** 2).mean()
+    loss.backward()
+    with_grad = [n for n, p in bert_params if p.grad is not None and bool(p.grad.abs().sum() > 0)]
+    optimizer.step()
+    changed = [n for n, p in bert_params if not torch.equal(p.detach(), before[n])]
+    head_changed = sum(int(not torch.equal(p.detach(), before[n])) for n, p in head_params)
+    return {"bert_with_grad": with_grad, "bert_changed": changed, "head_changed": head_changed}
+
+
+# ---------------------------------------------------------------- fine-tuning (checks/finetune.py)
+
+
+@task("finetune.check_frozen")
+def finetune_check_frozen(ctx: TaskContext, encoder_dir: str, text: torch.Tensor, attention_mask: torch.Tensor,
+                          label: torch.Tensor) -> dict:
+    """A measurement (finetune.accuracy is marked worker_measured). The student's model built with their hyper-parameters around the real encoder (read from a local
+    folder, never downloaded); one training step must leave the encoder unchanged."""
+    from dataclasses import asdict
+
+    import numpy as np
+    from transformers import AutoModel
+
+    from graders.packs.bert.finetune.training import Batch, check_frozen, validate_hyperparameters
+
+    student = ctx.student_module("sentiment")
+    hp = validate_hyperparameters(student.HYPERPARAMETERS)
+    encoder = AutoModel.from_pretrained(encoder_dir, local_files_only=True)
+    model = student.BERTGRUSentiment(encoder, hp["hidden_dim"], 1, hp["n_layers"], hp["bidirectional"], hp["dropout"])
+    return asdict(check_frozen(model, encoder, Batch(text, attention_mask, label, np.arange(len(label)))))
+
+
+@task("finetune.start")
+def finetune_start(ctx: TaskContext, *, features: dict, train_labels: torch.Tensor, time_budget_s: float,
+                   device: str, seed: int, overrides: dict, probe_size: int | None = None) -> Any:
+    """The student's model, hyper-parameters (with `overrides`), train and evaluate, ready to train
+    on cached features (a `Training`, kept here: the grader drives it through the tasks below).
+    `features` maps train / valid / test to (cache folder, rows); only the training labels are here."""
+    import numpy as np
+
+    from graders.packs.bert.finetune.cache import open_features
+    from graders.packs.bert.finetune.training import Training
+
+    views = {name: open_features(folder).subset(np.asarray(rows, dtype=np.int64))
+             for name, (folder, rows) in features.items()}
+    student = ctx.student_module("sentiment")
+    hyperparameters = {**student.HYPERPARAMETERS, **overrides}
+    return Training(student, hyperparameters, views["train"], train_labels.numpy(), views["valid"], views["test"],
+                    time_budget_s, device, seed=seed, **({} if probe_size is None else {"probe_size": probe_size}))
+
+
+@task("finetune.next_epoch")
+def finetune_next_epoch(ctx: TaskContext, training: Any) -> Any:
+    """One epoch: (its record, validation logits), or None once training is over."""
+    return training.next_epoch()
+
+
+@task("finetune.keep_latest")
+def finetune_keep_latest(ctx: TaskContext, training: Any) -> None:
+    training.keep_latest()
+
+
+@task("finetune.finish")
+def finetune_finish(ctx: TaskContext, training: Any) -> dict:
+    """What the harness observed, and the test logits of the weights kept (an empty tensor if none)."""
+    run = training.finish()
+    return {"summary": run.summary(), "test_logits": run.test_logits if run.test_logits is not None
+            else torch.empty(0)}

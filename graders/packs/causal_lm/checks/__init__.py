@@ -1,0 +1,1 @@
+"""The causal-LM checks. Importing a module registers its checks."""

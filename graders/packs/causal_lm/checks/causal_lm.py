@@ -1,0 +1,568 @@
+"""Checks for the causal Transformer LM on nn.TransformerEncoder (seeds 000 and 001)."""
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from graders.checks.compare import expect_close, expect_tensor, is_close
+from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
+from graders.checks.weights import learnable, numel, shared_entries, state_shapes, state_tensors
+from graders.sandbox import StudentError
+
+MODULE = "causal_lm"
+
+
+# ---------------------------------------------------------------- strategies
+
+
+class LMConfig(NamedTuple):
+    ntoken: int
+    d_model: int
+    nhead: int
+    d_hid: int
+    nlayers: int
+
+
+class CausalInput(NamedTuple):
+    config: LMConfig
+    ids: torch.Tensor  # (B, T)
+    position: int  # the position j the check changes
+
+
+class HeadInput(NamedTuple):
+    d_model: int
+    n_out: int  # ntoken or n_classes
+    hidden: torch.Tensor  # (B, T, d_model)
+
+
+# Inputs are named tuples: checks unpack them like plain tuples, counterexamples name their fields.
+
+
+@st.composite
+def lm_configs(draw):
+    """A small TransformerModel configuration: (ntoken, d_model, nhead, d_hid, nlayers)."""
+    # Even d_model of 4 or more: LayerNorm over 1 or 2 features gives only signs, and whatever the
+    # positional encoding does with odd sizes is graded in part positional_encoding, not here.
+    nhead = draw(st.integers(1, 3))
+    d_model = nhead * 2 * draw(st.integers(1, 2))
+    if d_model < 4:
+        d_model = 4
+    return LMConfig(draw(st.integers(2, 30)), d_model, nhead, draw(st.integers(1, 12)), draw(st.integers(1, 3)))
+
+
+@st.composite
+def causal_inputs(draw, *, square=None):
+    """(config, ids (B, T), position j to change); with `square`, B == T (True) or B != T (False)."""
+    config = draw(lm_configs())
+    ntoken = config[0]
+    T = draw(st.integers(2, 6))
+    if square is True:
+        B = T
+    elif square is False:
+        B = draw(st.integers(1, 5).filter(lambda b: b != T))
+    else:
+        B = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, ntoken, (B, T), generator=g)
+    j = draw(st.integers(1, T - 1))
+    return CausalInput(config, ids, j)
+
+
+def _changed(ids, row, j, ntoken):
+    """ids with token (row, j) replaced by another token."""
+    other = ids.clone()
+    other[row, j] = (ids[row, j] + 1) % ntoken
+    return other
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _model(ctx, config):
+    ctx.student.seed(ctx.seed)  # the same initial weights whenever this example is replayed
+    handle = ctx.student.construct(MODULE, "TransformerModel", *config, 0.1)
+    ctx.student.call(handle, "eval")
+    return handle
+
+
+def _hidden(ctx, handle, ids, d_model):
+    out = ctx.student.call(handle, "__call__", ids)
+    return expect_tensor(out, "TransformerModel output", shape=(*ids.shape, d_model))
+
+
+PROBE_CONFIG = (10, 8, 2, 16, 1)  # a TransformerModel big enough for a clear diagnosis
+
+
+def _rows_interact(ctx, T=3):
+    """Build a model of PROBE_CONFIG, run a square (B == T) batch and change row 0: do other rows'
+    outputs move? That is what an encoder that reads batch-first input as sequence-first does."""
+    ntoken, d_model = PROBE_CONFIG[0], PROBE_CONFIG[1]
+    g = torch.Generator().manual_seed(1234)
+    ids = torch.randint(0, ntoken, (T, T), generator=g)
+    other = ids.clone()
+    other[0] = (ids[0] + 1) % ntoken
+    try:
+        handle = _model(ctx, PROBE_CONFIG)
+        a = ctx.student.call(handle, "__call__", ids)
+        b = ctx.student.call(handle, "__call__", other)
+    except StudentError:
+        return False
+    if type(a) is not torch.Tensor or a.shape != (T, T, d_model) or type(b) is not torch.Tensor or b.shape != a.shape:
+        return False
+    return not torch.allclose(a[1:], b[1:], atol=1e-5)
+
+
+def _state_count(ctx, handle, what):
+    """Elements in the module's learnable state_dict entries (read back, not described by the worker)."""
+    return numel(learnable(state_tensors(ctx, handle, what)))
+
+
+def _sinusoid(T, E):
+    """(T, E) in float64: PE(pos, 2i) = sin(pos / 10000^(2i/E)), PE(pos, 2i+1) = cos(the same)."""
+    pos = torch.arange(T, dtype=torch.float64)[:, None]  # (T, 1)
+    freq = 10000.0 ** (-torch.arange(0, E, 2, dtype=torch.float64) / E)  # (ceil(E/2),)
+    table = torch.zeros(T, E, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq[: E // 2])
+    return table
+
+
+def _positional_tables(ctx, d_model):
+    """(rows, d_model) tables a TransformerModel may hold as its positional-encoding buffer: the
+    sinusoid, and whatever the student's own PositionalEncoding holds (its values are graded in
+    part positional_encoding, not here)."""
+    tables = [_sinusoid(5000, d_model).float()]
+    try:
+        handle = ctx.student.construct(MODULE, "PositionalEncoding", d_model, 0.1)
+        state = state_tensors(ctx, handle, "PositionalEncoding")
+    except (StudentError, CheckFailed):
+        return tables
+    tables += [t.reshape(-1, d_model).float() for t in state.values()
+               if t.is_floating_point() and t.numel() and t.numel() % d_model == 0]
+    return tables
+
+
+def _is_table(tensor, tables, d_model):
+    if not tensor.is_floating_point() or not tensor.numel() or tensor.numel() % d_model:
+        return False
+    rows = tensor.reshape(-1, d_model).float()
+    return any(rows.shape[0] <= table.shape[0] and torch.allclose(rows, table[: rows.shape[0]], atol=1e-5)
+               for table in tables)
+
+
+def _layer_count(d_model, d_hid):
+    return 4 * d_model * d_model + 4 * d_model + 2 * d_model * d_hid + d_hid + d_model + 4 * d_model
+
+
+def _as_int(value, what):
+    if type(value) is torch.Tensor and value.numel() == 1 and not value.is_floating_point():
+        value = int(value.item())
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    if type(value) is not int:
+        raise CheckFailed(f"{what}: expected an int, got {type(value).__name__} {value!r}"[:300], diagnosis="returns_wrong_type")
+    return value
+
+
+GATE_CONFIG = (20, 8, 2, 16, 1)  # the TransformerModel lm_gate probes, on (2, 5) ids
+
+
+def lm_gate(ctx):
+    """TransformerModel does its job (graders/checks/gates.py), on a model and ids of the gate's own:
+    in eval mode its hidden states are repeatable, not constant, and the last position reads the first."""
+    ntoken, d_model = GATE_CONFIG[0], GATE_CONFIG[1]
+    ids = torch.randint(0, ntoken, (2, 5), generator=torch.Generator().manual_seed(31))
+    handle = _model(ctx, GATE_CONFIG)
+
+    def change_at(x, t):
+        changed = x.clone()
+        changed[:, t] = (x[:, t] + 1) % ntoken
+        return changed
+
+    sequence_gate(lambda x: _hidden(ctx, handle, x, d_model), ids, change_at,
+                  f"hidden states of TransformerModel{GATE_CONFIG} (eval mode, ids of shape {tuple(ids.shape)})")
+
+
+# ---------------------------------------------------------------- the square subsequent mask
+
+
+def _mask_variants(sz):
+    ninf = float("-inf")
+    return {
+        "square_mask_polarity": torch.tril(torch.full((sz, sz), ninf), diagonal=-1),
+        "square_mask_diagonal": torch.triu(torch.full((sz, sz), ninf), diagonal=0),
+    }
+
+
+@check("causal_lm.square_mask", "generate_square_subsequent_mask: float (sz, sz), 0 on and below the diagonal, -inf above")
+def square_mask(ctx):
+    @ctx.given(st.integers(1, 8))
+    def prop(sz):
+        got = ctx.student.call(MODULE, "generate_square_subsequent_mask", sz)
+        expect_tensor(got, f"generate_square_subsequent_mask({sz})", shape=(sz, sz))
+        expected = torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)
+        if got.dtype == torch.bool or not got.is_floating_point():
+            raise CheckFailed(f"generate_square_subsequent_mask({sz}) has dtype {got.dtype}, expected a float tensor of 0 and -inf",
+                              diagnosis="square_mask_boolean", details={"got": str(got.int().tolist())[:400]})
+        above = torch.triu(torch.ones(sz, sz, dtype=torch.bool), diagonal=1)
+        # -inf above the diagonal; a finite fill as low as the dtype's minimum works the same in the encoder
+        blocked_ok = bool((got[above] <= torch.finfo(got.dtype).min / 2).all()) if above.any() else True
+        open_ok = bool((got[~above] == 0).all())
+        if blocked_ok and open_ok:
+            return
+        diagnosis = None
+        for name, variant in _mask_variants(sz).items():
+            if torch.equal(got.double(), variant.double()):
+                diagnosis = name
+        finite = got[torch.isfinite(got)]
+        if diagnosis is None and finite.numel() == got.numel() and bool(((finite == 0) | (finite == 1)).all()):
+            diagnosis = "square_mask_boolean"
+        raise CheckFailed(
+            f"generate_square_subsequent_mask({sz}) is wrong: expected {expected.tolist()}, got {got.tolist()}"[:600],
+            diagnosis=diagnosis,
+            details={"expected": str(expected.tolist())[:400], "got": str(got.tolist())[:400]},
+        )
+
+
+# ---------------------------------------------------------------- the model
+
+
+@check("causal_lm.causal", "TransformerModel is causal: changing a future token leaves earlier outputs unchanged (eval mode)")
+def causal(ctx):
+    @ctx.given(causal_inputs())
+    def prop(ex):
+        config, ids, j = ex
+        handle = _model(ctx, config)
+        try:
+            hidden = _hidden(ctx, handle, ids, config[1])
+        except StudentError as error:
+            if _rows_interact(ctx):
+                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: "
+                                  f"{error.message}"[:500], diagnosis="not_batch_first") from None
+            raise
+        row = ids.size(0) - 1
+        other = _changed(ids, row, j, config[0])
+        changed = _hidden(ctx, handle, other, config[1])
+        close = torch.isclose(hidden[row, :j], changed[row, :j], atol=1e-5, equal_nan=True).all(-1)  # (j,)
+        if not bool(close.all()):
+            moved = (hidden[row, :j] - changed[row, :j]).abs().amax(-1)
+            first = int((~close).nonzero()[0])
+            diagnosis = "not_batch_first" if _rows_interact(ctx) else "not_causal"
+            raise CheckFailed(
+                f"changing the token at position {j} of row {row} changed the output at earlier position {first} "
+                f"(by up to {moved.max().item():.3g})",
+                diagnosis=diagnosis,
+            )
+
+    lm_gate(ctx)
+
+
+@check("causal_lm.rows_independent", "TransformerModel keeps batch rows apart: changing one sequence leaves the others unchanged")
+def rows_independent(ctx):
+    @ctx.given(causal_inputs(square=True))
+    def prop(ex):
+        config, ids, _ = ex
+        handle = _model(ctx, config)
+        hidden = _hidden(ctx, handle, ids, config[1])
+        other = ids.clone()
+        other[0] = (ids[0] + 1) % config[0]
+        changed = _hidden(ctx, handle, other, config[1])
+        if not torch.allclose(hidden[1:], changed[1:], atol=1e-5, equal_nan=True):
+            raise CheckFailed(
+                f"with a batch of {ids.size(0)} sequences of length {ids.size(1)}, changing sequence 0 changed the outputs "
+                "of other sequences: attention runs across the batch",
+                diagnosis="not_batch_first",
+            )
+
+    lm_gate(ctx)
+
+
+@check("causal_lm.batch_first_shape", "TransformerModel maps (B, T) ids to (B, T, d_model) when B != T")
+def batch_first_shape(ctx):
+    @ctx.given(causal_inputs(square=False))
+    def prop(ex):
+        config, ids, _ = ex
+        handle = _model(ctx, config)
+        try:
+            out = ctx.student.call(handle, "__call__", ids)
+        except StudentError as error:
+            if _rows_interact(ctx):
+                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: {error.message}"[:500],
+                                  diagnosis="not_batch_first") from None
+            raise
+        B, T = ids.shape
+        if type(out) is torch.Tensor and out.shape == (T, B, config[1]):
+            raise CheckFailed(f"output of shape {tuple(out.shape)} for ids {tuple(ids.shape)}: expected (B, T, d_model) = "
+                              f"{(B, T, config[1])}", diagnosis="not_batch_first")
+        expect_tensor(out, "TransformerModel output", shape=(B, T, config[1]))
+
+    lm_gate(ctx)
+
+
+SUB_MODULES = ("embedding", "pos_encoder", "transformer_encoder")
+
+
+def forward_variants(ctx, handle, ids, d_model, ntoken):
+    """(the right hidden states, [(diagnosis, hidden states)] of known mistakes), from the model's own
+    sub-modules."""
+    try:
+        mods = {name: ctx.student.getattr(handle, name) for name in SUB_MODULES}
+    except StudentError:
+        raise CheckFailed(f"TransformerModel needs the sub-modules the template names: {', '.join(SUB_MODULES)}") from None
+
+    def run(name, *args, **kwargs):
+        out = ctx.student.call(mods[name], "__call__", *args, **kwargs)
+        return expect_tensor(out, f"{name} output")
+
+    T = ids.size(1)
+    causal_mask = torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+    embedded = run("embedding", ids)
+    scaled = embedded * math.sqrt(d_model)
+    right = run("transformer_encoder", run("pos_encoder", scaled), mask=causal_mask)
+    mistakes = [
+        ("lm_embedding_not_scaled", run("transformer_encoder", run("pos_encoder", embedded), mask=causal_mask)),
+        ("lm_embedding_wrong_scale", run("transformer_encoder", run("pos_encoder", embedded * d_model), mask=causal_mask)),
+        ("lm_embedding_wrong_scale", run("transformer_encoder", run("pos_encoder", embedded * math.sqrt(ntoken)),
+                                         mask=causal_mask)),
+        ("lm_no_positional_encoding", run("transformer_encoder", scaled, mask=causal_mask)),
+        ("not_causal", run("transformer_encoder", run("pos_encoder", scaled))),
+    ]
+    return right, mistakes
+
+
+@check("causal_lm.forward_wiring", "forward = transformer_encoder(pos_encoder(embedding(src) * sqrt(d_model)), causal mask), "
+                                   "from the model's own sub-modules")
+def forward_wiring(ctx):
+    @ctx.given(causal_inputs(square=False))
+    def prop(ex):
+        config, ids, _ = ex
+        d_model = config[1]
+        handle = _model(ctx, config)
+        try:
+            got = _hidden(ctx, handle, ids, d_model)
+        except StudentError as error:
+            if _square_batches_only(ctx, config, ids):
+                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: {error.message}; "
+                                  f"on a batch of {ids.size(1)} sequences it runs: the causal mask is sized by the batch "
+                                  "size, not by the sequence length"[:600], diagnosis="causal_mask_wrong_size") from None
+            raise
+        right, mistakes = forward_variants(ctx, handle, ids, d_model, config[0])
+        if is_close(got, right, atol=1e-4):
+            return
+        diagnosis = next((name for name, out in mistakes if is_close(got, out, atol=1e-4)), None)
+        expect_close(got, right, f"hidden states of TransformerModel{config} (eval mode) against its own embedding, "
+                                 "pos_encoder and transformer_encoder", atol=1e-4, diagnosis=diagnosis)
+
+
+def _square_batches_only(ctx, config, ids):
+    """The model, which raised on `ids` (B != T), gives the right hidden states on a batch of T
+    sequences of length T: the mistake of a causal mask sized by src.size(0)."""
+    T = ids.size(1)
+    square = torch.randint(0, config[0], (T, T), generator=torch.Generator().manual_seed(7))
+    handle = _model(ctx, config)
+    try:
+        got = ctx.student.call(handle, "__call__", square)
+    except StudentError:
+        return False
+    return is_close(got, forward_variants(ctx, handle, square, config[1], config[0])[0], atol=1e-4)
+
+
+@check("causal_lm.src_mask_argument", "A src_mask passed to forward replaces the causal mask")
+def src_mask_argument(ctx):
+    @ctx.given(causal_inputs(square=False))
+    def prop(ex):
+        config, ids, _ = ex
+        ntoken, d_model = config[0], config[1]
+        handle = _model(ctx, config)
+        T = ids.size(1)
+        # every position sees every other one: the encoder's output without a mask
+        open_mask = torch.zeros(T, T)
+        got = expect_tensor(ctx.student.call(handle, "__call__", ids, open_mask), "TransformerModel output",
+                            shape=(*ids.shape, d_model))
+        causal_out, mistakes = forward_variants(ctx, handle, ids, d_model, ntoken)
+        expected = dict(mistakes)["not_causal"]
+        if is_close(got, expected, atol=1e-4):
+            return
+        diagnosis = "src_mask_ignored" if is_close(got, causal_out, atol=1e-4) else None
+        expect_close(got, expected, f"hidden states of TransformerModel{config} called with src_mask = zeros({T}, {T}) "
+                                    "(no position blocked) against its own sub-modules", atol=1e-4, diagnosis=diagnosis)
+
+    lm_gate(ctx)
+
+
+# ---------------------------------------------------------------- heads
+
+
+def _linear_weights(ctx, handle, n_out, d_model, what):
+    """The head's own Linear weight (n_out, d_model) and bias (n_out,) (or None), read back with
+    state_dict(), or None when the head holds no such tensors (its sizes are graded elsewhere)."""
+    state = learnable(state_tensors(ctx, handle, what))
+    weights = [t for t in state.values() if tuple(t.shape) == (n_out, d_model)]
+    biases = [t for t in state.values() if tuple(t.shape) == (n_out,)]
+    if len(weights) != 1 or len(biases) > 1:
+        return None
+    return weights[0], (biases[0] if biases else None)
+
+
+def expect_linear(ctx, handle, got, hidden, n_out, what):
+    """`got` is the head's own Linear applied to `hidden`: logits, not probabilities."""
+    found = _linear_weights(ctx, handle, n_out, hidden.size(-1), what)
+    if found is None:
+        return
+    expected = F.linear(hidden.double(), found[0].double(), None if found[1] is None else found[1].double())
+    if is_close(got, expected, atol=1e-5):
+        return
+    probabilities = [torch.softmax(expected, -1), torch.log_softmax(expected, -1), torch.sigmoid(expected)]
+    diagnosis = "head_returns_probabilities" if any(is_close(got, p, atol=1e-5) for p in probabilities) else None
+    expect_close(got, expected, f"{what} output against its own Linear weights", diagnosis=diagnosis)
+
+
+@st.composite
+def head_inputs(draw):
+    d_model = draw(st.integers(1, 8))
+    B, T = draw(st.integers(1, 4)), draw(st.integers(2, 6))
+    n_out = draw(st.integers(1, 12))
+    seed = draw(st.integers(0, 2**16))
+    hidden = torch.randn(B, T, d_model, generator=torch.Generator().manual_seed(seed))
+    return HeadInput(d_model, n_out, hidden)
+
+
+@check("causal_lm.lm_head", "LMHead maps (B, T, d_model) to next-token logits (B, T, ntoken), position by position")
+def lm_head(ctx):
+    @ctx.given(head_inputs())
+    def prop(ex):
+        d_model, ntoken, hidden = ex
+        handle = ctx.student.construct(MODULE, "LMHead", d_model, ntoken)
+        ctx.student.call(handle, "eval")
+        B, T, _ = hidden.shape
+        out = expect_tensor(ctx.student.call(handle, "__call__", hidden), "LMHead output", shape=(B, T, ntoken))
+        other = hidden.clone()
+        other[:, 0] += 1.0
+        changed = expect_tensor(ctx.student.call(handle, "__call__", other), "LMHead output", shape=(B, T, ntoken))
+        if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
+            raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
+                              "the head must map every position on its own")
+        expect_linear(ctx, handle, out, hidden, ntoken, f"LMHead({d_model}, {ntoken})")
+        expect_repeatable(out, ctx.student.call(handle, "__call__", hidden), "LMHead logits")
+        expect_changes(out[:, 0], changed[:, 0], "LMHead logits at position 0", "the hidden state there changes")
+        expect_varies(out, "LMHead logits", dim=-1)
+        count = _state_count(ctx, handle, "LMHead")
+        if count != d_model * ntoken + ntoken:
+            raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {count} parameters, expected "
+                              f"{d_model * ntoken + ntoken} (Linear(d_model, ntoken) with bias)", diagnosis="parameter_count_off")
+
+
+@check("causal_lm.classification_head", "ClassificationHead reads the last position: (B, T, d_model) -> (B, n_classes)")
+def classification_head(ctx):
+    @ctx.given(head_inputs())
+    def prop(ex):
+        d_model, n_classes, hidden = ex
+        handle = ctx.student.construct(MODULE, "ClassificationHead", d_model, n_classes)
+        ctx.student.call(handle, "eval")
+        B, T, _ = hidden.shape
+        out = expect_tensor(ctx.student.call(handle, "__call__", hidden), "ClassificationHead output", shape=(B, n_classes))
+        earlier = hidden.clone()
+        earlier[:, :-1] = torch.randn(B, T - 1, d_model, generator=torch.Generator().manual_seed(99)) * 3
+        same = expect_tensor(ctx.student.call(handle, "__call__", earlier), "ClassificationHead output", shape=(B, n_classes))
+        if not torch.allclose(out, same, atol=1e-5):
+            raise CheckFailed(f"on hidden states of shape {(B, T, d_model)}, changing positions 0..{T - 2} changed the class "
+                              "logits: only the last position may count", diagnosis="head_wrong_position")
+        expect_linear(ctx, handle, out, hidden[:, -1], n_classes, f"ClassificationHead({d_model}, {n_classes})")
+        last = hidden.clone()
+        last[:, -1] += 1.0
+        moved = expect_tensor(ctx.student.call(handle, "__call__", last), "ClassificationHead output", shape=(B, n_classes))
+        if torch.allclose(out, moved, atol=1e-7):
+            raise CheckFailed("changing the last position's hidden state did not change the class logits",
+                              diagnosis="head_wrong_position")
+
+
+# ---------------------------------------------------------------- counting
+
+
+@check("causal_lm.count_parameters", "count_parameters equals the number of trainable parameters (no buffers, no frozen ones)")
+def count_parameters(ctx):
+    @ctx.given(lm_configs(), st.integers(0, 2))
+    def prop(config, frozen):
+        ntoken, d_model, nhead, d_hid, nlayers = config
+        # the student's own model, every parameter frozen by the grader: nothing left to count
+        handle = _model(ctx, config)
+        ctx.student.call(handle, "requires_grad_", False)
+        got = _as_int(ctx.student.call(MODULE, "count_parameters", handle), "count_parameters(model)")
+        if got != 0:
+            raise CheckFailed(f"count_parameters(TransformerModel{config}) = {got} after model.requires_grad_(False); "
+                              "expected 0: only parameters that require gradients count, and buffers never",
+                              diagnosis="parameter_count_off", details={"numbers": {"expected": 0, "got": got}})
+        # a module built in the worker from torch.nn only, with frozen layers and a buffer; its state,
+        # read back, must be what the grader asked for
+        sizes = (d_model, d_hid, ntoken)
+        module = ctx.student.task("causal_lm.probe_module", list(sizes), frozen)
+        a, b, c = sizes
+        built = {"0.weight": (b, a), "0.bias": (b,), "1.weight": (c, b), "1.bias": (c,), "table": (100,)}
+        if state_shapes(ctx, module, "the probe module") != built:
+            raise CheckFailed("the probe module Sequential(Linear, Linear) with a buffer was not built as the grader "
+                              "asked: something in the worker interfered")
+        got = _as_int(ctx.student.call(MODULE, "count_parameters", module), "count_parameters")
+        expected = _partly_frozen_count(sizes, frozen)
+        if got != expected:
+            raise CheckFailed(f"count_parameters of Sequential(Linear{sizes[:2]}, Linear{sizes[1:]}) with the first {frozen} "
+                              f"layer(s) frozen and a buffer = {got}, expected {expected} (only requires_grad parameters count)",
+                              diagnosis="parameter_count_off", details={"numbers": {"expected": expected, "got": got}})
+
+
+def _partly_frozen_count(sizes, frozen):
+    a, b, c = sizes
+    layers = [a * b + b, b * c + c]
+    return sum(layers[frozen:])
+
+
+@check("causal_lm.model_parameters", "TransformerModel has exactly the parameters of its closed form (no extra or shared layer)")
+def model_parameters(ctx):
+    @ctx.given(lm_configs())
+    def prop(config):
+        ntoken, d_model, nhead, d_hid, nlayers = config
+        handle = _model(ctx, config)
+        # counted from the tensors its state_dict returns, less the positional-encoding table
+        tables = _positional_tables(ctx, d_model)
+        state = {name: t for name, t in learnable(state_tensors(ctx, handle, "TransformerModel")).items()
+                 if not _is_table(t, tables, d_model)}
+        got = numel(state)
+        expected = ctx.oracle.call("causal_lm.closed_form_parameter_count", *config)["base"]
+        if got != expected:
+            layer = _layer_count(d_model, d_hid)
+            diagnosis = "extra_layer_copy" if got == expected + layer else "parameter_count_off"
+            raise CheckFailed(f"TransformerModel{config} has {got} parameters in its state_dict (besides the positional "
+                              f"encoding), expected {expected}"
+                              + (" (one encoder layer too many)" if diagnosis == "extra_layer_copy" else ""),
+                              diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}})
+        shared = shared_entries(ctx, handle, state, ctx.seed)
+        if shared:
+            raise CheckFailed(f"TransformerModel{config}: {shared[:4]} share their tensor with another entry (a layer used "
+                              "twice), so the model has fewer parameters than its closed form",
+                              diagnosis="parameter_count_off")
+
+    # the constructor alone earns nothing: the model must also compute (a stubbed forward)
+    lm_gate(ctx)
+
+
+@check("causal_lm.closed_form", "closed_form_parameter_count matches the modules and the formula for every configuration")
+def closed_form(ctx):
+    @ctx.given(lm_configs(), st.integers(1, 5))
+    def prop(config, n_classes):
+        ntoken, d_model, nhead, d_hid, nlayers = config
+        got = ctx.student.call(MODULE, "closed_form_parameter_count", *config, n_classes)
+        expected = ctx.oracle.call("causal_lm.closed_form_parameter_count", *config, n_classes)
+        if not isinstance(got, dict) or set(expected) - set(got):
+            raise CheckFailed(f"closed_form_parameter_count must return a dict with keys {sorted(expected)}, got {got!r}"[:400],
+                              diagnosis="returns_wrong_type")
+        call = f"closed_form_parameter_count{(*config, n_classes)}"
+        for key in ("base", "lm_head", "classification_head"):
+            value = _as_int(got[key], f"{call}[{key!r}]")
+            if value != expected[key]:
+                raise CheckFailed(f"{call}[{key!r}] = {value}, expected {expected[key]}", diagnosis="closed_form_wrong",
+                                  details={"numbers": {"expected": expected[key], "got": value}})
+

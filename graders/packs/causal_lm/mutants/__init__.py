@@ -1,0 +1,1 @@
+"""The causal-LM mutants and alternatives (graders/mutants.py): what its checks must catch and pass. Never shipped to students."""

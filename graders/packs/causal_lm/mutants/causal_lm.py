@@ -1,0 +1,127 @@
+"""Mutants and alternatives of causal_lm.py (part causal_lm)."""
+
+from graders.mutants import Alternative, Edit, Mutant
+
+LM = "causal_lm.py"
+MASK = 'return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)'
+LAYER = "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout, batch_first=True)"
+ENCODER = "self.transformer_encoder = nn.TransformerEncoder(layer, nlayers, enable_nested_tensor=False)"
+RUN_ENCODER = "return self.transformer_encoder(x, mask=src_mask)"
+SCALE = "x = self.embedding(src) * math.sqrt(self.d_model)  # (B, T, d_model)"
+CLS_FORWARD = "return self.classifier(hidden[:, -1])"
+COUNT = "return sum(p.numel() for p in module.parameters() if p.requires_grad)"
+ATTENTION_FORMULA = "attention = (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model)"
+FF_FORMULA = "feed_forward = (d_model * d_hid + d_hid) + (d_hid * d_model + d_model)"
+
+LM_HEAD = "self.decoder = nn.Linear(d_model, ntoken)"
+LAYER_NORMS = "layer_norms = 2 * (2 * d_model)"
+BASE = "base = ntoken * d_model + nlayers * (attention + feed_forward + layer_norms)"
+CAUSAL_DEFAULT = "src_mask = generate_square_subsequent_mask(src.size(1)).to(src.device)"
+
+
+def one(id, part, file, find, replace, diagnosis):
+    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
+
+
+MUTANTS = [
+    one("lm_mask_zero_one", "causal_lm", LM, MASK,
+        "return torch.triu(torch.ones(sz, sz), diagonal=1)", "square_mask_boolean"),
+    one("lm_mask_boolean", "causal_lm", LM, MASK,
+        "return torch.triu(torch.ones(sz, sz, dtype=torch.bool), diagonal=1)", "square_mask_boolean"),
+    one("lm_mask_diagonal_masked", "causal_lm", LM, MASK,
+        'return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=0)', "square_mask_diagonal"),
+    one("lm_mask_polarity", "causal_lm", LM, MASK,
+        'return torch.tril(torch.full((sz, sz), float("-inf")), diagonal=-1)', "square_mask_polarity"),
+    one("lm_no_batch_first", "causal_lm", LM, LAYER,
+        "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout)", "not_batch_first"),
+    one("lm_embedding_not_scaled", "causal_lm", LM, SCALE, "x = self.embedding(src)", "lm_embedding_not_scaled"),
+    one("lm_no_positional_encoding", "causal_lm", LM, "x = self.pos_encoder(x)", "pass", "lm_no_positional_encoding"),
+    one("lm_no_causal_mask", "causal_lm", LM, RUN_ENCODER,
+        "return self.transformer_encoder(x)", "not_causal"),
+    one("lm_head_first_position", "causal_lm", LM, CLS_FORWARD,
+        "return self.classifier(hidden[:, 0])", "head_wrong_position"),
+    one("lm_head_mean_pool", "causal_lm", LM, CLS_FORWARD,
+        "return self.classifier(hidden.mean(dim=1))", "head_wrong_position"),
+    one("lm_count_all_parameters", "causal_lm", LM, COUNT,
+        "return sum(p.numel() for p in module.parameters())", "parameter_count_off"),
+    one("lm_count_with_buffers", "causal_lm", LM, COUNT,
+        "return sum(t.numel() for t in module.state_dict().values())", "parameter_count_off"),
+    one("lm_closed_form_no_biases", "causal_lm", LM, FF_FORMULA,
+        "feed_forward = (d_model * d_hid) + (d_hid * d_model)", "closed_form_wrong"),
+    one("lm_closed_form_times_nhead", "causal_lm", LM, ATTENTION_FORMULA,
+        "attention = nhead * (3 * d_model * d_model + 3 * d_model) + (d_model * d_model + d_model)", "closed_form_wrong"),
+    Mutant(
+        "lm_template_layer_kept",
+        "causal_lm",
+        (Edit(LM, LAYER + "\n", LAYER.replace("layer = ", "self.layer = ") + "\n        layer = self.layer\n"),),
+        "extra_layer_copy",
+    ),
+    one("lm_embedding_scaled_by_d_model", "causal_lm", LM, SCALE, "x = self.embedding(src) * self.d_model",
+        "lm_embedding_wrong_scale"),
+    one("lm_embedding_scaled_by_vocab", "causal_lm", LM, SCALE,
+        "x = self.embedding(src) * math.sqrt(self.embedding.num_embeddings)", "lm_embedding_wrong_scale"),
+    # seq-first tutorial code moved to batch-first: the mask is sized by the batch
+    one("lm_mask_from_batch_size", "causal_lm", LM, CAUSAL_DEFAULT,
+        "src_mask = generate_square_subsequent_mask(src.size(0)).to(src.device)", "causal_mask_wrong_size"),
+    one("lm_src_mask_ignored", "causal_lm", LM, CAUSAL_DEFAULT.join(["if src_mask is None:\n            ", ""]),
+        CAUSAL_DEFAULT, "src_mask_ignored"),
+    one("lm_head_no_bias", "causal_lm", LM, LM_HEAD, "self.decoder = nn.Linear(d_model, ntoken, bias=False)",
+        "parameter_count_off"),
+    one("lm_head_log_softmax", "causal_lm", LM, "return self.decoder(hidden)",
+        "return torch.log_softmax(self.decoder(hidden), dim=-1)", "head_returns_probabilities"),
+    one("lm_classifier_softmax", "causal_lm", LM, CLS_FORWARD,
+        "return torch.softmax(self.classifier(hidden[:, -1]), dim=-1)", "head_returns_probabilities"),
+    one("lm_count_tensors", "causal_lm", LM, COUNT, "return len([p for p in module.parameters() if p.requires_grad])",
+        "parameter_count_off"),
+    one("lm_shared_layers", "causal_lm", LM, ENCODER,
+        ENCODER + "\n        self.transformer_encoder.layers = nn.ModuleList([layer] * nlayers)", "parameter_count_off"),
+    one("lm_closed_form_no_layer_norm", "causal_lm", LM, LAYER_NORMS, "layer_norms = 0", "closed_form_wrong"),
+    one("lm_closed_form_no_out_proj", "causal_lm", LM, ATTENTION_FORMULA,
+        "attention = 3 * d_model * d_model + 3 * d_model", "closed_form_wrong"),
+    one("lm_closed_form_counts_positional_table", "causal_lm", LM, BASE, BASE + " + 5000 * d_model",
+        "closed_form_wrong"),
+    one("lm_closed_form_lm_head_no_bias", "causal_lm", LM, '"lm_head": d_model * ntoken + ntoken,',
+        '"lm_head": d_model * ntoken,', "closed_form_wrong"),
+]
+
+ALTERNATIVES = [
+    Alternative(
+        "lm_mask_masked_fill_bool",
+        ("causal_lm",),
+        (Edit(LM, MASK, "blocked = torch.triu(torch.ones(sz, sz, dtype=torch.bool), diagonal=1)\n"
+                        '    return torch.zeros(sz, sz).masked_fill(blocked, float("-inf"))'),),
+        "the mask from a boolean triu and masked_fill",
+    ),
+    Alternative(
+        "lm_count_named_parameters",
+        ("causal_lm",),
+        (Edit(LM, COUNT, "total = 0\n    for _, p in module.named_parameters():\n        if p.requires_grad:\n"
+                         "            total += p.numel()\n    return total"),),
+        "a loop over named_parameters",
+    ),
+    Alternative(
+        "lm_layer_list",
+        ("causal_lm",),
+        (Edit(LM, ENCODER, ENCODER + "\n        del layer"),),
+        "the template layer is a local, deleted after use",
+    ),
+    Alternative(
+        "lm_mask_tutorial",
+        ("causal_lm",),
+        (Edit(LM, MASK, "mask = (torch.triu(torch.ones(sz, sz)) == 1).transpose(0, 1)\n"
+                        '    return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, float(0.0))'),),
+        "the PyTorch tutorial's mask: a lower-triangular boolean, filled with -inf and 0",
+    ),
+    Alternative(
+        "lm_mask_nn_transformer",
+        ("causal_lm",),
+        (Edit(LM, MASK, "return nn.Transformer.generate_square_subsequent_mask(sz)"),),
+        "torch's own nn.Transformer.generate_square_subsequent_mask",
+    ),
+    Alternative(
+        "lm_mask_ones_times_inf",
+        ("causal_lm",),
+        (Edit(LM, MASK, 'return torch.triu(torch.ones(sz, sz) * float("-inf"), diagonal=1)'),),
+        "triu of a matrix of -inf (triu writes the zeros itself)",
+    ),
+]

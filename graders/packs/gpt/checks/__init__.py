@@ -1,0 +1,1 @@
+"""The minGPT checks. Importing a module registers its checks."""

@@ -1,0 +1,773 @@
+"""Checks for minGPT: the dataset, collate, the heads and generation (seeds 002 and 003).
+
+Generation checks load grader-chosen weights (seeded, larger than minGPT's init) so that logits
+are well separated and argmax / top-k sets have no near-ties; every expectation is computed from
+the student's own forward pass in eval mode, so no reference model is needed.
+"""
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+
+from graders.checks.compare import expect_close, expect_tensor, is_close
+from graders.checks.framework import CheckFailed, check
+from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate
+from graders.checks.weights import is_float_entry, parameter_entries, state_shapes
+from graders.oracles import OracleUnavailable
+from graders.sandbox import StudentError
+
+MODULE = "gpt"
+PAD_ID, IGNORE_INDEX = 0, -1
+
+
+# ---------------------------------------------------------------- strategies
+
+
+@st.composite
+def gpt_configs(draw, *, min_vocab=4, max_vocab=16):
+    n_head = draw(st.integers(1, 2))
+    return {
+        "vocab_size": draw(st.integers(min_vocab, max_vocab)),
+        "block_size": draw(st.integers(3, 8)),
+        "n_layer": draw(st.integers(1, 2)),
+        "n_head": n_head,
+        "n_embd": n_head * draw(st.integers(2, 4)),
+        "n_classification_class": draw(st.integers(2, 4)),
+        "weights_seed": draw(st.integers(0, 2**16)),
+    }
+
+
+@st.composite
+def sentences(draw, *, min_len=2, max_len=7, max_count=5):
+    """Lists of token ids (a corpus already encoded)."""
+    count = draw(st.integers(1, max_count))
+    return [draw(st.lists(st.integers(1, 30), min_size=min_len, max_size=max_len)) for _ in range(count)]
+
+
+class Prompt(NamedTuple):
+    """An input of generate; checks unpack it like a tuple, counterexamples name its fields."""
+
+    config: dict
+    idx: torch.Tensor  # (B, T)
+    max_new_tokens: int
+
+
+@st.composite
+def prompts(draw, *, max_len=None, longer_than_block=False):
+    """(config, prompt (B, T), max_new_tokens)."""
+    config = draw(gpt_configs())
+    block = config["block_size"]
+    if longer_than_block:
+        T = draw(st.integers(block + 1, block + 4))
+        n = draw(st.integers(1, 3))
+    else:
+        T = draw(st.integers(1, block - 1))
+        n = draw(st.integers(1, block - T))
+    B = draw(st.integers(1, 3))
+    seed = draw(st.integers(0, 2**16))
+    idx = torch.randint(0, config["vocab_size"], (B, T), generator=torch.Generator().manual_seed(seed))
+    return Prompt(config, idx, n)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def build_gpt(ctx, config, *, grader_weights=True, scale=1.0):
+    """The student's GPT for `config`, in eval mode, with grader-chosen weights (seeded)."""
+    cfg = {k: v for k, v in config.items() if k != "weights_seed"}
+    ctx.student.seed(config["weights_seed"])
+    handle = ctx.student.construct(MODULE, "GPT", ctx.student.construct(MODULE, "GPTConfig", **cfg))
+    ctx.student.call(handle, "eval")
+    if grader_weights:
+        ctx.student.load_state_dict(handle, grader_state(ctx, handle, config["weights_seed"], scale), strict=False)
+    return handle
+
+
+def grader_state(ctx, handle, seed, scale=1.0):
+    """A seeded value for every floating parameter (not buffers: the causal mask stays)."""
+    g = torch.Generator().manual_seed(seed)
+    state = {}
+    for p in parameter_entries(ctx, handle):
+        if not is_float_entry(p):
+            continue
+        shape = tuple(p["shape"])
+        if p["name"].endswith(".weight") and len(shape) == 1 and "ln" in p["name"]:
+            state[p["name"]] = 1.0 + 0.1 * torch.randn(shape, generator=g)  # LayerNorm gains near one
+        else:
+            fan_in = shape[-1] if len(shape) > 1 else 1
+            state[p["name"]] = torch.randn(shape, generator=g) * scale / math.sqrt(max(fan_in, 1)) * (3.0 if "lm_head" in p["name"] else 1.0)
+    return state
+
+
+def forward(ctx, handle, idx, *args, **kwargs):
+    result = ctx.student.call(handle, "__call__", idx, *args, **kwargs)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise CheckFailed("GPT.forward must return a tuple (logits, loss)", diagnosis="returns_wrong_type")
+    return result
+
+
+def last_logits(ctx, handle, idx, vocab_size):
+    logits, _ = forward(ctx, handle, idx)
+    return expect_tensor(logits, "logits", shape=(*idx.shape, vocab_size))[:, -1, :]
+
+
+def generate(ctx, handle, idx, n, **kwargs):
+    out = ctx.student.call(handle, "generate", idx, n, **kwargs)
+    B, T = idx.shape
+    expect_tensor(out, f"generate(idx of shape {(B, T)}, max_new_tokens={n})", shape=(B, T + n))
+    if out.is_floating_point() or out.is_complex() or out.dtype == torch.bool:
+        raise CheckFailed(f"generate must return token ids (a long tensor), got dtype {out.dtype}", diagnosis="returns_wrong_type")
+    out = out.long()
+    if not torch.equal(out[:, :T], idx):
+        raise CheckFailed("generate must return the prompt followed by the new tokens; the prompt part changed",
+                          details={"expected": str(idx.tolist()), "got": str(out[:, :T].tolist())})
+    return out
+
+
+# ---------------------------------------------------------------- gates (graders/checks/gates.py)
+
+GATE_CONFIG = {"vocab_size": 12, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 8,
+               "n_classification_class": 3, "weights_seed": 37}
+
+
+def _gate_model(ctx):
+    idx = torch.randint(0, GATE_CONFIG["vocab_size"], (4, 6), generator=torch.Generator().manual_seed(41))
+    what = f"GPT(vocab_size={GATE_CONFIG['vocab_size']}, n_embd={GATE_CONFIG['n_embd']}) under the grader's weights"
+    return build_gpt(ctx, GATE_CONFIG), idx, what
+
+
+def forward_gate(ctx):
+    """GPT.forward does its job, on a model and ids of the gate's own: in eval mode its logits are
+    repeatable, differ over the vocabulary, and the last position reads the first."""
+    handle, idx, what = _gate_model(ctx)
+    V = GATE_CONFIG["vocab_size"]
+
+    def call(x):
+        logits, _ = forward(ctx, handle, x)
+        return expect_tensor(logits, "logits", shape=(*x.shape, V))
+
+    def change_at(x, t):
+        changed = x.clone()
+        changed[:, t] = (x[:, t] + 1) % V
+        return changed
+
+    logits = sequence_gate(call, idx, change_at, f"logits of {what} (eval mode, ids of shape {tuple(idx.shape)})")
+    expect_varies(logits, f"logits of {what}", dim=-1)
+
+
+def generate_gate(ctx):
+    """GPT.generate does its job: the tokens it generates greedily come from the model (they change
+    when the model's weights change), on prompts of the gate's own."""
+    handle, idx, what = _gate_model(ctx)
+    first = generate(ctx, handle, idx, 2)
+    ctx.student.load_state_dict(handle, grader_state(ctx, handle, GATE_CONFIG["weights_seed"] + 1), strict=False)
+    second = generate(ctx, handle, idx, 2)
+    if torch.equal(first, second):
+        raise CheckFailed(f"greedy generate with {what} gives the same tokens {first[:, -2:].tolist()} under other "
+                          "weights: the tokens do not come from the model, so the property earns no points",
+                          diagnosis=DEGENERATE)
+
+
+# ---------------------------------------------------------------- data
+
+
+@check("gpt.dataset_is_dataset", "LanguageModelingDataset subclasses torch.utils.data.Dataset")
+def dataset_is_dataset(ctx):
+    # What a Dataset subclass inherits and a plain class lacks: `dataset + dataset` is a
+    # ConcatDataset of both. Its length and items are checked here against the dataset's own.
+    corpus = [[1, 2, 3], [4, 5, 6, 7]]
+    dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", corpus)
+    try:
+        both = ctx.student.call(dataset, "__add__", dataset)
+        n = ctx.student.call(both, "__len__")
+        first, again = ctx.student.call(dataset, "__getitem__", 0), ctx.student.call(both, "__getitem__", len(corpus))
+    except StudentError as error:
+        raise CheckFailed(f"dataset + dataset raised {error.exc_type}: {error.message}; a subclass of "
+                          "torch.utils.data.Dataset concatenates (ConcatDataset): it must subclass it",
+                          diagnosis="dataset_wrong_class") from None
+    same = (isinstance(first, (tuple, list)) and isinstance(again, (tuple, list)) and len(first) == len(again)
+            and all(type(a) is torch.Tensor and type(b) is torch.Tensor and torch.equal(a, b) for a, b in zip(first, again)))
+    if n != 2 * len(corpus) or not same:
+        raise CheckFailed(f"dataset + dataset has length {n!r} (expected {2 * len(corpus)}) or another item at index "
+                          f"{len(corpus)} than dataset[0]: LanguageModelingDataset must subclass torch.utils.data.Dataset",
+                          diagnosis="dataset_wrong_class")
+    dataset_gate(ctx)
+
+
+def dataset_gate(ctx):
+    """LanguageModelingDataset does its job (graders/checks/gates.py): its items come from the
+    sentences (two sentences give different items) and Y is not a copy of X."""
+    corpus = [[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]]
+    dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", corpus)
+    items = [ctx.student.call(dataset, "__getitem__", i) for i in range(len(corpus))]
+    pairs = [(expect_tensor(x, f"X of sentence {ids}"), expect_tensor(y, f"Y of sentence {ids}"))
+             for ids, item in zip(corpus, items) for x, y in [_pair(item)]]
+    (x0, y0), (x1, y1) = pairs
+    if x0.shape == x1.shape and torch.equal(x0, x1) and torch.equal(y0, y1):
+        raise CheckFailed(f"the sentences {corpus} give the same item {x0.tolist()}, {y0.tolist()}: the items do not come "
+                          "from the sentences, so the property earns no points", diagnosis=DEGENERATE)
+    if all(x.shape == y.shape and torch.equal(x, y) for x, y in pairs):
+        raise CheckFailed(f"sentence {corpus[0]} gives X = Y = {x0.tolist()}: Y must be X shifted by one, or the model "
+                          "learns to copy its input, so the property earns no points", diagnosis="dataset_not_shifted")
+
+
+def _pair(item):
+    if not isinstance(item, (tuple, list)) or len(item) != 2:
+        raise CheckFailed("dataset[i] must be a pair (X, Y)", diagnosis="returns_wrong_type")
+    return item
+
+
+@check("gpt.dataset_shifted", "LanguageModelingDataset gives (X, Y) with X = ids[:-1] and Y = ids[1:]")
+def dataset_shifted(ctx):
+    @ctx.given(sentences())
+    def prop(corpus):
+        dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", corpus)
+        n = ctx.student.call(dataset, "__len__")
+        if n != len(corpus):
+            raise CheckFailed(f"{len(corpus)} sentences of two tokens or more gave a dataset of length {n}")
+        for i, ids in enumerate(corpus):
+            item = ctx.student.call(dataset, "__getitem__", i)
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise CheckFailed("dataset[i] must be a pair (X, Y)", diagnosis="returns_wrong_type")
+            x = expect_tensor(item[0], f"X of sentence {ids}")
+            y = expect_tensor(item[1], f"Y of sentence {ids}")
+            ids_t = torch.tensor(ids)
+            if not (torch.equal(x.long(), ids_t[:-1]) and torch.equal(y.long(), ids_t[1:])):
+                raise CheckFailed(
+                    f"sentence {ids}: expected X = {ids[:-1]}, Y = {ids[1:]}; got X = {x.tolist()}, Y = {y.tolist()}",
+                    diagnosis="dataset_not_shifted",
+                )
+            if x.dtype != torch.long or y.dtype != torch.long:
+                raise CheckFailed(f"X and Y must be long tensors (token ids), got {x.dtype} and {y.dtype}",
+                                  diagnosis="returns_wrong_type")
+
+
+@check("gpt.dataset_drops_short", "LanguageModelingDataset leaves out sentences of fewer than two tokens")
+def dataset_drops_short(ctx):
+    @ctx.given(sentences(min_len=2), st.integers(1, 3), st.integers(0, 2**16))
+    def prop(corpus, n_short, seed):
+        g = torch.Generator().manual_seed(seed)
+        mixed = list(corpus)
+        for _ in range(n_short):  # one-token (or empty) sentences at seeded places
+            short = [int(torch.randint(1, 30, (1,), generator=g))] if bool(torch.rand(1, generator=g) < 0.7) else []
+            mixed.insert(int(torch.randint(0, len(mixed) + 1, (1,), generator=g)), short)
+        dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", mixed)
+        n = ctx.student.call(dataset, "__len__")
+        if n != len(corpus):
+            raise CheckFailed(f"the corpus {mixed} holds {len(corpus)} sentences of two tokens or more, but the dataset "
+                              f"has length {n!r}", diagnosis="dataset_keeps_short" if n == len(mixed) else None)
+        for i, ids in enumerate(corpus):
+            x, y = _pair(ctx.student.call(dataset, "__getitem__", i))
+            x, y = expect_tensor(x, f"X of item {i}"), expect_tensor(y, f"Y of item {i}")
+            if not (torch.equal(x.long(), torch.tensor(ids[:-1])) and torch.equal(y.long(), torch.tensor(ids[1:]))):
+                raise CheckFailed(f"item {i} of the dataset of {mixed} is X = {x.tolist()}, Y = {y.tolist()}; the sentences "
+                                  f"of two tokens or more, in order, give X = {ids[:-1]}, Y = {ids[1:]} there")
+
+    dataset_gate(ctx)
+
+
+def _pairs(corpus):
+    return [(torch.tensor(ids[:-1]), torch.tensor(ids[1:])) for ids in corpus]
+
+
+def collate(ctx, batch):
+    """The student's lm_collate_fn on `batch`: a pair of (B, T_max) tensors, or the check fails."""
+    result = ctx.student.call(MODULE, "lm_collate_fn", batch)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise CheckFailed("lm_collate_fn must return a pair (X, Y)", diagnosis="returns_wrong_type")
+    B, T = len(batch), max(len(x) for x, _ in batch)
+    lengths = [len(x) for x, _ in batch]
+    for name, got in zip("XY", result):
+        if type(got) is not torch.Tensor or tuple(got.shape) != (B, T):
+            shape = tuple(got.shape) if type(got) is torch.Tensor else type(got).__name__
+            raise CheckFailed(f"{name} of a batch with lengths {lengths} should have shape {(B, T)}, got {shape}",
+                              diagnosis="collate_not_padded")
+        if got.is_floating_point():
+            raise CheckFailed(f"{name} must hold token ids (a long tensor), got dtype {got.dtype}", diagnosis="returns_wrong_type")
+    return result[0].long(), result[1].long()
+
+
+@check("gpt.collate_pads", "lm_collate_fn pads X with PAD_ID and Y with IGNORE_INDEX to the longest sequence")
+def collate_pads(ctx):
+    @ctx.given(sentences(min_len=2, max_len=8, max_count=4))
+    def prop(corpus):
+        batch = _pairs(corpus)
+        X, Y = collate(ctx, batch)
+        for i, (x, y) in enumerate(batch):
+            if not (torch.equal(X[i, : len(x)].long(), x) and torch.equal(Y[i, : len(y)].long(), y)):
+                raise CheckFailed(f"row {i} of the batch does not start with its own sequence", diagnosis="collate_not_padded")
+            if not bool((X[i, len(x):] == PAD_ID).all()):
+                raise CheckFailed(f"X must be padded with PAD_ID = {PAD_ID}, got {X[i].tolist()}", diagnosis="collate_x_pad_wrong")
+            if not bool((Y[i, len(y):] == IGNORE_INDEX).all()):
+                raise CheckFailed(f"Y must be padded with IGNORE_INDEX = {IGNORE_INDEX} so padding is not in the loss, "
+                                  f"got {Y[i].tolist()}", diagnosis="collate_padding_counts")
+
+
+@check("gpt.padding_not_in_loss", "The loss of a padded batch equals the loss over its real tokens only")
+def padding_not_in_loss(ctx):
+    @ctx.given(gpt_configs(), st.integers(0, 2**16), st.integers(2, 4))
+    def prop(config, seed, B):
+        block, V = config["block_size"], config["vocab_size"]
+        g = torch.Generator().manual_seed(seed)
+        lengths = [int(n) for n in torch.randint(2, block + 2, (B,), generator=g)]
+        lengths[0] = block + 1  # X of the longest has block_size tokens; others are padded
+        lengths[-1] = 2
+        corpus = [torch.randint(1, V, (n,), generator=g).tolist() for n in lengths]
+        handle = build_gpt(ctx, config)
+        X, Y = collate(ctx, _pairs(corpus))
+        try:
+            _, loss = forward(ctx, handle, X, Y)
+        except StudentError as error:
+            if bool((Y == IGNORE_INDEX).any()) and _loss_runs_without_ignore_index(ctx, handle, X, Y):
+                raise CheckFailed(f"GPT.forward(X, Y) raised {error.exc_type}: {error.message}; with the padded targets "
+                                  f"IGNORE_INDEX = {IGNORE_INDEX} replaced by a real token it runs: the loss does not "
+                                  "ignore IGNORE_INDEX"[:600], diagnosis="loss_ignore_index_wrong") from None
+            raise
+        total, count = 0.0, 0
+        for ids in corpus:
+            x, y = torch.tensor([ids[:-1]]), torch.tensor(ids[1:])
+            logits, _ = forward(ctx, handle, x)
+            expect_tensor(logits, "logits", shape=(1, x.size(1), V))
+            total += F.cross_entropy(logits[0].double(), y, reduction="sum").item()
+            count += len(y)
+        expected = total / count
+        got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 else None
+        if got is None or not math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
+            padded_y = Y[torch.arange(Y.size(1))[None, :] >= torch.tensor([len(i) - 1 for i in corpus])[:, None]]
+            diagnosis = ("collate_padding_counts" if bool((padded_y != IGNORE_INDEX).any()) else
+                         "loss_not_mean" if got is not None and math.isclose(got, total, rel_tol=1e-4) else None)
+            raise CheckFailed(
+                f"sentences of lengths {lengths}: the batch loss is {got}, but the mean cross-entropy over the real tokens "
+                f"(each sentence run alone) is {expected:.6g}",
+                diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}},
+            )
+
+    forward_gate(ctx)
+
+
+def _loss_runs_without_ignore_index(ctx, handle, X, Y):
+    """GPT.forward(X, Y) runs once the IGNORE_INDEX targets are a real token (1)."""
+    try:
+        forward(ctx, handle, X, Y.masked_fill(Y == IGNORE_INDEX, 1))
+    except StudentError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- model and heads
+
+
+@check("gpt.heads", "lm_head is Linear(n_embd, vocab_size) without bias; classifier_head has a bias")
+def heads(ctx):
+    config = {"vocab_size": 11, "block_size": 6, "n_layer": 1, "n_head": 2, "n_embd": 8, "n_classification_class": 3, "weights_seed": 0}
+    handle = build_gpt(ctx, config, grader_weights=False)
+    shapes = state_shapes(ctx, handle, "GPT")
+    expected = {"lm_head.weight": (11, 8), "classifier_head.weight": (3, 8), "classifier_head.bias": (3,)}
+    for name, shape in expected.items():
+        if shapes.get(name) != shape:
+            raise CheckFailed(f"expected a parameter {name} of shape {shape}, got {shapes.get(name)}")
+    if "lm_head.bias" in shapes:
+        raise CheckFailed("lm_head must have no bias (minGPT: Linear(n_embd, vocab_size, bias=False))", diagnosis="parameter_count_off")
+    # the constructor alone earns nothing: the model must also compute (a stubbed forward)
+    forward_gate(ctx)
+
+
+@check("gpt.forward_matches_reference", "GPT.forward: token and position embeddings, the blocks, ln_f, lm_head, under the grader's weights")
+def forward_matches_reference(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, _ = ex
+        handle = build_gpt(ctx, config)
+        got, _ = forward(ctx, handle, idx)
+        got = expect_tensor(got, "logits", shape=(*idx.shape, config["vocab_size"]))
+        state = grader_state(ctx, handle, config["weights_seed"])
+        cfg = {k: v for k, v in config.items() if k != "weights_seed"}
+        expected = ctx.oracle.call("gpt_forward", state, cfg, idx)
+        if not is_close(got, expected, atol=1e-4, rtol=1e-3):
+            expect_close(got, expected, "logits", atol=1e-4, rtol=1e-3, diagnosis=_forward_mistake(ctx, got, state, cfg, idx))
+
+    forward_gate(ctx)
+
+
+def _forward_mistake(ctx, got, state, cfg, idx):
+    """The known GPT.forward mistake whose logits `got` equals, or None. The self-check's golden
+    answers hold the right logits only: there the mistake goes unnamed, never unseen."""
+    for diagnosis, variant in (("gpt_no_position_embedding", {"positions": False}),
+                               ("gpt_no_final_norm", {"final_norm": False})):
+        try:
+            if is_close(got, ctx.oracle.call("gpt_forward", state, cfg, idx, **variant), atol=1e-4, rtol=1e-3):
+                return diagnosis
+        except OracleUnavailable:
+            return None
+    return None
+
+
+@check("gpt.causal", "GPT logits at position t do not depend on later tokens")
+def causal(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, _ = ex
+        if idx.size(1) < 2:
+            idx = torch.cat([idx, idx], dim=1)
+        handle = build_gpt(ctx, config)
+        logits, _ = forward(ctx, handle, idx)
+        expect_tensor(logits, "logits", shape=(*idx.shape, config["vocab_size"]))
+        other = idx.clone()
+        other[:, -1] = (idx[:, -1] + 1) % config["vocab_size"]
+        changed, _ = forward(ctx, handle, other)
+        if not torch.allclose(logits[:, :-1], changed[:, :-1], atol=1e-5):
+            raise CheckFailed("changing the last token changed the logits of earlier positions", diagnosis="not_causal")
+
+    forward_gate(ctx)
+
+
+@check("gpt.classifier_last_position", "finetune_classify=True classifies from the last position's hidden state")
+def classifier_last_position(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, _ = ex
+        handle = build_gpt(ctx, config)
+        C = config["n_classification_class"]
+        # The classifier gets the first C rows of lm_head and no bias: its logits must then equal the
+        # LM logits of the first C tokens at the position it reads.
+        lm_w = ctx.student.state_dict(handle).get("lm_head.weight")
+        if type(lm_w) is not torch.Tensor or tuple(lm_w.shape) != (config["vocab_size"], config["n_embd"]):
+            raise CheckFailed("GPT needs lm_head = Linear(n_embd, vocab_size, bias=False) (a parameter lm_head.weight "
+                              f"of shape {(config['vocab_size'], config['n_embd'])})")
+        ctx.student.load_state_dict(handle, {"classifier_head.weight": lm_w[:C].clone(),
+                                             "classifier_head.bias": torch.zeros(C)}, strict=False)
+        lm_logits, _ = forward(ctx, handle, idx)
+        got, _ = forward(ctx, handle, idx, finetune_classify=True)
+        B, T = idx.shape
+        expect_tensor(got, "classification logits", shape=(B, C))
+        expected = lm_logits[:, -1, :C]
+        if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
+            elsewhere = [lm_logits[:, t, :C] for t in range(T - 1)] + [lm_logits[:, :, :C].mean(1)]
+            diagnosis = "classifier_not_last" if any(torch.allclose(got, other, atol=1e-4) for other in elsewhere) else None
+            raise CheckFailed(f"on idx of shape {(B, T)} the class logits are not the classifier applied to the last "
+                              "position's hidden state", diagnosis=diagnosis,
+                              details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300]})
+
+    forward_gate(ctx)
+
+
+# ---------------------------------------------------------------- generation
+
+
+@check("gpt.greedy_follows_argmax", "Greedy generate appends the argmax of the model's own last-position logits, step by step")
+def greedy_follows_argmax(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, n = ex
+        handle = build_gpt(ctx, config)
+        out = generate(ctx, handle, idx, n)
+        T = idx.size(1)
+        for step in range(n):
+            logits = last_logits(ctx, handle, out[:, : T + step], config["vocab_size"])
+            expected = logits.argmax(-1)
+            if not torch.equal(out[:, T + step], expected):
+                logits, _ = forward(ctx, handle, out[:, : T + step])
+                first = torch.equal(out[:, T + step], logits[:, 0].argmax(-1)) and not torch.equal(expected, logits[:, 0].argmax(-1))
+                raise CheckFailed(f"new token {step}: generate gave {out[:, T + step].tolist()}, the argmax of the model's "
+                                  f"last-position logits is {expected.tolist()}"
+                                  + (" (it is the argmax at the first position)" if first else ""),
+                                  diagnosis="generate_wrong_position" if first else "generate_not_greedy")
+
+    forward_gate(ctx)
+
+
+@check("gpt.greedy_deterministic", "Greedy generate in eval mode gives the same tokens twice")
+def greedy_deterministic(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        config, idx, n = ex
+        handle = build_gpt(ctx, config, scale=0.3)  # flatter logits: sampling would show
+        first = generate(ctx, handle, idx.repeat(8, 1), n)
+        second = generate(ctx, handle, idx.repeat(8, 1), n)
+        if not torch.equal(first, second):
+            raise CheckFailed("two greedy generate calls on the same prompt gave different tokens",
+                              diagnosis="generate_not_greedy")
+
+    generate_gate(ctx)
+
+
+@check("gpt.generate_crops_context", "A prompt longer than block_size works and equals generation from its last block_size tokens")
+def generate_crops_context(ctx):
+    @ctx.given(prompts(longer_than_block=True))
+    def prop(ex):
+        config, idx, n = ex
+        block = config["block_size"]
+        handle = build_gpt(ctx, config)
+        try:
+            out = generate(ctx, handle, idx, n)
+        except StudentError as error:
+            raise CheckFailed(f"generate on a prompt of length {idx.size(1)} > block_size={block} raised "
+                              f"{error.exc_type}: {error.message}"[:500], diagnosis="generate_no_crop") from None
+        cropped = generate(ctx, handle, idx[:, -block:], n)
+        if not torch.equal(out[:, idx.size(1):], cropped[:, block:]):
+            raise CheckFailed("the tokens generated from a long prompt differ from those generated from its last "
+                              "block_size tokens", diagnosis="generate_no_crop")
+
+    generate_gate(ctx)
+
+
+def _sample_rows(config, seed, rows):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, config["vocab_size"], (rows, draw_len(config)), generator=g)
+
+
+def draw_len(config):
+    return max(1, config["block_size"] - 2)
+
+
+# ---------------------------------------------------------------- sampling, as a distribution
+#
+# Every draw of a row is independent, so the count of token j among n draws of one prompt is
+# Binomial(n, p_j), p_j the probability the right sampler gives j under the model's own logits.
+# The share c_j / n must lie in the Chernoff interval {x : n KL(x || p_j) <= log(2 m / delta)},
+# m the number of such comparisons the check makes: by the union bound a right sampler fails a
+# check with probability below delta = 1e-9, whatever the logits, and the grading seed fixes
+# the draws, so a regrade gives the same answer.
+
+DELTA = 1e-9
+DRAWS = 2000  # draws per prompt
+PROMPTS = 2
+
+
+def _bernoulli_kl(x, p):
+    def term(a, b):
+        return 0.0 if a == 0 else a * math.log(a / b)
+
+    if p <= 0.0 or p >= 1.0:
+        return 0.0 if x == p else math.inf
+    return term(x, p) + term(1 - x, 1 - p)
+
+
+def chernoff_interval(p, n, budget):
+    """[low, high]: the shares x with n KL(x || p) <= budget."""
+
+    def edge(inside, outside):
+        for _ in range(60):
+            middle = (inside + outside) / 2
+            if n * _bernoulli_kl(middle, p) <= budget:
+                inside = middle
+            else:
+                outside = middle
+        return inside
+
+    low = 0.0 if n * _bernoulli_kl(0.0, p) <= budget else edge(p, 0.0)
+    high = 1.0 if n * _bernoulli_kl(1.0, p) <= budget else edge(p, 1.0)
+    return low, high
+
+
+def sampled_shares(ctx, handle, config, seed, *, prompts=None, draws=DRAWS, **sampling):
+    """(prompts (P, T), logits (P, V) of their last positions, shares (P, V) of `draws` draws of one
+    new token each); the prompts are drawn from `seed` unless given."""
+    V = config["vocab_size"]
+    if prompts is None:
+        prompts = _sample_rows(config, seed, PROMPTS)
+    logits = last_logits(ctx, handle, prompts, V).double()
+    ctx.student.seed(seed)
+    out = generate(ctx, handle, prompts.repeat_interleave(draws, dim=0), 1, do_sample=True, **sampling)
+    drawn = out[:, -1].reshape(len(prompts), draws)
+    if bool(((drawn < 0) | (drawn >= V)).any()):
+        raise CheckFailed(f"sampling drew token ids outside [0, {V}): {sorted(set(drawn[(drawn < 0) | (drawn >= V)].tolist()))[:8]}")
+    shares = torch.stack([torch.bincount(row, minlength=V).double() / draws for row in drawn])
+    return prompts, logits, shares
+
+
+def shares_fit(shares, expected, comparisons, draws=DRAWS):
+    """Rows of (token, share, expected, low, high) where a share of `draws` draws lies outside its
+    Chernoff interval."""
+    budget = math.log(2 * comparisons / DELTA)
+    bad = []
+    for p_row, s_row, row in zip(expected.tolist(), shares.tolist(), range(len(shares))):
+        for token, (p, x) in enumerate(zip(p_row, s_row)):
+            low, high = chernoff_interval(p, draws, budget)
+            if not low <= x <= high:
+                bad.append({"prompt": row, "token": token, "share": x, "expected": p, "low": low, "high": high})
+    return bad
+
+
+def _proportions(bad):
+    return [{"name": f"prompt {b['prompt']}: share of token {b['token']}", "value": b["share"], "target": b["expected"],
+             "low": b["low"], "high": b["high"]} for b in bad[:12]]
+
+
+def top_k_probabilities(logits, k):
+    kth = logits.topk(k, dim=-1).values[:, -1:]
+    return torch.softmax(logits.masked_fill(logits < kth, float("-inf")), dim=-1)
+
+
+# A targeted example besides the drawn ones: weights so small that the model's logits are nearly
+# flat, so each of the top FLAT_K tokens holds about 1 / FLAT_K of the renormalised mass. A sampler
+# that keeps fewer tokens (only the best one, say) draws the best in every one of FLAT_DRAWS draws,
+# about 20 half-widths of its Chernoff interval away; a right sampler stays inside it.
+FLAT_CONFIG = {"vocab_size": 8, "block_size": 6, "n_layer": 1, "n_head": 2, "n_embd": 8,
+               "n_classification_class": 2, "weights_seed": 53}
+FLAT_SCALE, FLAT_K, FLAT_DRAWS = 0.05, 4, 8000
+
+
+def flat_prompt(ctx, handle):
+    """Of a few seeded prompts, the one whose k-th and (k+1)-th best logits lie furthest apart, so that
+    the top k is the same set whatever the rounding of the student's batched forward."""
+    V = FLAT_CONFIG["vocab_size"]
+    candidates = torch.randint(0, V, (8, 4), generator=torch.Generator().manual_seed(59))
+    top = last_logits(ctx, handle, candidates, V).topk(FLAT_K + 1, dim=-1).values
+    return candidates[int((top[:, FLAT_K - 1] - top[:, FLAT_K]).argmax())][None]
+
+
+@check("gpt.top_k", "Sampling with top_k draws each of the k most likely tokens with its renormalised probability, and no other")
+def top_k(ctx):
+    examples = max(3, ctx.max_examples // 4)
+    flat = build_gpt(ctx, FLAT_CONFIG, scale=FLAT_SCALE)
+    top_k_draws(ctx, flat, FLAT_CONFIG, ctx.seed, FLAT_K, FLAT_CONFIG["vocab_size"], prompts=flat_prompt(ctx, flat),
+                draws=FLAT_DRAWS)
+
+    @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), max_examples=examples)
+    def prop(config, seed):
+        handle = build_gpt(ctx, config, scale=0.5)
+        for k in TOP_KS:
+            top_k_draws(ctx, handle, config, seed, k, examples * len(TOP_KS) * PROMPTS * config["vocab_size"])
+
+    forward_gate(ctx)
+
+
+TOP_KS = (1, 2, 4)
+
+
+def never_samples(ctx, handle, config, seed, prompts, draws=400):
+    """do_sample=True without top_k gave the argmax in all `draws` draws of every prompt whose best
+    token has a probability below 0.95 (a right sampler does so with probability below 0.95^400 ~ 1e-9)."""
+    _, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws)
+    spread = torch.softmax(logits, -1).amax(-1) < 0.95
+    on_best = shares.gather(1, logits.argmax(-1, keepdim=True))[:, 0] == 1
+    return bool(spread.any()) and bool(on_best[spread].all())
+
+
+def top_k_draws(ctx, handle, config, seed, k, comparisons, *, prompts=None, draws=DRAWS):
+    """The draws of one new token with top_k=k: none outside the top k, each of them at its
+    renormalised probability (`comparisons`: how many shares the check bounds in all)."""
+    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws, top_k=k)
+    total = len(prompts) * draws
+    allowed = logits >= logits.topk(k, dim=-1).values[:, -1:]
+    leaked = (shares > 0) & ~allowed
+    if leaked.any():
+        row = int(leaked.any(-1).nonzero()[0])
+        raise CheckFailed(f"with top_k={k}, {shares[leaked].sum().item() * draws:.0f} of {total} draws fell "
+                          f"outside the top {k} (prompt {prompts[row].tolist()}: drew tokens "
+                          f"{leaked[row].nonzero()[:, 0].tolist()}, the top {k} are {logits[row].topk(k).indices.tolist()})",
+                          diagnosis="top_k_leaks")
+    expected = top_k_probabilities(logits, k)
+    bad = shares_fit(shares, expected, comparisons, draws)
+    if bad:
+        best = logits.argmax(-1)
+        only_best = k > 1 and bool((shares.gather(1, best[:, None]) == 1).all())
+        diagnosis, seen = None, ""
+        if only_best and never_samples(ctx, handle, config, seed, prompts):
+            diagnosis, seen = "generate_never_samples", ": every draw was the argmax, with or without top_k"
+        elif only_best:
+            diagnosis, seen = "top_k_only_best", ": only the most likely token was ever drawn"
+        worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
+        raise CheckFailed(
+            f"with top_k={k}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was drawn in "
+            f"{worst['share']:.1%} of {draws} draws; the model's probabilities renormalised over the top {k} give "
+            f"{worst['expected']:.1%} (a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] "
+            f"except with probability below {DELTA:g}){seen}",
+            diagnosis=diagnosis, details={"proportions": _proportions(bad)})
+
+
+# A targeted example besides the drawn ones: on the FLAT_CONFIG model with moderately spread logits,
+# temperature 0.25 concentrates the mass on the best tokens, far (tens of half-widths of the
+# Chernoff interval, over FLAT_DRAWS draws) from softmax(logits) and from softmax(logits * 0.25).
+SPREAD_SCALE, SHARP_TEMPERATURE = 0.5, 0.25
+
+
+@check("gpt.temperature_distribution", "Sampling at a temperature draws from softmax(logits / temperature)")
+def temperature_distribution(ctx):
+    examples = max(3, ctx.max_examples // 4)
+    spread = build_gpt(ctx, FLAT_CONFIG, scale=SPREAD_SCALE)
+    temperature_draws(ctx, spread, FLAT_CONFIG, ctx.seed, SHARP_TEMPERATURE, FLAT_CONFIG["vocab_size"],
+                      prompts=flat_prompt(ctx, spread), draws=FLAT_DRAWS)
+
+    @ctx.given(gpt_configs(min_vocab=4, max_vocab=10), st.integers(0, 2**16), st.sampled_from([0.5, 2.0]),
+               max_examples=examples)
+    def prop(config, seed, temperature):
+        handle = build_gpt(ctx, config, scale=1.0)
+        temperature_draws(ctx, handle, config, seed, temperature, examples * PROMPTS * config["vocab_size"])
+
+    forward_gate(ctx)
+
+
+def temperature_draws(ctx, handle, config, seed, temperature, comparisons, *, prompts=None, draws=DRAWS):
+    """The draws of one new token at `temperature`: each token at its share of softmax(logits / temperature)
+    (`comparisons`: how many shares the check bounds in all)."""
+    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws,
+                                             temperature=temperature)
+    expected = torch.softmax(logits / temperature, dim=-1)
+    bad = shares_fit(shares, expected, comparisons, draws)
+    if bad:
+        ignored = not shares_fit(shares, torch.softmax(logits, -1), comparisons, draws)
+        multiplied = not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons, draws)
+        on_best = bool((shares.gather(1, logits.argmax(-1, keepdim=True)) == 1).all())
+        never = not (ignored or multiplied) and on_best and never_samples(ctx, handle, config, seed, prompts)
+        worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
+        seen = (": the draws follow softmax(logits), as if the temperature were 1" if ignored else
+                ": the draws follow softmax(logits * temperature)" if multiplied else
+                ": every draw was the argmax, at any temperature" if never else "")
+        raise CheckFailed(
+            f"with temperature={temperature}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was "
+            f"drawn in {worst['share']:.1%} of {draws} draws; softmax(logits / temperature) gives {worst['expected']:.1%} "
+            f"(a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] except with probability below "
+            f"{DELTA:g})" + seen,
+            diagnosis="temperature_ignored" if ignored or multiplied else "generate_never_samples" if never else None,
+            details={"proportions": _proportions(bad)})
+
+
+@check("gpt.temperature_small_is_greedy", "Sampling at a tiny temperature picks the argmax: the logits are divided by it")
+def temperature_small_is_greedy(ctx):
+    @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), max_examples=max(4, ctx.max_examples // 3))
+    def prop(config, seed):
+        handle = build_gpt(ctx, config, scale=0.3)
+        idx = _sample_rows(config, seed, 64)
+        logits = last_logits(ctx, handle, idx, config["vocab_size"])
+        top2 = logits.topk(2, dim=-1).values
+        clear = (top2[:, 0] - top2[:, 1]) > 0.01  # rows with a clear winner: at T=1e-4 it has all the mass
+        ctx.student.seed(seed)
+        out = generate(ctx, handle, idx, 1, temperature=1e-4, do_sample=True)
+        differs = (out[:, -1] != logits.argmax(-1)) & clear
+        if differs.any():
+            raise CheckFailed(f"sampling with temperature=1e-4 drew a token other than the argmax in {int(differs.sum())} "
+                              f"of {int(clear.sum())} rows: at that temperature softmax(logits / T) is the argmax",
+                              diagnosis="temperature_ignored")
+
+    forward_gate(ctx)
+
+
+@check("gpt.temperature_large_spreads", "Sampling at a huge temperature spreads draws over the whole vocabulary")
+def temperature_large_spreads(ctx):
+    @ctx.given(gpt_configs(min_vocab=4, max_vocab=10), st.integers(0, 2**16), max_examples=max(3, ctx.max_examples // 5))
+    def prop(config, seed):
+        handle = build_gpt(ctx, config, scale=3.0)  # peaked logits: at temperature 1 a few tokens take the mass
+        g = torch.Generator().manual_seed(seed)
+        prompt = torch.randint(0, config["vocab_size"], (1, draw_len(config)), generator=g)
+        ctx.student.seed(seed)
+        rows = 400
+        out = generate(ctx, handle, prompt.repeat(rows, 1), 1, temperature=1e4, do_sample=True)
+        counts = torch.bincount(out[:, -1].clamp(0, config["vocab_size"] - 1), minlength=config["vocab_size"])
+        # at T=1e4 the draw is uniform: a token is missed from 400 draws with probability < 10 * 0.9^400 ~ 5e-18
+        if int((counts > 0).sum()) == 1 and never_samples(ctx, handle, config, seed, prompt):
+            raise CheckFailed(f"with temperature=1e4 and do_sample=True, all {rows} draws were token "
+                              f"{int(counts.argmax())}, the argmax: generate never samples", diagnosis="generate_never_samples",
+                              details={"numbers": {"counts": counts.tolist()}})
+        if bool((counts == 0).any()):
+            raise CheckFailed(f"with temperature=1e4, {rows} draws hit only {int((counts > 0).sum())} of "
+                              f"{config['vocab_size']} tokens (counts {counts.tolist()}): the distribution should be "
+                              "nearly uniform", diagnosis="temperature_ignored",
+                              details={"numbers": {"counts": counts.tolist()}})
+
+    forward_gate(ctx)
+

@@ -1,0 +1,153 @@
+"""Mutants and alternatives of gpt.py (part gpt)."""
+
+from graders.mutants import Alternative, Edit, Mutant
+
+GPT = "gpt.py"
+CLS_LOGITS = "logits = self.classifier_head(x[:, -1, :])  # (B, n_classes)"
+CROP = "context = idx if idx.size(1) <= self.block_size else idx[:, -self.block_size :]"
+TEMPERATURE = "logits = logits[:, -1, :] / temperature  # (B, vocab_size)"
+TOP_K_FILL = 'logits = logits.masked_fill(logits < kth_best, float("-inf"))'
+TOP_K = """                kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)
+                logits = logits.masked_fill(logits < kth_best, float("-inf"))"""
+GREEDY = "next_id = logits.argmax(dim=-1, keepdim=True)"
+GETITEM = "return ids[:-1], ids[1:]"
+COLLATE = """    xs, ys = zip(*batch)
+    X = nn.utils.rnn.pad_sequence(xs, batch_first=True, padding_value=PAD_ID)
+    Y = nn.utils.rnn.pad_sequence(ys, batch_first=True, padding_value=IGNORE_INDEX)
+    return X, Y"""
+PAD_Y = "Y = nn.utils.rnn.pad_sequence(ys, batch_first=True, padding_value=IGNORE_INDEX)"
+DATASET_CLASS = "class LanguageModelingDataset(Dataset):"
+KEEP_SENTENCES = "self.token_ids = [list(ids) for ids in token_ids if len(ids) >= 2]"
+PAD_X = "X = nn.utils.rnn.pad_sequence(xs, batch_first=True, padding_value=PAD_ID)"
+LM_LOSS = "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE_INDEX)"
+SAMPLE = "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)"
+LM_HEAD_GPT = "self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)"
+
+
+def one(id, part, file, find, replace, diagnosis):
+    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
+
+
+MUTANTS = [
+    one("gpt_forward_no_position_embedding", "gpt", GPT,
+        "x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C)",
+        "x = self.transformer.drop(self.transformer.wte(idx))", "gpt_no_position_embedding"),
+    one("gpt_forward_no_final_norm", "gpt", GPT, "x = self.transformer.ln_f(x)", "pass", "gpt_no_final_norm"),
+    one("gpt_dataset_not_shifted", "gpt", GPT, GETITEM, "return ids, ids", "dataset_not_shifted"),
+    one("gpt_dataset_no_drop_last", "gpt", GPT, GETITEM, "return ids[:-1], ids[:-1]", "dataset_not_shifted"),
+    one("gpt_dataset_plain_class", "gpt", GPT, DATASET_CLASS, "class LanguageModelingDataset:", "dataset_wrong_class"),
+    one("gpt_collate_pads_y_with_pad", "gpt", GPT, PAD_Y,
+        "Y = nn.utils.rnn.pad_sequence(ys, batch_first=True, padding_value=PAD_ID)", "collate_padding_counts"),
+    one("gpt_classifier_first_position", "gpt", GPT, CLS_LOGITS,
+        "logits = self.classifier_head(x[:, 0, :])", "classifier_not_last"),
+    one("gpt_greedy_samples", "gpt", GPT, GREEDY,
+        "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)", "generate_not_greedy"),
+    one("gpt_no_crop", "gpt", GPT, CROP, "context = idx", "generate_no_crop"),
+    one("gpt_top_k_zero_fill", "gpt", GPT, TOP_K_FILL,
+        "logits = logits.masked_fill(logits < kth_best, 0.0)", "top_k_leaks"),
+    one("gpt_top_k_off_by_one", "gpt", GPT, "kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)",
+        "kth_best = torch.topk(logits, top_k + 1).values[:, [-1]]", "top_k_leaks"),
+    one("gpt_top_k_keeps_only_best", "gpt", GPT, "kth_best = torch.topk(logits, top_k).values[:, [-1]]  # (B, 1)",
+        "kth_best = torch.topk(logits, top_k).values[:, [0]]", "top_k_only_best"),
+    one("gpt_temperature_ignored", "gpt", GPT, TEMPERATURE, "logits = logits[:, -1, :]", "temperature_ignored"),
+    one("gpt_temperature_multiplied", "gpt", GPT, TEMPERATURE,
+        "logits = logits[:, -1, :] * temperature", "temperature_ignored"),
+    one("gpt_dataset_off_by_two", "gpt", GPT, GETITEM, "return ids[:-2], ids[2:]", "dataset_not_shifted"),
+    one("gpt_dataset_keeps_short", "gpt", GPT, KEEP_SENTENCES, "self.token_ids = [list(ids) for ids in token_ids]",
+        "dataset_keeps_short"),
+    one("gpt_collate_pads_x_with_ignore_index", "gpt", GPT, PAD_X,
+        "X = nn.utils.rnn.pad_sequence(xs, batch_first=True, padding_value=IGNORE_INDEX)", "collate_x_pad_wrong"),
+    one("gpt_collate_truncates_to_shortest", "gpt", GPT, COLLATE,
+        "    xs, ys = zip(*batch)\n    T = min(len(x) for x in xs)\n"
+        "    return torch.stack([x[:T] for x in xs]), torch.stack([y[:T] for y in ys])", "collate_not_padded"),
+    one("gpt_loss_default_ignore_index", "gpt", GPT, LM_LOSS,
+        "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))", "loss_ignore_index_wrong"),
+    one("gpt_loss_ignores_pad_id", "gpt", GPT, LM_LOSS, LM_LOSS.replace("IGNORE_INDEX)", "PAD_ID)"),
+        "loss_ignore_index_wrong"),
+    one("gpt_loss_summed", "gpt", GPT, LM_LOSS, LM_LOSS.replace("IGNORE_INDEX)", 'IGNORE_INDEX, reduction="sum")'),
+        "loss_not_mean"),
+    one("gpt_lm_head_with_bias", "gpt", GPT, LM_HEAD_GPT, "self.lm_head = nn.Linear(config.n_embd, config.vocab_size)",
+        "parameter_count_off"),
+    one("gpt_classifier_mean", "gpt", GPT, CLS_LOGITS, "logits = self.classifier_head(x.mean(dim=1))",
+        "classifier_not_last"),
+    one("gpt_generate_first_position", "gpt", GPT, TEMPERATURE, "logits = logits[:, 0, :] / temperature",
+        "generate_wrong_position"),
+    one("gpt_crop_keeps_first", "gpt", GPT, CROP, "context = idx if idx.size(1) <= self.block_size else idx[:, : self.block_size]",
+        "generate_no_crop"),
+    Mutant(
+        "gpt_temperature_after_softmax",
+        "gpt",
+        (Edit(GPT, TEMPERATURE, "logits = logits[:, -1, :]"),
+         Edit(GPT, SAMPLE, "next_id = torch.multinomial(F.softmax(logits, dim=-1) / temperature, num_samples=1)")),
+        "temperature_ignored",
+    ),
+    one("gpt_top_k_softmax_twice", "gpt", GPT, SAMPLE,
+        "next_id = torch.multinomial(F.softmax(F.softmax(logits, dim=-1), dim=-1), num_samples=1)", "top_k_leaks"),
+    one("gpt_never_samples", "gpt", GPT, SAMPLE, "next_id = logits.argmax(dim=-1, keepdim=True)", "generate_never_samples"),
+]
+
+ALTERNATIVES = [
+    Alternative(
+        "gpt_topk_scatter",
+        ("gpt",),
+        (Edit(GPT, TOP_K, """                values, indices = torch.topk(logits, top_k)
+                logits = torch.full_like(logits, float("-inf")).scatter(1, indices, values)"""),),
+        "top-k with torch.topk + scatter into a -inf tensor",
+    ),
+    Alternative(
+        "gpt_sample_inverse_cdf",
+        ("gpt",),
+        (Edit(GPT, "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)",
+              "cdf = F.softmax(logits, dim=-1).cumsum(dim=-1)  # (B, V)\n"
+              "                u = torch.rand(cdf.size(0), 1) * cdf[:, -1:]\n"
+              "                next_id = (cdf < u).sum(dim=-1, keepdim=True)"),),
+        "sampling by inverting the cumulative distribution instead of torch.multinomial",
+    ),
+    Alternative(
+        "gpt_collate_manual_loops",
+        ("gpt",),
+        (Edit(GPT, COLLATE, """    longest = max(len(x) for x, _ in batch)
+    X = torch.full((len(batch), longest), PAD_ID, dtype=torch.long)
+    Y = torch.full((len(batch), longest), IGNORE_INDEX, dtype=torch.long)
+    for i, (x, y) in enumerate(batch):
+        X[i, : len(x)] = x
+        Y[i, : len(y)] = y
+    return X, Y"""),),
+        "padding with explicit loops",
+    ),
+    Alternative(
+        "gpt_crop_always_slice",
+        ("gpt",),
+        (Edit(GPT, CROP, "context = idx[:, -self.block_size :]"),),
+        "the crop as an unconditional slice",
+    ),
+    Alternative(
+        "gpt_sample_categorical",
+        ("gpt",),
+        (Edit(GPT, SAMPLE, "next_id = torch.distributions.Categorical(logits=logits).sample().unsqueeze(-1)"),),
+        "sampling with torch.distributions.Categorical on the logits",
+    ),
+    Alternative(
+        "gpt_sample_gumbel_max",
+        ("gpt",),
+        (Edit(GPT, SAMPLE, "gumbel = -torch.log(-torch.log(torch.rand_like(logits)))\n"
+                           "                next_id = (logits + gumbel).argmax(dim=-1, keepdim=True)"),),
+        "the Gumbel-max trick: argmax of the logits plus Gumbel noise",
+    ),
+    Alternative(
+        "gpt_top_k_on_probabilities",
+        ("gpt",),
+        (Edit(GPT, TOP_K, """                probs = F.softmax(logits, dim=-1)
+                kth_best = torch.topk(probs, top_k).values[:, [-1]]
+                logits = torch.log(probs.masked_fill(probs < kth_best, 0.0))"""),),
+        "top-k on the probabilities, zeroing the others (multinomial renormalises)",
+    ),
+    Alternative(
+        "gpt_dataset_pairs_in_init",
+        ("gpt",),
+        (Edit(GPT, KEEP_SENTENCES, KEEP_SENTENCES + "\n        self.pairs = [(torch.tensor(ids[:-1]), torch.tensor(ids[1:])) "
+                                                    "for ids in self.token_ids]"),
+         Edit(GPT, "ids = torch.tensor(self.token_ids[i], dtype=torch.long)\n        " + GETITEM, "return self.pairs[i]")),
+        "the (X, Y) pairs built once in __init__",
+    ),
+]

@@ -1,2 +1,0 @@
-"""The course's mutants and alternatives (graders/mutants.py), one module per part family: what its
-checks must catch and what they must pass. Never shipped to students."""
