@@ -89,9 +89,10 @@ def worker_tasks():
     register on import."""
     import graders.sandbox.tasks  # noqa: F401  (registration by import)
     from graders.sandbox.harness import TASKS
-    from tests.course import COURSE
+    from tests.course import PACKS
 
-    COURSE.import_tasks()
+    for pack in PACKS:
+        pack.import_tasks()
 
     return TASKS
 
@@ -169,20 +170,22 @@ class InProcessStudent:
         return _out(_student(self.tasks[name], _TaskContext(self), *_in(args), **_in(kwargs)))
 
 
-def run_part(folder, part, *, seed=0, max_examples=None, only=None):
-    """Run every check of `part` against the folder in-process; {check id: CheckResult}."""
-    from tests.course import REGISTRY
+def run_part(folder, part, *, seed=0, max_examples=None, only=None, pack=None):
+    """Run every check of `part` of the pack (by default, the first with such a part) against the
+    folder in-process; {check id: CheckResult}."""
+    from tests.course import pack_of
     from graders.checks.framework import Context, check_seed, run_check
     from graders.oracles import ReferenceOracle
 
+    pack = pack or pack_of(part)
     student = InProcessStudent(folder)
     results = {}
-    for chk in REGISTRY.get(part, []):
+    for chk in pack.registry().get(part, []):
         if only and chk.id not in only:
             continue
         cseed = check_seed(seed, chk.id)
         student.seed(cseed)
         kwargs = {} if max_examples is None else {"max_examples": max_examples}
-        ctx = Context(student, ReferenceOracle(), cseed, **kwargs)
+        ctx = Context(student, ReferenceOracle(pack), cseed, **kwargs)
         results[chk.id] = run_check(chk, ctx)
     return results

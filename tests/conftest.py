@@ -12,3 +12,24 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_configure(config):
+    """Module-scoped fixtures grade too, before any test's own fixtures run."""
+    from graders import assignment
+    from tests.course import HOMEWORK
+
+    assignment._remember(HOMEWORK)
+
+
+@pytest.fixture(autouse=True)
+def the_homework_unless_chosen(monkeypatch):
+    """Engine calls made in this process without an assignment grade the suite's HOMEWORK (three
+    packs are installed, so nothing would be the default); a test that grades another pack says
+    so (`select` or an explicit `assignment=`). Whatever a test selects, and the GRADE_ASSIGNMENT
+    it exports, ends with it."""
+    from graders import assignment
+    from tests.course import HOMEWORK
+
+    monkeypatch.setattr(assignment, "_selected", [HOMEWORK])
+    monkeypatch.delenv(assignment.ENVIRONMENT_VARIABLE, raising=False)

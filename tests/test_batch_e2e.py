@@ -22,11 +22,12 @@ import pytest
 from graders.batch import store
 from graders.batch.cli import cmd_batch, cmd_merge
 from graders.batch.discover import id_from_entry
+from tests.course import REFERENCE_DIR
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
-REFERENCE = REPO / "reference"
+REFERENCE = REFERENCE_DIR
 HOSTILE = REPO / "fixtures" / "submissions" / "hostile"
 NOTEBOOK = REPO / "fixtures" / "notebooks" / "seed004_style.ipynb"
 PARTS = ["attention", "answers"]
@@ -96,7 +97,9 @@ def read_gradebook(out: Path) -> dict[str, dict]:
 
 SINGLE = r"""
 import json, sys
+from graders.assignment import select
 from graders.grading import grade
+select("bert")
 from graders.sandbox import Limits
 paths, parts, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 scores = {}
@@ -247,8 +250,8 @@ def done_count(out: Path) -> int:
 
 
 def start_batch(subs: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "graders.batch.cli", str(subs), "--out", str(out), "--jobs", "2",
-                             *BATCH_ARGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen([sys.executable, "-m", "graders.batch.cli", str(subs), "--assignment", "bert", "--out", str(out),
+                             "--jobs", "2", *BATCH_ARGS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def kill_after(subs: Path, out: Path, finished: int) -> list[int]:

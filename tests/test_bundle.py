@@ -2,6 +2,7 @@
 nothing but itself, and that nothing secret is inside (no reference function body, no hidden
 fixture, no rubric answer) — with the scan shown to catch a solution planted in a copy."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,16 +12,16 @@ import sysconfig
 import tempfile
 import textwrap
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 from graders.build import REPO_ROOT, template_files
-from tests.course import COURSE, REFERENCE_DIR, TOP
+from tests.course import CAUSAL_LM, GPT, HOMEWORK as PACK, REFERENCE_DIR, TOP
 from graders.bundle import (HOMEWORK, LeakError, bundle_files, build_bundle, find_solutions, read_bundle,
                             scan, secret_strings, solution_snippets, write_zip)
 
-MODULES = ("attention.py", "encoder.py", "bert.py", "sentiment.py", "causal_lm.py", "gpt.py")
+MODULES = ("attention.py", "encoder.py", "bert.py", "sentiment.py")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def test_layout(files):
     for name in [*MODULES, "answers.toml", "__init__.py", "conftest.py"]:
         assert f"{TOP}/{HOMEWORK}/{name}" in names, name
     for name in ["golden.json", "golden.safetensors", "manifest.json"]:
-        assert f"{TOP}/graders/packs/{COURSE.name}/golden/{name}" in names, name
+        assert f"{TOP}/graders/packs/{PACK.name}/golden/{name}" in names, name
     assert f"{TOP}/graders/selfcheck.py" in names and f"{TOP}/graders/pytest_plugin.py" in names
     assert all(name.startswith(f"{TOP}/") for name in names)
     assert not [n for n in names if "/reference/" in n or "/fixtures/" in n or "/tests/" in n or "__pycache__" in n]
@@ -91,12 +92,22 @@ def test_no_reference_solution_in_the_bundle(files):
 
 
 def test_no_rubric_secret_in_the_bundle(files):
-    for secret in ("10968200", "10,968,200", "10050201", "10,050,201"):
-        assert secret in secret_strings()
+    secrets = secret_strings()
+    assert len(secrets) == 3 and any(secret.startswith("It gives the gradient a path") for secret in secrets)
+    for secret in secrets:
         carriers = [name for name, data in files.items() if secret.encode() in data]
         assert not carriers, f"{secret!r} is in {carriers}"
     leaks = _kinds(scan(files), "rubric secret")
     assert not leaks, "\n".join(map(str, leaks))
+
+
+def test_no_numeric_answer_in_the_causal_lm_bundle():
+    files = bundle_files(CAUSAL_LM)
+    for secret in ("10968200", "10,968,200", "10050201", "10,050,201"):
+        assert secret in secret_strings(CAUSAL_LM)
+        carriers = [name for name, data in files.items() if secret.encode() in data]
+        assert not carriers, f"{secret!r} is in {carriers}"
+    assert not scan(files, assignment=CAUSAL_LM)
 
 
 def test_no_hidden_fixture_in_the_bundle(files):
@@ -113,7 +124,7 @@ def test_every_solution_block_is_searched():
     snippets = solution_snippets()
     labels = {s.label for s in snippets}
     for function in ["attention.py: scaled_dot_product", "attention.py: MultiHeadAttention.forward",
-                     "bert.py: mask_inputs", "gpt.py: GPT.generate", "causal_lm.py: generate_square_subsequent_mask"]:
+                     "bert.py: mask_inputs", "sentiment.py: BERTGRUSentiment.forward", "encoder.py: PositionalEncoding.forward"]:
         assert function in labels, function
     too_small = [s.label for s in snippets if s.nodes < 12]
     assert len(too_small) <= 3, too_small  # only one-liners such as `return len(self.ids) - 1`
@@ -160,7 +171,7 @@ def test_scan_finds_a_planted_rubric_secret_and_hidden_fixture(files, tmp_path):
     (hidden / "heldout_labels.json").write_bytes(b'{"labels": [1, 0, 1, 1]}')
     planted = dict(files)
     planted[f"{TOP}/graders/data.json"] = b'{"labels": [1, 0, 1, 1]}'
-    planted[f"{TOP}/graders/notes.md"] = b"the base model has 10,968,200 parameters"
+    planted[f"{TOP}/graders/notes.md"] = b"model answer: It gives the gradient a path around every sub-layer, so deep stacks"
     leaks = scan(planted, hidden_dirs=[hidden])
     assert any("hidden fixture heldout_labels.json" in leak.what for leak in leaks)
     assert any(leak.path.endswith("notes.md") and "rubric secret" in leak.what for leak in leaks)
@@ -179,19 +190,19 @@ def test_scan_finds_a_planted_rubric_secret_and_hidden_fixture(files, tmp_path):
 # ---------------------------------------------------------------------------- offline use
 
 
-@pytest.fixture(scope="module")
-def unpacked(bundle_zip):
+@contextlib.contextmanager
+def unpacked_bundle(bundle_zip, top):
     """The bundle unpacked, with a Python that sees torch & co. but neither the repository's
     `graders` (editable install) nor `reference`: a venv whose site-packages holds a .pth to
     the main site-packages (whose .pth files, the editable finder among them, are then not
     run) and to the bundle's root (as `pip install .` would). Outside /tmp, which the sandbox
-    replaces by an empty tmpfs."""
+    replaces by an empty tmpfs. Yields (the bundle's root folder, its python)."""
     base = Path(tempfile.mkdtemp(prefix="bundle-test-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else None))
     os.chmod(base, 0o755)
     try:
         with zipfile.ZipFile(bundle_zip) as archive:
             archive.extractall(base)
-        root = base / TOP
+        root = base / top
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True)
         site = Path(sysconfig.get_paths(vars={"base": str(base / "venv"), "platbase": str(base / "venv")})["purelib"])
         (site / "bundle.pth").write_text(f"{root}\n{sysconfig.get_paths()['purelib']}\n")
@@ -201,6 +212,12 @@ def unpacked(bundle_zip):
         yield root, python
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def unpacked(bundle_zip):
+    with unpacked_bundle(bundle_zip, TOP) as bundle:
+        yield bundle
 
 
 def _run(python, args, cwd, timeout=900):
@@ -217,15 +234,35 @@ def test_the_bundle_python_sees_only_the_bundle(unpacked):
     assert graders_file == str(root / "graders" / "__init__.py") and reference == "None"
 
 
-def perfect_homework(template: Path, folder: Path) -> Path:
+def perfect_homework(template: Path, folder: Path, reference_dir: Path = REFERENCE_DIR) -> Path:
     """A copy of the bundle's homework folder `template` with the reference's modules and answers
     in it (written answers only count as graded by hand)."""
     shutil.copytree(template, folder)
-    for path in REFERENCE_DIR.glob("*.py"):
+    for path in reference_dir.glob("*.py"):
         if path.name != "__init__.py":
             shutil.copy(path, folder / path.name)
-    shutil.copy(REFERENCE_DIR / "answers.toml", folder / "answers.toml")
+    if (reference_dir / "answers.toml").is_file():
+        shutil.copy(reference_dir / "answers.toml", folder / "answers.toml")
     return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pack", [CAUSAL_LM, GPT], ids=lambda pack: pack.name)
+def test_each_homework_has_a_bundle_of_its_own(pack, tmp_path):
+    """The other homeworks' bundles: their own pack alone, and a self-check from the bundle passes
+    the reference's modules and fails the template's."""
+    bundle = build_bundle(tmp_path / f"{pack.bundle_name}.zip", assignment=pack)
+    packs = {PurePosixPath(name).parts[3] for name in zipfile.ZipFile(bundle).namelist()
+             if PurePosixPath(name).parts[1:3] == ("graders", "packs") and len(PurePosixPath(name).parts) > 4}
+    assert packs == {pack.name}
+    with unpacked_bundle(bundle, pack.bundle_name) as (root, python):
+        perfect = perfect_homework(root / HOMEWORK, root / "perfect", pack.reference_dir)
+        run = _run(python, ["-P", "-m", "graders.selfcheck", "check"], cwd=perfect)
+        results = json.loads((perfect / ".grade" / "results.json").read_text())
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert {p["id"] for p in results["parts"]} == {p.id for p in pack.rubric.parts}
+        template = _run(python, ["-P", "-m", "graders.selfcheck", "check"], cwd=root / HOMEWORK)
+        assert template.returncode == 1, template.stdout[-3000:] + template.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -267,11 +304,11 @@ def test_the_template_fails_from_the_bundle_and_pytest_runs_the_checks(unpacked)
     run = _run(python, ["-P", "-m", "graders.selfcheck", "check", "attention"], cwd=homework)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "0/7 public checks passed" in run.stdout or "public checks passed" in run.stdout
-    tests = _run(python, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "rows_sum_to_one or square_mask"],
+    tests = _run(python, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "rows_sum_to_one or mask_embedding"],
                  cwd=homework)
     assert tests.returncode == 1, tests.stdout + tests.stderr
     assert "FAILED attention.py::attention.rows_sum_to_one" in tests.stdout
-    assert "FAILED causal_lm.py::causal_lm.square_mask" in tests.stdout
+    assert "FAILED bert.py::bert.mask_embedding" in tests.stdout
     assert "not implemented" in tests.stdout
 
 
@@ -286,8 +323,8 @@ def test_the_bundle_installs_with_pip(bundle_zip, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     wheel = next((tmp_path / "wheels").glob("*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert f"graders/packs/{COURSE.name}/golden/golden.json" in names and f"graders/packs/{COURSE.name}/golden/golden.safetensors" in names
-    assert "graders/reports/templates/report.html.j2" in names and f"graders/packs/{COURSE.name}/assignment.toml" in names
+    assert f"graders/packs/{PACK.name}/golden/golden.json" in names and f"graders/packs/{PACK.name}/golden/golden.safetensors" in names
+    assert "graders/reports/templates/report.html.j2" in names and f"graders/packs/{PACK.name}/assignment.toml" in names
     assert not [n for n in names if n.startswith(("homework/", "reference/"))]
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "grade = graders.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()

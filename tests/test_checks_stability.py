@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from tests.course import REFERENCE_DIR
+from tests.course import pack_of
 from tests.checks_inprocess import run_part
 
 # Tiny tensors: one thread is many times faster than several fighting over a busy machine.
@@ -35,7 +35,7 @@ N_SEEDS = int(os.environ.get("GRADER_STAT_SEEDS", "12"))
 @pytest.mark.parametrize("seed", range(1, N_SEEDS + 1))
 def test_statistical_checks_pass_the_reference_for_every_seed(seed):
     for part, ids in STATISTICAL.items():
-        results = run_part(REFERENCE_DIR, part, seed=seed, only=set(ids))
+        results = run_part(pack_of(part).reference_dir, part, seed=seed, only=set(ids))
         assert set(results) == set(ids)
         failed = {cid: (r.status, r.message) for cid, r in results.items() if r.status != "passed"}
         assert not failed, f"grading seed {seed}: {failed}"

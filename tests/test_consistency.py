@@ -9,11 +9,11 @@ from graders.diagnoses import DIAGNOSES
 from graders.sandbox import tasks  # noqa: F401  registers the general tasks
 from graders.sandbox.harness import TASKS
 from graders.scoring import Part, Rubric
-from tests.course import COURSE
+from tests.course import HOMEWORK
 
 
 def test_the_installed_assignment_agrees():
-    validate_assignment(COURSE)
+    validate_assignment(HOMEWORK)
 
 
 def _check(id):
@@ -46,6 +46,6 @@ def test_an_instructors_grade_refuses_an_assignment_whose_pieces_disagree(monkey
     consistency.validate_assignment.cache_clear()
     try:
         with pytest.raises(AssignmentError, match="a slip"):
-            validate_assignment(COURSE)
+            validate_assignment(HOMEWORK)
     finally:
         consistency.validate_assignment.cache_clear()

@@ -129,22 +129,22 @@ def test_nested_top_folder_is_accepted(tmp_path):
 def test_missing_module_is_reported_per_part(tmp_path):
     folder = tmp_path / "partial"
     shutil.copytree(REFERENCE_DIR, folder)
-    (folder / "gpt.py").unlink()
-    results = grade(folder, only_parts=["attention", "gpt"])
+    (folder / "sentiment.py").unlink()
+    results = grade(folder, only_parts=["attention", "sentiment"])
     parts = {p["id"]: p for p in results["parts"]}
     assert parts["attention"]["score"] == parts["attention"]["max_score"]
-    assert parts["gpt"]["score"] == 0
-    assert all("gpt.py is missing" in c["message"] for c in parts["gpt"]["checks"])
+    assert parts["sentiment"]["score"] == 0
+    assert all("sentiment.py is missing" in c["message"] for c in parts["sentiment"]["checks"])
 
 
 def test_syntax_error_is_reported_per_part(tmp_path):
     folder = tmp_path / "broken"
     shutil.copytree(REFERENCE_DIR, folder)
-    (folder / "causal_lm.py").write_text("def generate_square_subsequent_mask(sz)\n    return None\n")
-    results = grade(folder, only_parts=["attention", "causal_lm"])
+    (folder / "bert.py").write_text("def mask_inputs(text)\n    return None\n")
+    results = grade(folder, only_parts=["attention", "bert"])
     parts = {p["id"]: p for p in results["parts"]}
     assert parts["attention"]["score"] == parts["attention"]["max_score"]
-    assert all("SyntaxError" in c["message"] for c in parts["causal_lm"]["checks"])
+    assert all("SyntaxError" in c["message"] for c in parts["bert"]["checks"])
 
 
 def test_bad_usage_exits_2(tmp_path, capsys):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from graders.assignment import PACKS_DIR, installed, load
-from tests.course import COURSE
+from tests.course import HOMEWORK
 
 ENGINE = Path(__file__).resolve().parent.parent / "graders"
 ENGINE_VOCABULARY = {"answers"}
@@ -79,16 +79,16 @@ def test_no_pack_is_named_in_the_engine(pack):
 
 
 def test_the_scan_finds_each_kind_of_name():
-    plain, distinctive = pack_vocabulary(COURSE)
+    plain, distinctive = pack_vocabulary(HOMEWORK)
     planted = '''
 def f(ctx):
     """Docstrings may say attention and encoder."""
     ctx.student.call("attention", "scaled_dot_product")  # the module and a graded name
     ctx.student.task("bert.probe_model")
-    load("gpt.py")
+    load("sentiment.py")
     return MultiHeadAttention, "mha.padding", "softmax_wrong_dim"
 '''
     words = {word for _, word in offences(planted, plain, distinctive)}
-    assert {"attention", "scaled_dot_product", "bert.probe_model", "gpt.py", "MultiHeadAttention",
+    assert {"attention", "scaled_dot_product", "bert.probe_model", "sentiment.py", "MultiHeadAttention",
             "mha.padding", "softmax_wrong_dim"} <= words
     assert "encoder" not in words

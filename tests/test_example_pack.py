@@ -117,9 +117,9 @@ def test_the_bundle_self_checks_the_reference_with_its_own_grader(course, tmp_pa
 
 def test_two_packs_in_one_process_keep_their_own_words_for_one_diagnosis(pack):
     from graders.checks.framework import diagnosis_text
-    from tests.course import COURSE
+    from tests.course import HOMEWORK
 
-    ours, course = pack.registry()["softmax"][0], COURSE.registry()["attention"][0]
+    ours, course = pack.registry()["softmax"][0], HOMEWORK.registry()["attention"][0]
     assert diagnosis_text(ours, "softmax_wrong_dim") == pack.diagnoses["softmax_wrong_dim"]
-    assert diagnosis_text(course, "softmax_wrong_dim") == COURSE.diagnoses["softmax_wrong_dim"] != pack.diagnoses["softmax_wrong_dim"]
+    assert diagnosis_text(course, "softmax_wrong_dim") == HOMEWORK.diagnoses["softmax_wrong_dim"] != pack.diagnoses["softmax_wrong_dim"]
     assert diagnosis_text(ours, "wrong_shape") == diagnosis_text(course, "wrong_shape")  # the engine's own

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from graders.atomic import fill_folder_atomically
-from graders.packs.transformers.finetune.cache import build_features, hash_texts, open_features
-from graders.packs.transformers.finetune.data import load_small_sentiment
-from graders.packs.transformers.finetune.encoder import EncoderNotFound, load_encoder, smoke_encoder_path, tokenize
+from graders.packs.bert.finetune.cache import build_features, hash_texts, open_features
+from graders.packs.bert.finetune.data import load_small_sentiment
+from graders.packs.bert.finetune.encoder import EncoderNotFound, load_encoder, smoke_encoder_path, tokenize
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -176,8 +176,8 @@ def test_open_refuses_a_folder_that_is_not_a_cache(tmp_path):
 # grader-side preparation
 
 def test_prepare_imdb_views_one_training_cache(encoder, tmp_path):
-    from graders.packs.transformers.finetune.data import load_imdb
-    from graders.packs.transformers.finetune.prepare import prepare_imdb
+    from graders.packs.bert.finetune.data import load_imdb
+    from graders.packs.bert.finetune.prepare import prepare_imdb
 
     reviews = load_small_sentiment()
     for split, source in (("train", "train"), ("test", "test")):
@@ -196,7 +196,7 @@ def test_prepare_imdb_views_one_training_cache(encoder, tmp_path):
 
 
 def test_prepare_small_is_provisional(encoder, tmp_path):
-    from graders.packs.transformers.finetune.prepare import prepare_small
+    from graders.packs.bert.finetune.prepare import prepare_small
 
     data = prepare_small(encoder, cache_root=tmp_path)
     assert data.provisional and (len(data.train), len(data.valid), len(data.test)) == (400, 200, 200)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from graders.build import REPO_ROOT
-from graders.packs.transformers.finetune.data import (
+from graders.packs.bert.finetune.data import (
     SMALL_SENTIMENT_PATH, DataError, Review, load_imdb, load_reviews, load_small_sentiment, parse_label,
     split_train_valid,
 )

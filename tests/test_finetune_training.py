@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from graders.packs.transformers.finetune.cache import build_features
+from graders.packs.bert.finetune.cache import build_features
 from graders.build import REPO_ROOT
-from graders.packs.transformers.finetune.data import load_small_sentiment
-from graders.packs.transformers.finetune.encoder import load_encoder, smoke_encoder_path, tokenize
-from graders.packs.transformers.finetune.standin import CachedEncoder, StandInMismatch
-from graders.packs.transformers.finetune.training import (
+from graders.packs.bert.finetune.data import load_small_sentiment
+from graders.packs.bert.finetune.encoder import load_encoder, smoke_encoder_path, tokenize
+from graders.packs.bert.finetune.standin import CachedEncoder, StandInMismatch
+from graders.packs.bert.finetune.training import (
     PLACEHOLDER_LABEL, Batch, Training, accuracy, check_frozen, diagnose, make_iterators, predict, run_training,
     score_accuracy, validate_hyperparameters,
 )

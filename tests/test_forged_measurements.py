@@ -22,18 +22,19 @@ import pytest
 import torch
 
 import graders
-from tests.course import COURSE, REFERENCE_DIR, REGISTRY
+from tests.course import BERT, CAUSAL_LM, GPT, HOMEWORK, PACKS
 from graders.checks.framework import Context, check_seed, run_check
 from graders.reports.summary import format_points
 from graders.grading import SCHEMA_VERSION, TrackedStudent, part_json, secret_paths
 from graders.oracles import ReferenceOracle
 from graders.reports.html import render_html
 from graders.sandbox import Limits, Worker
-from graders.scoring import load_rubric
 from graders.mutants import Edit, apply_edits
-from graders.packs.transformers.mutants import attention as attention_mutants
-from graders.packs.transformers.mutants import encoder_bert as bert_mutants
-from graders.packs.transformers.mutants import lm_gpt_sentiment as lm_mutants
+from graders.packs.bert.mutants import attention as attention_mutants
+from graders.packs.bert.mutants import encoder_bert as bert_mutants
+from graders.packs.bert.mutants import sentiment as sentiment_mutants
+from graders.packs.causal_lm.mutants import causal_lm as lm_mutants
+from graders.packs.gpt.mutants import gpt as gpt_mutants
 
 RESULTS_SCHEMA = json.loads((Path(graders.__file__).parent / "schemas" / "results.schema.json").read_text())
 
@@ -48,14 +49,16 @@ import sys as _sys
 import torch as _torch
 import torch.nn.functional as _F
 
-_tasks = _sys.modules["graders.packs.transformers.tasks"]
+_task_modules = [module for name, module in list(_sys.modules.items())
+                 if name.startswith("graders.packs.") and name.endswith(".tasks")]
 _harness = _sys.modules["graders.sandbox.harness"]
 _worker = _sys.modules.get("__main__")
 
 
 def _replace_task(name, function):
     _harness.TASKS[name] = function
-    setattr(_tasks, name.replace(".", "_"), function)
+    for module in _task_modules:
+        setattr(module, name.replace(".", "_"), function)
 
 
 def _replace_operation(name, wrap):
@@ -162,7 +165,7 @@ def _optimizer(ctx, model, kind, lr, names=None, **options):
 _replace_task("optimizer", _optimizer)
 '''
 
-SENT, LM = lm_mutants.SENT, lm_mutants.LM
+SENT, LM = sentiment_mutants.SENT, lm_mutants.LM
 
 # bugs whose checks score outputs now: each must cost its points despite the forgeries
 SCORED_BUGS = (
@@ -170,13 +173,13 @@ SCORED_BUGS = (
     Edit(attention_mutants.F, "        nn.init.xavier_uniform_(self.o_proj.weight)\n        self.o_proj.bias.data.fill_(0)\n", ""),
     Edit(attention_mutants.F, attention_mutants.PROJECT, "return values"),
     Edit(bert_mutants.BERT, bert_mutants.STEP, ""),
-    Edit(SENT, lm_mutants.BERT_CALL, "embedded = self.bert(text)[0]"),
-    Edit(SENT, lm_mutants.STEP, "        loss.backward()"),
-    Edit(SENT, lm_mutants.TRAIN_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0"),
-    Edit(SENT, lm_mutants.EVAL_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0"),
+    Edit(SENT, sentiment_mutants.BERT_CALL, "embedded = self.bert(text)[0]"),
+    Edit(SENT, sentiment_mutants.STEP, "        loss.backward()"),
+    Edit(SENT, sentiment_mutants.TRAIN_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0"),
+    Edit(SENT, sentiment_mutants.EVAL_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0"),
     Edit(LM, lm_mutants.COUNT, "return sum(p.numel() for p in module.parameters())"),
     Edit(LM, lm_mutants.LAYER + "\n", lm_mutants.LAYER.replace("layer = ", "self.layer = ") + "\n        layer = self.layer\n"),
-    Edit(lm_mutants.GPT, lm_mutants.DATASET_CLASS, "class LanguageModelingDataset:"),
+    Edit(gpt_mutants.GPT, gpt_mutants.DATASET_CLASS, "class LanguageModelingDataset:"),
 )
 SCORED = {  # check -> what its bug is
     "mha.parameter_count": "no output projection (the parameter list forged to show one)",
@@ -194,8 +197,9 @@ SCORED = {  # check -> what its bug is
 
 # bugs only a worker measurement can see: their checks are forged into passing, and say so
 MEASURED_BUGS = (
-    Edit(SENT, lm_mutants.NO_GRAD_BERT, "        embedded = self.bert(text, attention_mask=attention_mask)[0]"),
-    Edit(SENT, lm_mutants.EVAL_NO_GRAD, lm_mutants.EVAL_NO_GRAD.replace("    with torch.no_grad():\n", "    if True:\n")),
+    Edit(SENT, sentiment_mutants.NO_GRAD_BERT, "        embedded = self.bert(text, attention_mask=attention_mask)[0]"),
+    Edit(SENT, sentiment_mutants.EVAL_NO_GRAD,
+         sentiment_mutants.EVAL_NO_GRAD.replace("    with torch.no_grad():\n", "    if True:\n")),
     Edit(bert_mutants.ENC, bert_mutants.PE_BUFFER, "self.pe = nn.Parameter(pe)"),
 )
 MEASURED = {
@@ -206,32 +210,34 @@ MEASURED = {
 WORKER_MEASURED = {"sentiment.bert_frozen", "sentiment.evaluate_mode", "positional_encoding.buffer", "finetune.accuracy"}
 
 
-def submission(tmp_path, name, bugs, forgery):
+def submission(tmp_path, name, bugs, forgery, pack=HOMEWORK):
+    """The pack's reference with those of `bugs` that edit its files, and `forgery` run at import."""
     folder = tmp_path / name
-    shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    apply_edits(folder, bugs)
+    shutil.copytree(pack.reference_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    apply_edits(folder, [bug for bug in bugs if bug.file in pack.expected_files])
     init = folder / "__init__.py"
     init.write_text(init.read_text() + forgery)
     return folder
 
 
-def grade_checks(folder, check_ids, *, max_examples=5):
-    """The chosen checks, graded as `grade` grades them: one real sandboxed worker, the reference
-    oracle, per-check seeds, results through part_json. Returns ({check id: result json}, results)."""
-    rubric = load_rubric()
+def grade_checks(folder, check_ids, *, max_examples=5, pack=HOMEWORK):
+    """The pack's chosen checks, graded as `grade` grades them: one real sandboxed worker, the
+    reference oracle, per-check seeds, results through part_json. Returns ({check id: result
+    json}, results)."""
+    rubric, registry = pack.rubric, pack.registry()
     parts = []
-    with Worker(folder, limits=Limits(), secret_paths=secret_paths(COURSE), task_modules=COURSE.task_modules) as worker:
+    with Worker(folder, limits=Limits(), secret_paths=secret_paths(pack), task_modules=pack.task_modules) as worker:
         for part in rubric.parts:
             results = []
-            for chk in REGISTRY.get(part.id, []):
+            for chk in registry.get(part.id, []):
                 if chk.id not in check_ids:
                     continue
                 student = TrackedStudent(worker)
-                ctx = Context(student, ReferenceOracle(), check_seed(rubric.seed, chk.id), max_examples=max_examples)
+                ctx = Context(student, ReferenceOracle(pack), check_seed(rubric.seed, chk.id), max_examples=max_examples)
                 results.append(run_check(chk, ctx, before=functools.partial(worker.seed, ctx.seed)))
                 student.release()
             if results:
-                parts.append(part_json(part, results, REGISTRY))
+                parts.append(part_json(part, results, registry))
     score = round(sum(p["score"] for p in parts), 4)
     results = {"schema_version": SCHEMA_VERSION, "status": "graded", "reason": None, "mode": "instructor",
                "score": score, "max_score": round(sum(p["max_score"] for p in parts), 4),
@@ -244,16 +250,21 @@ def grade_checks(folder, check_ids, *, max_examples=5):
 
 
 def test_the_checks_that_rest_on_a_worker_measurement_are_the_known_ones():
-    flagged = {c.id for checks in REGISTRY.values() for c in checks if c.worker_measured}
+    flagged = {c.id for pack in PACKS for checks in pack.registry().values() for c in checks if c.worker_measured}
     assert flagged == WORKER_MEASURED
 
 
-def test_forged_measurements_do_not_hide_the_bugs(tmp_path):
-    folder = submission(tmp_path, "attack", SCORED_BUGS, FORGERY + ADAPTIVE)
-    checks, _ = grade_checks(folder, set(SCORED))
+def _checks_of(pack, check_ids):
+    return {c.id for checks in pack.registry().values() for c in checks} & set(check_ids)
+
+
+@pytest.mark.parametrize("pack", [BERT, CAUSAL_LM, GPT], ids=lambda pack: pack.name)
+def test_forged_measurements_do_not_hide_the_bugs(tmp_path, pack):
+    folder = submission(tmp_path, "attack", SCORED_BUGS, FORGERY + ADAPTIVE, pack)
+    checks, _ = grade_checks(folder, _checks_of(pack, SCORED), pack=pack)
     kept = {cid: (c["status"], c["message"]) for cid, c in checks.items() if c["score"] > 0 or c["status"] == "passed"}
     assert not kept, f"forged measurements kept points: {kept}"
-    assert set(checks) == set(SCORED)
+    assert set(checks) == _checks_of(pack, SCORED) != set()
     assert {c["status"] for c in checks.values()} == {"failed"}, {cid: c["message"] for cid, c in checks.items()}
     expected_diagnoses = {
         "mha.parameter_count": "output_projection_missing",
@@ -267,6 +278,8 @@ def test_forged_measurements_do_not_hide_the_bugs(tmp_path):
         "gpt.dataset_is_dataset": "dataset_wrong_class",
     }
     for cid, diagnosis in expected_diagnoses.items():
+        if cid not in checks:
+            continue  # another pack's
         got = (checks[cid]["diagnosis"] or {}).get("id")
         if diagnosis is not None:
             assert got == diagnosis, (cid, got, checks[cid]["message"])
@@ -275,10 +288,11 @@ def test_forged_measurements_do_not_hide_the_bugs(tmp_path):
 def test_the_same_forgeries_cost_a_correct_submission_nothing(tmp_path):
     """The control: the reference with the report forgeries passes the same checks, so the
     failures above are the bugs', and no check leans on a forged report either way."""
-    folder = submission(tmp_path, "honest", (), FORGERY)
-    checks, _ = grade_checks(folder, set(SCORED) | set(MEASURED))
-    not_passed = {cid: (c["status"], c["message"]) for cid, c in checks.items() if c["status"] != "passed"}
-    assert not not_passed
+    for pack in PACKS:
+        folder = submission(tmp_path, f"honest-{pack.name}", (), FORGERY, pack)
+        checks, _ = grade_checks(folder, _checks_of(pack, {*SCORED, *MEASURED}), pack=pack)
+        not_passed = {cid: (c["status"], c["message"]) for cid, c in checks.items() if c["status"] != "passed"}
+        assert checks and not not_passed
 
 
 def test_a_forged_measurement_is_marked_in_results_and_report(tmp_path):
@@ -307,7 +321,7 @@ def test_no_report_line_without_worker_measured_checks():
 def test_bert_features_are_transformers_bert():
     """The grader computes the tiny BERT's features itself; they must be what transformers computes."""
     transformers = pytest.importorskip("transformers")
-    from graders.packs.transformers.checks.sentiment import BERT, bert_features, bert_weights
+    from graders.packs.bert.checks.sentiment import BERT, bert_features, bert_weights
 
     model = transformers.BertModel(transformers.BertConfig(**BERT, attn_implementation="eager"), add_pooling_layer=False)
     model.load_state_dict(bert_weights(), strict=True)

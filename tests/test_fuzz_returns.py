@@ -436,14 +436,14 @@ def test_sandbox_garbage_on_the_reply_pipe_fails_only_the_affected_part(tmp_path
     shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
     bert = folder / "bert.py"
     bert.write_text(GARBAGE + bert.read_text())
-    results = grade(folder, only_parts=["bert", "causal_lm"], limits=FAST)
+    results = grade(folder, only_parts=["bert", "mha"], limits=FAST)
     jsonschema.validate(results, SCHEMA)
     parts = {p["id"]: p for p in results["parts"]}
     assert parts["bert"]["score"] == 0
     for c in parts["bert"]["checks"]:
         assert c["status"] == ERROR, (c["id"], c["status"])
         assert c["message"].startswith("importing bert.py made the worker send a malformed reply"), c["message"]
-    assert parts["causal_lm"]["score"] == parts["causal_lm"]["max_score"]  # a new worker took over
+    assert parts["mha"]["score"] == parts["mha"]["max_score"]  # a new worker took over
 
 
 SLEEPER = '''
@@ -483,7 +483,7 @@ def test_sandbox_a_worker_that_cannot_start_gives_an_error_result(tmp_path):
     attention = [c for cid, c in checks.items() if cid.startswith("attention.")]
     assert attention and all(c["status"] == ERROR and c["message"].startswith("your code was not run: the worker")
                              for c in attention)
-    assert checks["answers.base_parameters"]["status"] == PASSED  # answers.toml needs no worker
+    assert checks["answers.layer_norm"]["status"] == "pending_manual"  # answers.toml needs no worker
 
 
 def test_cli_writes_an_error_result_when_grade_itself_fails(tmp_path, monkeypatch, capsys):

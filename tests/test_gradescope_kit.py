@@ -23,17 +23,22 @@ import pytest
 
 from graders.build import REPO_ROOT
 from graders.gradescope_kit import write_kit
+from graders.mutants import Edit, apply_edits
+from graders.packs.causal_lm.mutants.causal_lm import LM, MASK
 from graders.sandbox import isolation
+from tests.course import CAUSAL_LM as PACK
 from tests.test_wheel_install import clean_environment
 
-EXAMPLE = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
 SCHEMA = json.loads((REPO_ROOT / "graders" / "schemas" / "gradescope.schema.json").read_text())
-PARTS = ["attention", "answers"]  # visible checks, hidden numeric answers, written answers
+# The causal-LM homework's: visible checks, hidden numeric answers, written answers
+PARTS = ["causal_lm", "answers"]
+# A student whose square mask has its polarity inverted
+BUG = Edit(LM, MASK, 'return torch.tril(torch.full((sz, sz), float("-inf")), diagonal=-1)')
 FULL = os.geteuid() == 0 and isolation.find_bwrap() is not None and isolation.bwrap_works(isolation.find_bwrap(), True)
 
 
 def test_the_kit_holds_what_gradescope_needs(tmp_path):
-    kit = write_kit(tmp_path / "autograder.zip", parts=PARTS)
+    kit = write_kit(tmp_path / "autograder.zip", parts=PARTS, assignment=PACK)
     with zipfile.ZipFile(kit) as archive:
         names = set(archive.namelist())
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
@@ -41,21 +46,26 @@ def test_the_kit_holds_what_gradescope_needs(tmp_path):
         setup = archive.read("setup.sh").decode()
         config = json.loads(archive.read("kit.json"))
     assert {"setup.sh", "run_autograder", "requirements.txt", "kit.json", "grader/graders/cli.py",
-            "grader/graders/packs/transformers/assignment.toml", "grader/graders/packs/transformers/diagnoses.toml",
-            "grader/reference/attention.py", "grader/reference/answers.toml"} <= names
+            "grader/graders/packs/causal_lm/assignment.toml", "grader/graders/packs/causal_lm/diagnoses.toml",
+            "grader/reference/causal_lm/causal_lm.py", "grader/reference/causal_lm/answers.toml"} <= names
+    assert not any(name.startswith(("grader/graders/packs/bert/", "grader/reference/bert/")) for name in names)
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert not any("__pycache__" in name for name in names)
     assert all("==" in line for line in requirements) and any(r.startswith("transformers==") for r in requirements)
     assert "torch==" in setup and "--index-url" in setup and "bubblewrap" in setup
-    assert config == {"assignment": "transformers", "parts": PARTS, "seed": None, "unsafe_no_sandbox": False}
+    assert config == {"assignment": "causal_lm", "parts": PARTS, "seed": None, "unsafe_no_sandbox": False}
     assert subprocess.run(["bash", "-n", "-c", setup]).returncode == 0
-    assert write_kit(tmp_path / "again.zip", parts=PARTS).read_bytes() == kit.read_bytes()
+    assert write_kit(tmp_path / "again.zip", parts=PARTS, assignment=PACK).read_bytes() == kit.read_bytes()
 
 
 def test_the_kit_command_rejects_an_unknown_part(tmp_path):
     done = subprocess.run([sys.executable, "-m", "graders.cli", "gradescope-kit", "--out", str(tmp_path / "k.zip"),
-                           "--parts", "atention"], capture_output=True, text=True, cwd=REPO_ROOT)
+                           "--assignment", "bert", "--parts", "atention"], capture_output=True, text=True, cwd=REPO_ROOT)
     assert done.returncode == 2 and "no such part: atention" in done.stderr
+    assert not (tmp_path / "k.zip").exists()
+    unchosen = subprocess.run([sys.executable, "-m", "graders.cli", "gradescope-kit", "--out", str(tmp_path / "k.zip")],
+                              capture_output=True, text=True, cwd=REPO_ROOT, env=clean_environment())
+    assert unchosen.returncode == 2 and "choose one with --assignment NAME" in unchosen.stderr, unchosen.stderr
     assert not (tmp_path / "k.zip").exists()
 
 
@@ -66,13 +76,14 @@ def gradescope_root():
     root = Path(tempfile.mkdtemp(prefix="autograder-"))
     try:
         root.chmod(0o755)
-        kit = write_kit(root / "autograder.zip", parts=PARTS)
+        kit = write_kit(root / "autograder.zip", parts=PARTS, assignment=PACK)
         with zipfile.ZipFile(kit) as archive:
             archive.extractall(root / "source")
         for path in (root / "source").rglob("*"):
             path.chmod(0o755 if path.is_dir() or path.name in ("setup.sh", "run_autograder") else 0o644)
         shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
-        shutil.copytree(EXAMPLE, root / "submission")
+        shutil.copytree(PACK.reference_dir, root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
+        apply_edits(root / "submission", [BUG])
         (root / "results").mkdir()
         made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
                               capture_output=True, text=True, env=clean_environment())
@@ -104,10 +115,11 @@ def run_autograder(root: Path, **environment) -> tuple[subprocess.CompletedProce
 
 def test_the_kit_runs_its_own_grader(gradescope_root):
     python = gradescope_root / "venv" / "bin" / "python"
-    located = subprocess.run([str(python), "-c", "import graders, reference; print(graders.__file__, reference.__file__)"],
+    located = subprocess.run([str(python), "-c", "import graders, reference; print(graders.__file__, *reference.__path__)"],
                              capture_output=True, text=True, cwd="/", env=clean_environment())
-    assert located.stdout.split() == [str(gradescope_root / "source" / "grader" / name / "__init__.py")
-                                      for name in ("graders", "reference")], located.stdout + located.stderr
+    grader = gradescope_root / "source" / "grader"
+    assert located.stdout.split() == [str(grader / "graders" / "__init__.py"), str(grader / "reference")], \
+        located.stdout + located.stderr
 
 
 @pytest.mark.skipif(not FULL, reason="needs bubblewrap and root (bash setup.sh as root installs it)")
@@ -115,7 +127,7 @@ def test_run_autograder_grades_and_hides_the_hidden_checks(gradescope_root):
     _, document = run_autograder(gradescope_root)
     tests = document["tests"]
     assert tests and {t["tags"][0] for t in tests} == set(PARTS)
-    assert "mask_as_square" in {tag for t in tests for tag in t["tags"]}  # the seed-004 student's scaled_dot_product
+    assert "square_mask_polarity" in {tag for t in tests for tag in t["tags"]}  # the student's inverted mask
     hidden = [t for t in tests if t["visibility"] == "after_due_date"]
     assert hidden, "the numeric answers are hidden checks"
     assert "score" not in document

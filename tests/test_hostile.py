@@ -123,15 +123,15 @@ def test_a_worker_cannot_read_the_mutants_which_are_edits_of_the_solution(tmp_pa
     secret path of every grade all the same."""
     from graders.grading import secret_paths
     from graders.sandbox import Worker
-    from tests.course import COURSE
+    from tests.course import HOMEWORK
 
     folder = tmp_path / "submission"
     folder.mkdir()
     (folder / "probe.py").write_text("def read(path):\n    try:\n        return open(path).read()\n"
                                      "    except OSError as error:\n        return type(error).__name__\n")
-    mutants = sorted(COURSE.mutants_path.glob("*.py"))
+    mutants = sorted(HOMEWORK.mutants_path.glob("*.py"))
     assert mutants and all(path.stat().st_size > 0 for path in mutants)
-    with Worker(folder, limits=LIMITS, secret_paths=secret_paths(COURSE)) as worker:
+    with Worker(folder, limits=LIMITS, secret_paths=secret_paths(HOMEWORK)) as worker:
         read = {path.name: worker.call("probe", "read", str(path)) for path in mutants}
-        reference = worker.call("probe", "read", str(COURSE.reference_dir / "attention.py"))
+        reference = worker.call("probe", "read", str(HOMEWORK.reference_dir / "attention.py"))
     assert set(read.values()) | {reference} <= {"PermissionError", "FileNotFoundError"}, read

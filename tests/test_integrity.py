@@ -12,7 +12,7 @@ import pytest
 from graders.integrity import KINDS, MAX_FLAGS_PER_FILE, scan_folder, scan_source
 from graders.mutants import collect
 from graders.notebook import extract_notebook
-from tests.course import COURSE
+from tests.course import PACKS
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = ROOT / "fixtures" / "submissions" / "hostile"
@@ -244,11 +244,16 @@ def honest_sources(tmp_path):
         extract_notebook(notebook, out)
         for path in sorted(out.glob("*.py")):
             yield f"{notebook.name}:{path.name}", path.read_text()
-    mutants, alternatives = collect(COURSE)
-    for variant in [*mutants, *alternatives]:
+    for pack in PACKS:
+        mutants, alternatives = collect(pack)
+        yield from _variant_sources(pack, [*mutants, *alternatives])
+
+
+def _variant_sources(pack, variants):
+    for variant in variants:
         texts = {}
         for edit in variant.edits:
-            text = texts.get(edit.file) or (COURSE.reference_dir / edit.file).read_text()
+            text = texts.get(edit.file) or (pack.reference_dir / edit.file).read_text()
             texts[edit.file] = text.replace(edit.find, edit.replace)
         for file, text in texts.items():
             yield f"mutant {variant.id}:{file}", text

@@ -18,7 +18,7 @@ import pytest
 
 from graders.mutants import Edit, apply_edits, collect
 from tests.checks_inprocess import run_part
-from tests.course import COURSE, REFERENCE_DIR
+from tests.course import PACKS
 
 MIN_MARGIN = 10  # a caught mutant's error is at least this many times the check's tolerance
 ALTERNATIVE_SEEDS = range(20)
@@ -31,17 +31,18 @@ EXAMPLES, EXAMPLES_PER_EXTRA_SEED, EXAMPLES_OF_DEPENDENT_PARTS = 10, 2, 3
 NOT_REGRADED = {"finetune", "answers"}
 
 
-MUTANTS, ALTERNATIVES = collect(COURSE)
-RUBRIC = COURSE.rubric
-PARTS = {part.id: part for part in RUBRIC.parts}
+COLLECTED = {pack.name: collect(pack) for pack in PACKS}
+MUTANTS = [m for mutants, _ in COLLECTED.values() for m in mutants]
+ALTERNATIVES = [a for _, alternatives in COLLECTED.values() for a in alternatives]
+PACK_OF = {edited.id: pack for pack in PACKS for collected in COLLECTED[pack.name] for edited in collected}
 OUTCOMES = {}  # mutant id -> (part, lost points, got the expected diagnosis)
 
 
-def _importers():
+def _importers(reference_dir):
     """{module: the reference modules that import it, directly or not}."""
     direct = {
         path.stem: set(re.findall(r"^from \.(\w+) import", path.read_text(), flags=re.M))
-        for path in Path(REFERENCE_DIR).glob("*.py")
+        for path in Path(reference_dir).glob("*.py")
     }
 
     def uses(module, seen=()):
@@ -54,23 +55,24 @@ def _importers():
     return users
 
 
-IMPORTERS = _importers()
+IMPORTERS = {pack.name: _importers(pack.reference_dir) for pack in PACKS}
 
 
-def dependent_parts(edits):
-    """Parts whose own module is untouched by `edits` but imports an edited module: they use the
-    mutated code and must not be charged for it."""
+def dependent_parts(edits, pack):
+    """Parts of the pack whose own module is untouched by `edits` but imports an edited module:
+    they use the mutated code and must not be charged for it."""
     edited = {Path(e.file).stem for e in edits}
-    users = set().union(*(IMPORTERS[m] for m in edited)) - edited
-    return sorted(p.id for p in RUBRIC.parts if p.module in users and p.id not in NOT_REGRADED)
+    users = set().union(*(IMPORTERS[pack.name][m] for m in edited)) - edited
+    return sorted(p.id for p in pack.rubric.parts if p.module in users and p.id not in NOT_REGRADED)
 
 
-def _graded_copy(tmp_path, edits, part, seed=0, max_examples=EXAMPLES):
-    folder = tmp_path / "submission"
+def _graded_copy(tmp_path, edited, part, seed=0, max_examples=EXAMPLES):
+    """The grade of `part` of the reference with the edits of a mutant or alternative."""
+    pack, folder = PACK_OF[edited.id], tmp_path / "submission"
     if not folder.exists():
-        shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
-        apply_edits(folder, edits)
-    return run_part(folder, part, seed=seed, max_examples=max_examples)
+        shutil.copytree(pack.reference_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        apply_edits(folder, edited.edits)
+    return run_part(folder, part, seed=seed, max_examples=max_examples, pack=pack)
 
 
 def failure_margin(result):
@@ -105,21 +107,24 @@ def test_the_suite_is_big_enough_and_names_real_diagnoses():
     assert len(ALTERNATIVES) >= 25, f"only {len(ALTERNATIVES)} alternatives"
     assert len({m.id for m in MUTANTS}) == len(MUTANTS)
     assert len({a.id for a in ALTERNATIVES}) == len(ALTERNATIVES)
-    unknown = [m.id for m in MUTANTS if m.diagnosis is not None and m.diagnosis not in COURSE.all_diagnoses()]
+    unknown = [m.id for m in MUTANTS if m.diagnosis is not None and m.diagnosis not in PACK_OF[m.id].all_diagnoses()]
     assert not unknown
-    graded_parts = {p.id for p in RUBRIC.parts} - NOT_REGRADED
-    assert graded_parts <= {m.part for m in MUTANTS}, "a part without mutants"
+    for pack in PACKS:
+        graded_parts = {p.id for p in pack.rubric.parts} - NOT_REGRADED
+        assert graded_parts <= {m.part for m in COLLECTED[pack.name][0]}, f"a part of {pack.name} without mutants"
 
 
 def test_dependent_parts_follow_the_imports():
-    assert {"block", "bert", "pretraining"} <= set(dependent_parts([Edit("attention.py", "", "")]))
-    assert "causal_lm" in dependent_parts([Edit("encoder.py", "", "")])
-    assert dependent_parts([Edit("gpt.py", "", "")]) == []
+    bert, causal_lm, gpt = PACKS
+    assert {"block", "bert", "pretraining"} <= set(dependent_parts([Edit("attention.py", "", "")], bert))
+    assert "sentiment" not in dependent_parts([Edit("encoder.py", "", "")], bert)
+    assert dependent_parts([Edit("causal_lm.py", "", "")], causal_lm) == []
+    assert dependent_parts([Edit("gpt.py", "", "")], gpt) == []
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.id)
 def test_mutant_loses_points_in_its_part(mutant, tmp_path):
-    results = _graded_copy(tmp_path, mutant.edits, mutant.part)
+    results = _graded_copy(tmp_path, mutant, mutant.part)
     failed = lost(results)
     diagnoses = {r.diagnosis for r in failed.values() if r.status == "failed"}
     OUTCOMES[mutant.id] = (mutant.part, bool(failed), mutant.diagnosis in diagnoses)
@@ -130,14 +135,16 @@ def test_mutant_loses_points_in_its_part(mutant, tmp_path):
     assert max(margins.values()) >= MIN_MARGIN, f"{mutant.id} caught only by a thin margin: {margins}"
 
 
-@pytest.mark.parametrize("mutant", [m for m in MUTANTS if dependent_parts(m.edits)], ids=lambda m: m.id)
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if dependent_parts(m.edits, PACK_OF[m.id])], ids=lambda m: m.id)
 def test_mutant_is_charged_once(mutant, tmp_path):
     """A part that only uses the mutated module grades its own code with the student's other
     modules, so the mistake costs nothing there."""
     charged = {}
-    for part in dependent_parts(mutant.edits):
-        if PARTS[part].points:
-            results = _graded_copy(tmp_path, mutant.edits, part, max_examples=EXAMPLES_OF_DEPENDENT_PARTS)
+    pack = PACK_OF[mutant.id]
+    points = {part.id: part.points for part in pack.rubric.parts}
+    for part in dependent_parts(mutant.edits, pack):
+        if points[part]:
+            results = _graded_copy(tmp_path, mutant, part, max_examples=EXAMPLES_OF_DEPENDENT_PARTS)
             charged.update({cid: (r.status, r.diagnosis, r.message[:200]) for cid, r in lost(results).items()})
     assert not charged, f"{mutant.id} ({mutant.part}) is charged again in {sorted(charged)}: {charged}"
 
@@ -146,7 +153,7 @@ def test_mutant_is_charged_once(mutant, tmp_path):
 def test_alternative_keeps_full_marks(alternative, tmp_path):
     for seed in ALTERNATIVE_SEEDS:
         for part in alternative.parts:
-            results = _graded_copy(tmp_path, alternative.edits, part, seed=seed,
+            results = _graded_copy(tmp_path, alternative, part, seed=seed,
                                    max_examples=EXAMPLES if seed == 0 else EXAMPLES_PER_EXTRA_SEED)
             short = {cid: (r.status, r.message[:300]) for cid, r in lost(results).items()}
             assert not short, f"{alternative.id} lost points in {part} under grading seed {seed}: {short}"

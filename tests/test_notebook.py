@@ -11,10 +11,21 @@ from textwrap import dedent
 import nbformat
 import pytest
 
-from graders.ingest import Rejected
+from graders.ingest import Rejected, SubmissionLayout
 from graders.notebook import MAX_CELL_CHARS, extract_notebook
+from tests.course import PACKS, WHOLE_COURSE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "notebooks"
+
+
+@pytest.fixture(autouse=True)
+def the_whole_course(monkeypatch):
+    """A notebook here defines names of all three homeworks: it is read as one hand-in of them all."""
+    def layout_of(assignment=None):
+        return WHOLE_COURSE if assignment is None else SubmissionLayout.of(assignment)
+
+    monkeypatch.setattr("graders.ingest.layout_of", layout_of)
+    monkeypatch.setattr("graders.notebook.layout_of", layout_of)
 
 # Cell numbers in the notes count every cell, markdown included; the comments give them.
 STUDENT_CELLS = [
@@ -305,13 +316,14 @@ def test_fixture_modules_import_as_a_package_without_running_training(tmp_path, 
 def test_answer_headings_cover_every_question_of_the_template_and_the_checks():
     import tomllib
 
-    from graders.build import REPO_ROOT
-    from graders.packs.transformers.checks.answers import NUMERIC, WRITTEN
-    from tests.course import ANSWER_HEADINGS
+    from graders.packs.bert.checks import answers as bert_answers
+    from graders.packs.causal_lm.checks import answers as lm_answers
 
-    template = tomllib.loads((REPO_ROOT / "student_template" / "answers.toml").read_text())
-    questions = {(section, key) for section, answers in template.items() for key in answers}
+    ANSWER_HEADINGS = WHOLE_COURSE.answer_headings
+    templates = [tomllib.loads((pack.template_dir / pack.answers_file).read_text()) for pack in PACKS if pack.answers_file]
+    questions = {(section, key) for template in templates for section, answers in template.items() for key in answers}
     assert set(ANSWER_HEADINGS.values()) == questions
+    NUMERIC, WRITTEN = lm_answers.NUMERIC, {**bert_answers.WRITTEN, **lm_answers.WRITTEN}
     for section, key in questions:  # the key as in answers.toml, with or without the prefix
         assert ANSWER_HEADINGS[key] == ANSWER_HEADINGS[f"answers.{key}"] == (section, key)
     for name, (key, _) in NUMERIC.items():  # and the check's own id
@@ -427,8 +439,8 @@ def test_only_an_answers_toml_beside_the_notebook_is_read(tmp_path):
 
 def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path):
     from graders.ingest import ingest
-    from tests.course import EXPECTED_FILES
 
+    EXPECTED_FILES = WHOLE_COURSE.expected_files
     cells = [("markdown", "## answers.layer_norm\nMy answer.")]
     ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
     assert ingested.files == ["answers.toml"]
@@ -438,8 +450,9 @@ def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path)
 def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
     from graders.grading import read_answers
     from graders.ingest import ingest
-    from tests.course import ANSWER_HEADINGS
     from graders.notebook import MAX_ANSWER_CHARS
+
+    ANSWER_HEADINGS = WHOLE_COURSE.answer_headings
 
     keys = sorted({key for _, key in ANSWER_HEADINGS.values()})
     cells = [("markdown", f"## {key}\n" + "\U0001F600" * (3 * MAX_ANSWER_CHARS)) for key in keys]

@@ -94,6 +94,10 @@ ANSWERS_NOTEBOOK_CELLS = [
     ("markdown", "# Homework"),
     ("code", "def scaled_dot_product(q, k, v, attn_drop_rate=0.1, mask=None):\n    return q, k"),
     ("markdown", "## answers.layer_norm\nIt normalises each token's features."),
+]
+# The causal-LM homework's numeric answers, the same way
+LM_ANSWERS_NOTEBOOK_CELLS = [
+    ("code", "def generate_square_subsequent_mask(sz):\n    return None"),
     ("markdown", "## answers.lm_head_parameters\n10,050,201"),
     ("markdown", "## answers.base_parameters\n12"),
 ]
@@ -107,14 +111,19 @@ def answers_graded(tmp_path_factory):
     return grade(write_notebook(folder / "hw.ipynb", ANSWERS_NOTEBOOK_CELLS), only_parts=["answers"])
 
 
-def test_notebook_answers_are_graded_like_answers_toml(answers_graded):
+def test_notebook_answers_are_graded_like_answers_toml(answers_graded, tmp_path):
+    from tests.course import CAUSAL_LM
+    from tests.test_notebook import write_notebook
+
     checks = _checks(answers_graded)
     assert checks["answers.layer_norm"]["status"] == "pending_manual"
     assert checks["answers.layer_norm"]["details"]["answer"] == "It normalises each token's features."
-    assert checks["answers.lm_head_parameters"]["status"] == "passed"
-    assert checks["answers.base_parameters"]["status"] == "failed"
     assert checks["answers.residual_connection"]["status"] == "failed"  # not answered: as in answers.toml
     assert answers_graded["submission"]["origin"]["answers"][0] == {"key": "layer_norm", "cell": 3}
+    numeric = _checks(grade(write_notebook(tmp_path / "lm.ipynb", LM_ANSWERS_NOTEBOOK_CELLS), only_parts=["answers"],
+                            assignment=CAUSAL_LM))
+    assert numeric["answers.lm_head_parameters"]["status"] == "passed"
+    assert numeric["answers.base_parameters"]["status"] == "failed"
 
 
 def test_grade_merge_accepts_notebook_answers(answers_graded, tmp_path):
@@ -133,8 +142,10 @@ def test_grade_merge_accepts_notebook_answers(answers_graded, tmp_path):
     assert merged["score"] == pytest.approx(answers_graded["score"] + 4.0)
 
 
-def test_a_module_the_notebook_does_not_define_is_not_called_missing():
-    results = grade(NOTEBOOK, only_parts=["gpt"])
+def test_a_module_the_notebook_does_not_define_is_not_called_missing(tmp_path):
+    from tests.test_notebook import write_notebook
+
+    results = grade(write_notebook(tmp_path / "hw.ipynb", ANSWERS_NOTEBOOK_CELLS), only_parts=["sentiment"])
     messages = {c["message"] for part in results["parts"] for c in part["checks"]}
-    assert messages == {"the notebook 'seed004_student.ipynb' defines none of gpt.py's names "
-                        "(GPTConfig, GPT, LanguageModelingDataset, lm_collate_fn, ...)"}
+    assert messages == {"the notebook 'hw.ipynb' defines none of sentiment.py's names "
+                        "(BERTGRUSentiment, binary_accuracy, train, evaluate, ...)"}

@@ -8,9 +8,9 @@ import pytest
 
 from graders.batch.cli import _batch_parser, config_from_args
 from graders.cli import _grade_parser
-from graders.packs.transformers.finetune.cache import default_cache_root
+from graders.packs.bert.finetune.cache import default_cache_root
 from graders.options import grading_options
-from graders.packs.transformers.options import DEFAULT_ENCODER, feature_cache_root
+from graders.packs.bert.options import DEFAULT_ENCODER, feature_cache_root
 
 OPTIONS = ["--seed", "7", "--parts", "attention", "finetune", "--timeout", "12", "--timeout-per-submission", "300",
            "--device", "cpu", "--finetune-budget", "45", "--feature-cache", "/srv/cache", "--unsafe-no-sandbox"]
@@ -52,7 +52,7 @@ def test_the_feature_cache_is_the_flag_else_the_environment_else_the_default(mon
     monkeypatch.setenv("TRANSFORMER_GRADER_CACHE", str(tmp_path / "warm"))
     assert feature_cache_root(None) == tmp_path / "warm" / "finetune"
     assert feature_cache_root(tmp_path / "flag") == tmp_path / "flag"
-    # a batch hands its jobs the cache `python -m graders.packs.transformers.finetune` warmed, not one of its own
+    # a batch hands its jobs the cache `python -m graders.packs.bert.finetune` warmed, not one of its own
     parser = _batch_parser()
     config = config_from_args(parser.parse_args([str(tmp_path), "--out", str(tmp_path / "out")]), parser)
     assert config.options["feature_cache"] == tmp_path / "warm" / "finetune"
@@ -82,9 +82,9 @@ def test_imdb_without_an_encoder_means_the_default_encoder(tmp_path):
 
 
 def test_warming_the_cache_ahead_takes_the_fine_tuning_options_of_grade(tmp_path, capsys):
-    """`python -m graders.packs.transformers.finetune` (warm the feature cache on a runner) has grade's fine-tuning
+    """`python -m graders.packs.bert.finetune` (warm the feature cache on a runner) has grade's fine-tuning
     options, spelled and read the same, and fills the cache grade's --feature-cache names."""
-    from graders.packs.transformers.finetune.prepare import command_parser, main
+    from graders.packs.bert.finetune.prepare import command_parser, main
 
     warm_parser = command_parser()
     fine_tuning = {"--imdb", "--encoder", "--feature-cache", "--device"}

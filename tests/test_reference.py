@@ -7,7 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference import attention, bert, causal_lm, encoder, gpt
+from reference.bert import attention, bert, encoder
+from reference.causal_lm import causal_lm
+from reference.gpt import gpt
 
 FAST = settings(max_examples=25, deadline=None, derandomize=True)
 

@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 from graders.build import REPO_ROOT
-from tests.course import COURSE, GOLDEN_DIR, REFERENCE_DIR, TEMPLATE_DIR
+from graders import assignment
+from tests.course import PACKS, REFERENCE_DIR, TEMPLATE_DIR
 from graders.pytest_plugin import STUDENT_CONFTEST
 from graders.recording import read_manifest, record_golden, stale_reasons
 from graders.scoring import public_checks
@@ -35,25 +36,28 @@ def _results(folder):
 # ---------------------------------------------------------------------------- golden fixtures
 
 
-def test_golden_fixtures_are_up_to_date():
-    reasons = stale_reasons()
-    assert not reasons, (f"{COURSE.golden_dir} is out of date: run `grade build --golden` and commit it\n  "
+@pytest.mark.parametrize("pack", PACKS, ids=lambda pack: pack.name)
+def test_golden_fixtures_are_up_to_date(pack):
+    reasons = stale_reasons(assignment=pack)
+    assert not reasons, (f"{pack.golden_dir} is out of date: run `grade build --golden` and commit it\n  "
                          + "\n  ".join(reasons))
 
 
 @pytest.mark.slow
-def test_golden_fixtures_regenerate_identically(tmp_path):
+@pytest.mark.parametrize("pack", PACKS, ids=lambda pack: pack.name)
+def test_golden_fixtures_regenerate_identically(tmp_path, pack, monkeypatch):
     """Recording again gives the committed fixtures: the same calls on the same inputs (every
     key, bit for bit) and the same answers, to the last bits that CPUs with other vector units
     compute differently, far inside the checks' own tolerances. Nothing outside the
-    fingerprinted files changed what the public checks draw. (25 s on 2 idle cores, 100 s on
-    busy ones; the hash comparison above is the quick guard.)"""
+    fingerprinted files changed what the public checks draw. (25 s for the three packs on 2 idle
+    cores, 100 s on busy ones; the hash comparison above is the quick guard.)"""
+    monkeypatch.setattr(assignment, "_selected", [pack])
     record_golden(tmp_path / "golden")
     fresh = json.loads((tmp_path / "golden" / "golden.json").read_text())
-    committed = json.loads((GOLDEN_DIR / "golden.json").read_text())
-    assert fresh == committed, f"{GOLDEN_DIR} is stale: run `grade build --golden` and commit it"
+    committed = json.loads((pack.golden_dir / "golden.json").read_text())
+    assert fresh == committed, f"{pack.golden_dir} is stale: run `grade build --golden` and commit it"
     fresh_tensors = load_file(str(tmp_path / "golden" / "golden.safetensors"))
-    committed_tensors = load_file(str(GOLDEN_DIR / "golden.safetensors"))
+    committed_tensors = load_file(str(pack.golden_dir / "golden.safetensors"))
     assert fresh_tensors.keys() == committed_tensors.keys()
     for name, tensor in fresh_tensors.items():
         torch.testing.assert_close(tensor, committed_tensors[name], rtol=1e-5, atol=1e-6,
@@ -67,7 +71,7 @@ if sys.argv[2] == "noise":
     import graders.reports, local_noise  # local modules full of literals hypothesis would mine
 import graders.selfcheck
 from graders.checks.framework import Context, check_seed
-from graders.packs.transformers.checks.strategies import attention_inputs
+from graders.packs.bert.checks.strategies import attention_inputs
 seen = []
 ctx = Context(None, None, check_seed(0, "attention.matches_reference"))
 @ctx.given(attention_inputs())

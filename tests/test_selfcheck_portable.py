@@ -28,11 +28,11 @@ from pathlib import Path
 import pytest
 
 from graders.build import REPO_ROOT
-from tests.course import REFERENCE_DIR
+from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 
 pytestmark = pytest.mark.slow
 
-TEMPLATE = REPO_ROOT / "student_template"
+TEMPLATE = TEMPLATE_DIR
 STUDENT = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
 TIMEOUT_S = 900
 

@@ -10,9 +10,9 @@ import sys
 
 import torch
 
-from tests.course import COURSE, REFERENCE_DIR, TEMPLATE_DIR
+from tests.course import HOMEWORK, REFERENCE_DIR, TEMPLATE_DIR
 from graders.checks.framework import _describe
-from graders.packs.transformers.checks.sentiment import GRUArch, SentimentInput
+from graders.packs.bert.checks.sentiment import GRUArch, SentimentInput
 from graders.pytest_plugin import STUDENT_CONFTEST
 from graders.selfcheck import cmd_check
 
@@ -40,8 +40,8 @@ def test_the_fix_for_a_mask_on_the_query_axis_is_readable_in_full_at_80_columns(
     # Every line fits, but for the report's path: cut in two, it could not be copied.
     assert all(len(line.rstrip()) <= 80 for line in out.splitlines() if not line.startswith("report: "))
     assert "…" not in out
-    assert COURSE.diagnoses["mask_on_query_axis"] in _flat(out)
-    assert _flat(out).count(COURSE.diagnoses["mask_on_query_axis"]) == 1  # four checks, one fix
+    assert HOMEWORK.diagnoses["mask_on_query_axis"] in _flat(out)
+    assert _flat(out).count(HOMEWORK.diagnoses["mask_on_query_axis"]) == 1  # four checks, one fix
     assert "smallest input: q, k, v of shape (B=1, H=1, T=2, d=1), padding mask [[0, 1]]" in _flat(out)
     assert re.search(r"expected: \[\[\[\[1\.0, 0\.0\], \[1\.0, 0\.0\]\]\]\] got: \[.*nan", _flat(out))
 
@@ -69,14 +69,19 @@ def test_a_syntax_error_shows_its_file_and_line(tmp_path, capsys):
 
 def test_written_answers_are_apart_with_the_rubric_points(tmp_path, capsys, monkeypatch):
     """A perfect homework scores full marks on the automatic checks; each written answer shows
-    the rubric's 5 points (not 36 points shared among the 6 public ones)."""
-    folder = _homework(REFERENCE_DIR, tmp_path / "hw")
+    the rubric's 5 points (not the causal-LM homework's 21 points of answers shared among its 3
+    public ones: the numeric answers are hidden)."""
+    from graders import assignment
+    from tests.course import CAUSAL_LM
+
+    monkeypatch.setattr(assignment, "_selected", [])  # the homework's files say which it is
+    folder = _homework(CAUSAL_LM.reference_dir, tmp_path / "hw")
     monkeypatch.setenv("COLUMNS", "80")
-    assert cmd_check(["mha", "answers", "--path", str(folder)]) == 0
+    assert cmd_check(["causal_lm", "answers", "--path", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "Score on public automatic checks: 8 / 8" in out
     assert "Written answers, graded by hand after the deadline" in out
-    assert len(re.findall(r"5 points written", out)) == 6
+    assert len(re.findall(r"5 points written", out)) == 3
     results = json.loads((folder / ".grade" / "results.json").read_text())
     answers = next(p for p in results["parts"] if p["id"] == "answers")
     assert {c["max_score"] for c in answers["checks"]} == {5.0}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.course import REFERENCE_DIR
+from tests.course import PACKS, REFERENCE_DIR, pack_of
 from tests.checks_inprocess import run_part
 
 # ---------------------------------------------------------------- the stubs, as code appended to a module
@@ -270,10 +270,10 @@ def _cases():
     return cases
 
 
-def stubbed_copy(folder, targets, kind):
+def stubbed_copy(folder, targets, kind, reference_dir=REFERENCE_DIR):
     """A copy of the reference in `folder` whose `targets` are stubs of `kind` (or, for a target
     without that kind, its zeros stub)."""
-    shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(reference_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
     for target in targets:
         code = _stub_code(target, kind) or _stub_code(target, "zeros")
         path = folder / STUBS[target][0]
@@ -284,19 +284,16 @@ def stubbed_copy(folder, targets, kind):
 @pytest.mark.parametrize("part,kind", _cases(), ids=lambda v: v)
 def test_trivial_stub_scores_zero(part, kind, tmp_path, one_torch_thread):
     targets, construction_only = PARTS[part]
-    folder = stubbed_copy(tmp_path / "submission", targets, kind)
-    from tests.course import REGISTRY
-
-    graded = [c.id for c in REGISTRY[part] if c.id not in construction_only]
+    pack = pack_of(part)
+    folder = stubbed_copy(tmp_path / "submission", targets, kind, pack.reference_dir)
+    graded = [c.id for c in pack.registry()[part] if c.id not in construction_only]
     results = run_part(folder, part, max_examples=10, only=set(graded))
     passed = {cid: r.message for cid, r in results.items() if r.status == "passed" or r.fraction > 0}
     assert not passed, f"{kind} stubs of {', '.join(targets)} earn points in {part}: {sorted(passed)}"
 
 
 def test_construction_only_checks_exist():
-    from tests.course import REGISTRY
-
-    ids = {c.id for checks in REGISTRY.values() for c in checks}
+    ids = {c.id for pack in PACKS for checks in pack.registry().values() for c in checks}
     for part, (targets, construction_only) in PARTS.items():
         assert set(construction_only) <= ids, part
         assert all(t in STUBS for t in targets)

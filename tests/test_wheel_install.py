@@ -110,9 +110,10 @@ def test_the_installed_wheel_grades_the_example_as_the_checkout_does(tmp_path):
         pytest.skip("instructor grading needs bubblewrap and root (the grade refuses without them)")
     wheel = build_wheel(tmp_path)
     names = set(__import__("zipfile").ZipFile(wheel).namelist())
-    assert {"reference/answers.toml", "reference/small_sentiment.jsonl", "graders/packs/transformers/assignment.toml",
-            "graders/reports/templates/report.html.j2", "graders/packs/transformers/golden/golden.safetensors",
-            "graders/packs/transformers/diagnoses.toml"} <= names
+    assert {"reference/bert/answers.toml", "reference/bert/small_sentiment.jsonl", "reference/causal_lm/answers.toml",
+            "reference/gpt/gpt.py", "graders/packs/bert/assignment.toml", "graders/packs/gpt/golden/golden.json",
+            "graders/reports/templates/report.html.j2", "graders/packs/bert/golden/golden.safetensors",
+            "graders/packs/bert/diagnoses.toml"} <= names
 
     # A folder other users may enter, as a system-wide install would be, so that the check of
     # reference/'s permissions below means something (pytest's own folders are private). Under
@@ -164,7 +165,7 @@ def test_the_installed_wheel_grades_the_example_as_the_checkout_does(tmp_path):
         assert finetune["provisional"] and [c["status"] for c in finetune["checks"]] != ["error"], finetune
 
         assert not stat.S_IMODE(reference.stat().st_mode) & 0o007, oct(reference.stat().st_mode)
-        assert not readable_by_nobody(reference / "answers.toml")
-        assert not readable_by_nobody(reference / "small_sentiment.jsonl")
+        assert not readable_by_nobody(reference / "bert" / "answers.toml")
+        assert not readable_by_nobody(reference / "bert" / "small_sentiment.jsonl")
     finally:
         shutil.rmtree(base, ignore_errors=True)
