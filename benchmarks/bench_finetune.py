@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--encoder", default="smoke", help="smoke, a save_pretrained folder, or a name in the HF cache")
     parser.add_argument("--encoder-size", choices=["base"], help="a random-weight bert-base (BertConfig defaults) "
                         "when --encoder cannot be loaded")
-    parser.add_argument("--imdb", help="IMDB (any format graders.packs.transformers.finetune.data reads); default: the small set")
+    parser.add_argument("--imdb", help="IMDB (any format graders.packs.bert.finetune.data reads); default: the small set")
     parser.add_argument("--reviews", type=int, default=400, help="training reviews to use")
     parser.add_argument("--repeat", type=int, default=1, help="join this many reviews into one, for longer texts")
     parser.add_argument("--epochs", type=int, default=2)
@@ -80,8 +80,8 @@ def run_child(phase: str, workdir: str, *extra: str) -> dict:
 def run_phase(args) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
-    from graders.packs.transformers.finetune.cache import build_features
-    from graders.packs.transformers.finetune.encoder import load_encoder
+    from graders.packs.bert.finetune.cache import build_features
+    from graders.packs.bert.finetune.encoder import load_encoder
 
     texts, labels = benchmark_reviews(args)
     workdir = Path(args.workdir)
@@ -108,9 +108,9 @@ def run_phase(args) -> dict:
 
 def train_cached(args, labels, device) -> list[float]:
     """What the grader's worker does: open the cache by folder, the stand-in in place of the encoder."""
-    from graders.packs.transformers.finetune.cache import open_features
-    from graders.packs.transformers.finetune.standin import CachedEncoder
-    from graders.packs.transformers.finetune.training import make_iterators
+    from graders.packs.bert.finetune.cache import open_features
+    from graders.packs.bert.finetune.standin import CachedEncoder
+    from graders.packs.bert.finetune.training import make_iterators
 
     features = open_features(args.features)
     standin = CachedEncoder(features.config)
@@ -121,7 +121,7 @@ def train_cached(args, labels, device) -> list[float]:
 
 def train_naive(args, texts, labels, encoder_path, workdir, device) -> list[float]:
     """What the notebook does: every batch goes through the frozen encoder again."""
-    from graders.packs.transformers.finetune.encoder import load_encoder, tokenize
+    from graders.packs.bert.finetune.encoder import load_encoder, tokenize
 
     encoder = load_encoder(encoder_path, device=device, cache_root=workdir)
     encoder.model.requires_grad_(True)  # as from_pretrained leaves it; the notebook's loop freezes it by name
@@ -195,7 +195,7 @@ class NaiveBatches:
 # inputs
 
 def benchmark_reviews(args) -> tuple[list[str], np.ndarray]:
-    from graders.packs.transformers.finetune.data import load_imdb, load_small_sentiment
+    from graders.packs.bert.finetune.data import load_imdb, load_small_sentiment
 
     reviews = load_imdb(args.imdb)["train"] if args.imdb else load_small_sentiment()["train"]
     needed = args.reviews * args.repeat
@@ -206,7 +206,7 @@ def benchmark_reviews(args) -> tuple[list[str], np.ndarray]:
 
 def encoder_folder(args, workdir: Path) -> str | Path:
     """--encoder if it can be found; else, with --encoder-size base, a random bert-base saved once."""
-    from graders.packs.transformers.finetune.encoder import EncoderNotFound, resolve_encoder_path
+    from graders.packs.bert.finetune.encoder import EncoderNotFound, resolve_encoder_path
 
     try:
         return resolve_encoder_path(args.encoder, cache_root=workdir)

@@ -9,8 +9,8 @@ Everything goes through the commands an instructor runs, as subprocesses of this
             and sentiment words that carry the label, so a model can learn from them
   encoder   a random-weight BERT (bert-base's shape, or a small one) and a WordPiece tokenizer,
             saved with save_pretrained: loaded the way a real one is
-  build     python -m graders.packs.transformers.finetune --imdb ... --encoder ...   (cold cache), and again (warm)
-  grade     grade reference/ --parts finetune ... with the warm cache, through the sandbox
+  build     python -m graders.packs.bert.finetune --imdb ... --encoder ...   (cold cache), and again (warm)
+  grade     grade reference/bert/ --parts finetune ... with the warm cache, through the sandbox
   batch     grade batch over --submissions copies of the reference sharing the device and the cache
 Prints a table; --json writes the figures. On CUDA the peak memory of the GPU is sampled with
 nvidia-smi while each step runs.
@@ -63,7 +63,7 @@ def write_encoder(folder: Path, size: str) -> None:
     import torch
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    from graders.packs.transformers.finetune.encoder import _wordpiece_vocab
+    from graders.packs.bert.finetune.encoder import _wordpiece_vocab
 
     texts = [" ".join(POSITIVE + NEGATIVE + [f"w{i}" for i in range(5000)])]
     tokenizer = BertTokenizerFast(vocab=_wordpiece_vocab(texts))
@@ -146,12 +146,12 @@ def main() -> None:
             path.chmod(0o755 if path.is_dir() else 0o644)
         figures["make_data_s"] = round(time.perf_counter() - started, 1)
         finetune = ["--imdb", str(work / "aclImdb"), "--encoder", str(work / "encoder"), "--device", args.device]
-        build = [sys.executable, "-m", "graders.packs.transformers.finetune", *finetune]
+        build = [sys.executable, "-m", "graders.packs.bert.finetune", *finetune]
         timed("cache_build", build, figures, args.device, env, args.json)
         timed("cache_warm", build, figures, args.device, env, args.json)
 
         grade = [sys.executable, "-m", "graders.cli"]
-        done = timed("grade", [*grade, "reference", "--parts", "finetune", "--out", str(work / "one"),
+        done = timed("grade", [*grade, "reference/bert", "--parts", "finetune", "--out", str(work / "one"),
                                "--finetune-budget", str(args.budget), *finetune], figures, args.device, env, args.json)
         if done.returncode == 0:
             check = json.loads((work / "one" / "results.json").read_text())["parts"][0]["checks"][0]
@@ -167,9 +167,9 @@ def main() -> None:
 
         subs = work / "subs"
         for i in range(args.submissions):
-            shutil.copytree(REPO / "reference", subs / f"student{i:02d}", ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(REPO / "reference" / "bert", subs / f"student{i:02d}", ignore=shutil.ignore_patterns("__pycache__"))
         gpus = ["--gpus", "0"] if args.device == "cuda" else []
-        done = timed("batch", [*grade, "batch", str(subs), "--out", str(work / "batch"), "--parts", "finetune",
+        done = timed("batch", [*grade, "batch", str(subs), "--assignment", "bert", "--out", str(work / "batch"), "--parts", "finetune",
                                "--jobs", str(args.submissions), *gpus, "--finetune-budget", str(args.budget),
                                "--no-progress", *finetune], figures, args.device, env, args.json)
         logs = "".join(p.read_text(errors="replace") for p in (work / "batch" / ".batch" / "logs").glob("*.log"))

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from graders.assignment import current
+from graders.assignment import current, select
 from graders.grading import grade
 
 
@@ -27,7 +27,9 @@ def bare_import_s():
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--assignment", default="bert", help="the pack whose reference is graded (default: bert)")
     args = parser.parse_args()
+    select(args.assignment)
     imports, grades, runs = [], [], []
     for _ in range(args.repeat):
         imports.append(bare_import_s())

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from graders.assignment import current
+from graders.assignment import current, select
 
 
 def timed(command, **kwargs):
@@ -48,9 +48,11 @@ def homework_folder(kind, scratch):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--assignment", default="bert", help="the pack whose reference is graded (default: bert)")
     parser.add_argument("--homework", default="reference", help="reference, template or a folder")
     parser.add_argument("--parts", nargs="*", default=[], help="check only these parts (default: all)")
     args = parser.parse_args()
+    select(args.assignment)
     imports, checks, statuses = [], [], []
     results = None
     with tempfile.TemporaryDirectory(prefix="bench-selfcheck-") as scratch:
