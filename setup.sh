@@ -38,4 +38,4 @@ else
 fi
 
 echo "== grading the built-in example (the seed-004 student's code) =="
-.venv/bin/grade fixtures/submissions/seed004_student --out out/example $unsafe
+.venv/bin/grade fixtures/bert/submissions/seed004_student --out out/example $unsafe

@@ -8,7 +8,7 @@ Three child processes, so that each peak-memory figure is its own:
   build   load the encoder, encode every review once into a fresh cache
   cached  the student's train() over the stand-in encoder, as the grader runs it
   naive   the student's train() over the real encoder, as the notebook runs it
-Both training phases use the same model (fixtures/sentiment/sample_students.py, the notebook's code),
+Both training phases use the same model (fixtures/bert/sentiment/sample_students.py, the notebook's code),
 the same hyper-parameters, and the same length-bucketed batches. Prints a table; --json writes it.
 
 Times are wall-clock and, beside them, the process's CPU time: on a shared machine the wall clock
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE_STUDENTS = REPO / "fixtures" / "sentiment" / "sample_students.py"
+SAMPLE_STUDENTS = REPO / "fixtures" / "bert" / "sentiment" / "sample_students.py"
 
 
 def main() -> None:

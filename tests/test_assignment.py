@@ -133,7 +133,7 @@ def test_a_submission_belongs_to_the_homework_whose_files_or_names_it_holds(tmp_
         archive.writestr("alice_hw3/gpt.py", "")
     assert for_submission(zipped).name == "gpt"
     assignment._selected.clear()
-    notebook = REPO / "fixtures" / "notebooks" / "seed004_student.ipynb"
+    notebook = REPO / "fixtures" / "bert" / "notebooks" / "seed004_student.ipynb"
     assert for_submission(notebook).name == "bert"
     assignment._selected.clear()
     only_answers = tmp_path / "answers"

@@ -28,8 +28,8 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REFERENCE_DIR
-HOSTILE = REPO / "fixtures" / "submissions" / "hostile"
-NOTEBOOK = REPO / "fixtures" / "notebooks" / "seed004_style.ipynb"
+HOSTILE = REPO / "fixtures" / "bert" / "submissions" / "hostile"
+NOTEBOOK = REPO / "fixtures" / "bert" / "notebooks" / "seed004_style.ipynb"
 PARTS = ["attention", "answers"]
 BATCH_ARGS = ["--parts", *PARTS, "--timeout", "5", "--no-progress"]
 

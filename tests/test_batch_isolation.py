@@ -18,7 +18,7 @@ from test_isolation_layers import FULL, SPAWN_MANY
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not FULL, reason="needs bubblewrap and root")]
 
 REPO = Path(__file__).resolve().parent.parent
-HONEST = REPO / "fixtures" / "submissions" / "seed004_student"
+HONEST = REPO / "fixtures" / "bert" / "submissions" / "seed004_student"
 PARTS = ["attention"]
 
 # At import: hold every process slot of its uid, then look through everything it can see for

@@ -286,7 +286,7 @@ def test_a_buggy_homework_gets_its_diagnoses_from_the_bundle(unpacked):
     root, python = unpacked
     homework = root / "seed004"
     shutil.copytree(root / HOMEWORK, homework)
-    for path in (REPO_ROOT / "fixtures" / "submissions" / "seed004_student").glob("*.py"):
+    for path in (REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student").glob("*.py"):
         shutil.copy(path, homework / path.name)
     run = _run(python, ["-P", "-m", "graders.selfcheck", "check", "attention", "mha"], cwd=homework)
     assert "Traceback" not in run.stderr, run.stderr[-3000:]

@@ -166,7 +166,7 @@ def test_split_pinned():
 
 def test_small_sentiment_set_is_balanced_and_matches_its_generator():
     spec = importlib.util.spec_from_file_location(
-        "make_small_sentiment", REPO_ROOT / "fixtures" / "sentiment" / "make_small_sentiment.py")
+        "make_small_sentiment", REPO_ROOT / "fixtures" / "bert" / "sentiment" / "make_small_sentiment.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     assert SMALL_SENTIMENT_PATH.read_text(encoding="utf-8") == generator.render(generator.generate())

@@ -21,7 +21,7 @@ from graders.packs.bert.finetune.training import (
 
 
 def load_sample_students():
-    spec = importlib.util.spec_from_file_location("sample_students", REPO_ROOT / "fixtures" / "sentiment" / "sample_students.py")
+    spec = importlib.util.spec_from_file_location("sample_students", REPO_ROOT / "fixtures" / "bert" / "sentiment" / "sample_students.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

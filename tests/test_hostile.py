@@ -18,8 +18,8 @@ from graders.grading import grade, write_results
 from graders.reports import render_html, to_gradescope, write_reports
 from graders.sandbox import Limits, isolation
 
-HOSTILE = REPO_ROOT / "fixtures" / "submissions" / "hostile"
-HONEST = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+HOSTILE = REPO_ROOT / "fixtures" / "bert" / "submissions" / "hostile"
+HONEST = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 PARTS = ["attention", "mha"]
 LIMITS = Limits(call_timeout_s=4.0, submission_budget_s=120.0)
 # Lines of the reference that no student code contains: seeing one in an output means a leak.

@@ -15,7 +15,7 @@ from graders.notebook import extract_notebook
 from tests.course import PACKS
 
 ROOT = Path(__file__).resolve().parents[1]
-HOSTILE = ROOT / "fixtures" / "submissions" / "hostile"
+HOSTILE = ROOT / "fixtures" / "bert" / "submissions" / "hostile"
 
 
 def kinds(code: str) -> list[str]:
@@ -234,12 +234,12 @@ def test_files_of_the_whole_folder_are_scanned(tmp_path):
 
 def honest_sources(tmp_path):
     """(name, text) of every honest piece of student-shaped code in the repository."""
-    for folder in ("reference", "student_template", "fixtures/submissions/seed004_student"):
+    for folder in ("reference", "student_template", "fixtures/bert/submissions/seed004_student"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             yield str(path.relative_to(ROOT)), path.read_text()
-    path = ROOT / "fixtures" / "sentiment" / "sample_students.py"
+    path = ROOT / "fixtures" / "bert" / "sentiment" / "sample_students.py"
     yield str(path.relative_to(ROOT)), path.read_text()
-    for notebook in sorted((ROOT / "fixtures" / "notebooks").glob("*.ipynb")):
+    for notebook in sorted((ROOT / "fixtures" / "bert" / "notebooks").glob("*.ipynb")):
         out = tmp_path / notebook.stem
         extract_notebook(notebook, out)
         for path in sorted(out.glob("*.py")):
@@ -268,7 +268,7 @@ def test_no_honest_fixture_is_flagged(tmp_path):
     assert flagged == []
 
 
-# Each attack of fixtures/submissions/make_hostile.py and the kinds it must raise. flood_stdout
+# Each attack of fixtures/bert/submissions/make_hostile.py and the kinds it must raise. flood_stdout
 # is not flagged: printing is honest, and the worker keeps only the tail of the output anyway.
 HOSTILE_KINDS = {
     "c_level_read": {"dynamic-code", "file-mapping", "read-outside"},

@@ -20,8 +20,8 @@ from graders.reports import print_summary, render_html, to_gradescope
 from graders.sandbox import Limits
 
 SCHEMA = json.loads((REPO_ROOT / "graders" / "schemas" / "results.schema.json").read_text())
-HOSTILE = REPO_ROOT / "fixtures" / "submissions" / "hostile"
-HONEST = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+HOSTILE = REPO_ROOT / "fixtures" / "bert" / "submissions" / "hostile"
+HONEST = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 
 
 def results(flags=(), dropped=0, score=8.0, status="graded"):

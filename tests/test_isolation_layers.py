@@ -27,7 +27,7 @@ FULL = AS_ROOT and isolation.find_bwrap() is not None and isolation.bwrap_works(
 needs_root = pytest.mark.skipif(not AS_ROOT, reason="the sandbox user exists only when the grader is root")
 needs_full = pytest.mark.skipif(not FULL, reason="needs bubblewrap and root (bash setup.sh as root installs it)")
 
-EXAMPLE = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+EXAMPLE = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 GRADE = [sys.executable, "-m", "graders.cli"]
 NOT_ISOLATED = "NOT ISOLATED"
 

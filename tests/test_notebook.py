@@ -15,7 +15,7 @@ from graders.ingest import Rejected, SubmissionLayout
 from graders.notebook import MAX_CELL_CHARS, extract_notebook
 from tests.course import PACKS, WHOLE_COURSE
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "notebooks"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bert" / "notebooks"
 
 
 @pytest.fixture(autouse=True)
@@ -283,7 +283,7 @@ def test_fixture_matches_its_generator(tmp_path):
     load_generator().write_notebook(tmp_path / "fresh.ipynb")
     committed = FIXTURES / "seed004_style.ipynb"
     assert (tmp_path / "fresh.ipynb").read_text() == committed.read_text(), (
-        "run `python fixtures/notebooks/make_notebook.py` and commit seed004_style.ipynb")
+        "run `python fixtures/bert/notebooks/make_notebook.py` and commit seed004_style.ipynb")
 
 
 def test_fixture_modules_import_as_a_package_without_running_training(tmp_path, monkeypatch):

@@ -12,9 +12,9 @@ import pytest
 from graders.build import REPO_ROOT
 from graders.grading import grade
 
-NOTEBOOKS = REPO_ROOT / "fixtures" / "notebooks"
+NOTEBOOKS = REPO_ROOT / "fixtures" / "bert" / "notebooks"
 NOTEBOOK = NOTEBOOKS / "seed004_student.ipynb"
-FOLDER = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+FOLDER = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 PARTS = ["attention", "mha"]
 
 
@@ -29,7 +29,7 @@ def _generator():
 def test_student_notebook_matches_its_generator(tmp_path):
     _generator().write_student_notebook(tmp_path / "fresh.ipynb")
     assert (tmp_path / "fresh.ipynb").read_text() == NOTEBOOK.read_text(), (
-        "run `python fixtures/notebooks/make_notebook.py` and commit seed004_student.ipynb")
+        "run `python fixtures/bert/notebooks/make_notebook.py` and commit seed004_student.ipynb")
 
 
 def test_the_notebook_would_not_survive_being_run():

@@ -12,7 +12,7 @@ from graders.reports import render_html, to_gradescope
 from graders.sandbox import Limits, isolation
 
 SECRET = solution_lines(REFERENCE_DIR)
-HONEST = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+HONEST = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 MARKERS = ["the same keys are hidden from every query", "heads side by side again", "blocks [q | k | v]"]
 
 

@@ -228,7 +228,7 @@ def test_gpt_is_causal(T, seed):
 def toy_corpus():
     from graders.build import REPO_ROOT
 
-    sentences = (REPO_ROOT / "fixtures" / "corpus" / "toy_corpus.txt").read_text().splitlines()
+    sentences = (REPO_ROOT / "fixtures" / "gpt" / "corpus" / "toy_corpus.txt").read_text().splitlines()
     vocab = gpt.Vocabulary(sentences)
     return vocab, gpt.LanguageModelingDataset([vocab.encode(s) for s in sentences])
 

@@ -7,7 +7,7 @@ import pytest
 from graders.build import REPO_ROOT
 from graders.grading import grade
 
-SEED004 = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+SEED004 = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 
 EXPECTED = {
     # part: diagnoses that must be among its failed checks

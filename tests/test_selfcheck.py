@@ -20,7 +20,7 @@ from graders.recording import read_manifest, record_golden, stale_reasons
 from graders.scoring import public_checks
 from graders.selfcheck import SelfCheckError, cmd_check, not_passing, self_check
 
-SEED004 = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+SEED004 = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 QUICK_PARTS = ["attention", "mha"]
 
 

@@ -33,7 +33,7 @@ from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 pytestmark = pytest.mark.slow
 
 TEMPLATE = TEMPLATE_DIR
-STUDENT = REPO_ROOT / "fixtures" / "submissions" / "seed004_student"
+STUDENT = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 TIMEOUT_S = 900
 
 SIMULATION = textwrap.dedent('''

@@ -1,7 +1,7 @@
 """`pip install .` (not editable) gives a grader that works without the repository.
 
 The wheel is built from a copy of the sources, installed with --no-deps into a fresh virtual
-environment, and the built-in example (fixtures/submissions/seed004_student) is graded from a
+environment, and the built-in example (fixtures/bert/submissions/seed004_student) is graded from a
 folder outside the repository. The heavy dependencies (torch, transformers, ...) are not
 installed again: a `.pth` file adds this environment's site-packages to the new one, after the
 new one's own folder, so `graders` and `reference` come from the wheel (checked), and the
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO / "fixtures" / "submissions" / "seed004_student"
+EXAMPLE = REPO / "fixtures" / "bert" / "submissions" / "seed004_student"
 GRADE_TIMEOUT_S = 900
 # The smoke fine-tuning trains for as many epochs as fit in its time budget, so its score depends
 # on the machine's load: it is compared by status (it ran from the wheel's data), every other part

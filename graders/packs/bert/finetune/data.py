@@ -36,7 +36,7 @@ class DataError(ValueError):
 # Beside the reference solution, not in fixtures/ or graders/: its valid and test labels are held
 # out from the student's code, and reference/ is what every layer of the sandbox hides from the
 # worker, what a wheel installs beside the grader, and what never goes into the student bundle.
-# Written by fixtures/sentiment/make_small_sentiment.py.
+# Written by fixtures/bert/sentiment/make_small_sentiment.py.
 SMALL_SENTIMENT_PATH = load(Path(__file__).resolve().parents[1]).reference_dir / "small_sentiment.jsonl"
 
 _TEXT_COLUMNS = ("text", "review")
