@@ -1,6 +1,6 @@
 """Batch grading end to end, with real grading of a small course.
 
-A course of 33 submissions (good, buggy, hostile, malformed; folders, zips, notebooks) is built
+A course of 24 submissions (good, buggy, hostile, malformed; folders, zips, notebooks) is built
 from reference/ and the fixtures, graded once with `--jobs 2` (parts attention and answers, so
 that a grade takes seconds), and compared with single-submission grade() results. The same
 course is then killed (SIGKILL to the batch's process group) at several points and resumed.
@@ -61,15 +61,11 @@ def build_course(root: Path) -> Path:
     subs.mkdir()
     work = root / "work"
     work.mkdir()
-    for i in range(6):
-        copy_reference(subs / f"good{i:02d}")
-    for i in range(4):
-        zip_folder(copy_reference(work / f"z{i}"), subs / f"zipped{i:02d}.zip")
     for i in range(2):
-        zip_folder(copy_reference(work / f"t{i}"), subs / f"nested{i:02d}.zip", top="hw3")
-    if NOTEBOOK.is_file():
-        for i in range(2):
-            shutil.copy(NOTEBOOK, subs / f"notebook{i:02d}.ipynb")
+        copy_reference(subs / f"good{i:02d}")
+    zip_folder(copy_reference(work / "z0"), subs / "zipped00.zip")
+    zip_folder(copy_reference(work / "t0"), subs / "nested00.zip", top="hw3")
+    shutil.copy(NOTEBOOK, subs / "notebook00.ipynb")
     for name, (old, new) in BUGS.items():
         folder = copy_reference(subs / f"bug_{name}")
         source = (folder / "attention.py").read_text()
@@ -141,10 +137,10 @@ def course(tmp_path_factory):
     return {"root": root, "subs": subs, "out": out}
 
 
-def test_a_course_of_33_is_graded_like_single_submissions(course):
+def test_a_course_of_24_is_graded_like_single_submissions(course):
     subs, out = course["subs"], course["out"]
     entries = sorted(p for p in subs.iterdir())
-    assert len(entries) >= 30
+    assert len(entries) == 24
     book = read_gradebook(out)
     assert len(book) == len(entries)
     singles = single_grades([(id_from_entry(e.name)[0], e) for e in entries], course["root"])
@@ -155,9 +151,8 @@ def test_a_course_of_33_is_graded_like_single_submissions(course):
         for part_id, part_score in parts:
             assert float(row[part_id]) == pytest.approx(part_score, abs=0.005), (sid, part_id)
     # what the course looks like: good ones get full automatic marks, buggy and hostile lose points
-    full = max(float(book[f"good{i:02d}"]["total"]) for i in range(6))
-    assert all(float(book[f"good{i:02d}"]["total"]) == full for i in range(6))
-    assert all(float(book[f"zipped{i:02d}"]["total"]) == full for i in range(4))
+    full = float(book["good00"]["total"])
+    assert full > 0 and all(float(book[name]["total"]) == full for name in ("good01", "zipped00", "nested00"))
     assert all(float(book[f"bug_{name}"]["attention"]) < 8 for name in BUGS)
     for name in ["notazip", "zipslip", "emptyzip", "tarball.tar.gz", "emptyfolder"]:
         assert book[name]["status"] == "rejected" or float(book[name]["total"]) == 0, book[name]

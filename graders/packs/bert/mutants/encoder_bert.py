@@ -180,7 +180,7 @@ ALTERNATIVES = [
     ),
     Alternative(
         "pe_tutorial_table_even_sizes",
-        ("block", "bert", "causal_lm"),
+        ("block", "bert"),
         (Edit(ENC, PE_COS, "pe[0, :, 1::2] = torch.cos(position * div_term)"),),
         "the PyTorch tutorial's table, right for even embed_dim (odd sizes are graded in positional_encoding)",
     ),

@@ -86,6 +86,13 @@ MUTANTS = [
 
 ALTERNATIVES = [
     Alternative(
+        "lm_pe_tutorial_table_even_sizes",
+        ("causal_lm",),
+        (Edit(LM, "pe[0, :, 1::2] = torch.cos(position * div_term[: embed_dim // 2])",
+              "pe[0, :, 1::2] = torch.cos(position * div_term)"),),
+        "the PyTorch tutorial's positional table, right for an even d_model (the model's only sizes)",
+    ),
+    Alternative(
         "lm_mask_masked_fill_bool",
         ("causal_lm",),
         (Edit(LM, MASK, "blocked = torch.triu(torch.ones(sz, sz, dtype=torch.bool), diagonal=1)\n"
