@@ -38,9 +38,11 @@ EXIT_INCOMPLETE_INSTALLATION = 2
 
 
 def _grade_parser():
-    from graders.assignment import current
+    from graders.assignment import chosen
 
-    parser = argparse.ArgumentParser(prog="grade", description=f"Grade a submission of {current().title}.")
+    assignment = chosen()  # none: the submission named no homework (it may not exist: said below)
+    parser = argparse.ArgumentParser(prog="grade", description=f"Grade a submission of "
+                                     f"{assignment.title if assignment else 'an installed assignment'}.")
     parser.add_argument("submission", type=Path, help="a .zip, a folder or a .ipynb")
     parser.add_argument("--out", type=Path, default=None, help="where results.json and the reports go (default: ./grade-out/<name>)")
     add_grading_arguments(parser)

@@ -167,3 +167,10 @@ def test_commands_that_need_one_homework_ask_for_it(tmp_path):
                            capture_output=True, text=True, cwd=tmp_path, env=env)
     assert build.returncode == 2 and "--bundle-out names one zip" in build.stderr, build.stderr
     assert not (tmp_path / "x.zip").exists()
+
+
+def test_a_missing_submission_is_named_before_any_homework_is_asked_for(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != assignment.ENVIRONMENT_VARIABLE}
+    run = subprocess.run([sys.executable, "-m", "graders.cli", str(tmp_path / "typo.zip")], capture_output=True,
+                         text=True, cwd=tmp_path, env=env)
+    assert run.returncode == 2 and "no such file or folder" in run.stderr, run.stderr

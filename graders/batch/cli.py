@@ -14,6 +14,7 @@ all are results), 1 when some were interrupted or are still queued on Slurm, 2 f
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -134,8 +135,11 @@ def cmd_merge(argv: list[str]) -> int:
     if not (args.out / "submissions").is_dir():
         print(f"grade merge: {args.out} holds no batch results (no submissions/ folder)", file=sys.stderr)
         return 2
+    from graders.assignment import chosen, installed, select
     from graders.batch.merge import merge_manual
 
+    if chosen() is None and _graded_assignment(args.out) in installed():
+        select(_graded_assignment(args.out))  # the gradebook is rebuilt in its rubric's order
     try:
         report = merge_manual(args.manual, args.out)
     except (ValueError, RuntimeError) as error:
@@ -144,6 +148,16 @@ def cmd_merge(argv: list[str]) -> int:
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1
+
+
+def _graded_assignment(out: Path) -> str | None:
+    """The name of the assignment a batch's results are of (a merge needs no --assignment)."""
+    for path in sorted((out / "submissions").glob("*/results.json")):
+        try:
+            return json.loads(path.read_text())["assignment"]["name"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
