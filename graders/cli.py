@@ -187,8 +187,9 @@ def main(argv=None):
 
     try:
         argv, chosen = take_assignment(argv)
-        if chosen is None and argv[0] not in SUBCOMMANDS and _submission_argument(argv) is not None:
-            chosen = for_submission(_submission_argument(argv)).folder
+        submission = _submission_argument(argv) if argv[0] not in SUBCOMMANDS else None
+        if chosen is None and submission is not None:
+            chosen = for_submission(submission).folder
         if chosen is not None:
             select(chosen)
     except (PackError, ValueError) as error:

@@ -474,7 +474,7 @@ def rejected_result(source, reason, assignment, mode, started, only_parts=None):
         "reason": reason,
         "mode": mode,
         "score": 0,
-        "max_score": sum(p.points for p in assignment.rubric.parts if not only_parts or p.id in only_parts),
+        "max_score": assignment.rubric.points(only_parts),
         "submission": {"sha256": input_sha256(source), "name": Path(source).name, "kind": "unknown", "notes": []},
         "assignment": assignment_json(assignment),
         "versions": versions(assignment),
@@ -489,7 +489,7 @@ def error_result(source, reason, *, mode=INSTRUCTOR, only_parts=None, started=No
     also break the rubric or the hashing of the input."""
     try:
         assignment = current()
-        max_score = sum(p.points for p in assignment.rubric.parts if not only_parts or p.id in only_parts)
+        max_score = assignment.rubric.points(only_parts)
         version_info, which = versions(assignment), {"assignment": assignment_json(assignment)}
     except Exception:  # noqa: BLE001
         max_score, version_info, which = 0, {"grader": graders.__version__, "python": platform.python_version()}, {}

@@ -36,6 +36,11 @@ class Mutant:
     diagnosis: str | None = None  # the diagnosis id a careful TA would give (None: no diagnosis expected)
 
 
+def one_edit(id: str, part: str, file: str, find: str, replace: str, diagnosis: str | None) -> Mutant:
+    """A mutant made of a single edit (most are)."""
+    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
+
+
 @dataclass(frozen=True)
 class Alternative:
     id: str

@@ -104,7 +104,7 @@ def validate_parts(parts, parser: argparse.ArgumentParser) -> None:
     if not parts:
         return  # nothing to look up: a command that needs no assignment (`grade doctor`) goes on
     known = [part.id for part in load_rubric().parts]
-    unknown = [part for part in parts or () if part not in known]
+    unknown = [part for part in parts if part not in known]
     if unknown:
         parser.error(f"no such part: {', '.join(unknown)} (the parts are: {', '.join(known)})")
 

@@ -34,6 +34,10 @@ class Rubric:
     def part(self, part_id):
         return next(p for p in self.parts if p.id == part_id)
 
+    def points(self, only_parts=None):
+        """The points of the given parts (all when None): what a grade of them is out of."""
+        return sum(p.points for p in self.parts if not only_parts or p.id in only_parts)
+
 
 def preload_of(parts):
     """What the worker of `parts` imports ahead (`preload` in the rubric), in a stable order."""

@@ -10,12 +10,10 @@ PACKS = (BERT, CAUSAL_LM, GPT)
 HOMEWORK = BERT
 REFERENCE_DIR = HOMEWORK.reference_dir
 TEMPLATE_DIR = HOMEWORK.template_dir
-GOLDEN_DIR = HOMEWORK.golden_dir
 REGISTRY = HOMEWORK.registry()
 LAYOUT = SubmissionLayout.of(HOMEWORK)
 EXPECTED_FILES = LAYOUT.expected_files
 MODULE_NAMES = LAYOUT.module_names
-ANSWER_HEADINGS = LAYOUT.answer_headings
 TOP = HOMEWORK.bundle_name  # the bundle's top folder
 
 

@@ -319,17 +319,17 @@ def test_answer_headings_cover_every_question_of_the_template_and_the_checks():
     from graders.packs.bert.checks import answers as bert_answers
     from graders.packs.causal_lm.checks import answers as lm_answers
 
-    ANSWER_HEADINGS = WHOLE_COURSE.answer_headings
+    headings = WHOLE_COURSE.answer_headings
     templates = [tomllib.loads((pack.template_dir / pack.answers_file).read_text()) for pack in PACKS if pack.answers_file]
     questions = {(section, key) for template in templates for section, answers in template.items() for key in answers}
-    assert set(ANSWER_HEADINGS.values()) == questions
-    NUMERIC, WRITTEN = lm_answers.NUMERIC, {**bert_answers.WRITTEN, **lm_answers.WRITTEN}
+    assert set(headings.values()) == questions
+    numeric, written = lm_answers.NUMERIC, {**bert_answers.WRITTEN, **lm_answers.WRITTEN}
     for section, key in questions:  # the key as in answers.toml, with or without the prefix
-        assert ANSWER_HEADINGS[key] == ANSWER_HEADINGS[f"answers.{key}"] == (section, key)
-    for name, (key, _) in NUMERIC.items():  # and the check's own id
-        assert ANSWER_HEADINGS[f"answers.{name}"] == ("numeric", key)
-    for key in WRITTEN:
-        assert ANSWER_HEADINGS[f"answers.{key}"] == ("written", key)
+        assert headings[key] == headings[f"answers.{key}"] == (section, key)
+    for name, (key, _) in numeric.items():  # and the check's own id
+        assert headings[f"answers.{name}"] == ("numeric", key)
+    for key in written:
+        assert headings[f"answers.{key}"] == ("written", key)
 
 
 ANSWER_CELLS = [
@@ -440,11 +440,10 @@ def test_only_an_answers_toml_beside_the_notebook_is_read(tmp_path):
 def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path):
     from graders.ingest import ingest
 
-    EXPECTED_FILES = WHOLE_COURSE.expected_files
     cells = [("markdown", "## answers.layer_norm\nMy answer.")]
     ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
     assert ingested.files == ["answers.toml"]
-    assert ingested.missing == [name for name in EXPECTED_FILES if name != "answers.toml"]
+    assert ingested.missing == [name for name in WHOLE_COURSE.expected_files if name != "answers.toml"]
 
 
 def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
@@ -452,9 +451,7 @@ def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
     from graders.ingest import ingest
     from graders.notebook import MAX_ANSWER_CHARS
 
-    ANSWER_HEADINGS = WHOLE_COURSE.answer_headings
-
-    keys = sorted({key for _, key in ANSWER_HEADINGS.values()})
+    keys = sorted({key for _, key in WHOLE_COURSE.answer_headings.values()})
     cells = [("markdown", f"## {key}\n" + "\U0001F600" * (3 * MAX_ANSWER_CHARS)) for key in keys]
     ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
     answers = read_answers(ingested.root, "answers.toml")  # None would fail every answer as unreadable

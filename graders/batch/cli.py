@@ -138,8 +138,9 @@ def cmd_merge(argv: list[str]) -> int:
     from graders.assignment import chosen, installed, select
     from graders.batch.merge import merge_manual
 
-    if chosen() is None and _graded_assignment(args.out) in installed():
-        select(_graded_assignment(args.out))  # the gradebook is rebuilt in its rubric's order
+    graded = _graded_assignment(args.out)
+    if chosen() is None and graded in installed():
+        select(graded)  # the gradebook is rebuilt in its rubric's order
     try:
         report = merge_manual(args.manual, args.out)
     except (ValueError, RuntimeError) as error:

@@ -182,8 +182,7 @@ def error_result(spec: dict, reason: str, *, attempts: int = 1) -> dict:
     from graders.grading import SCHEMA_VERSION, assignment_json, versions
 
     assignment = current()
-    parts = spec.get("parts")
-    max_score = sum(p.points for p in assignment.rubric.parts if not parts or p.id in parts)
+    max_score = assignment.rubric.points(spec.get("parts"))
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "error",

@@ -1,6 +1,6 @@
 """Mutants and alternatives of encoder.py and bert.py (parts positional_encoding, block, bert, pretraining)."""
 
-from graders.mutants import Alternative, Edit, Mutant
+from graders.mutants import Alternative, Edit, Mutant, one_edit as one
 
 ENC = "encoder.py"
 BERT = "bert.py"
@@ -33,10 +33,6 @@ MASK_RETURN = "    masked_text[to_random] = random_tokens[to_random]\n    return
 LOSS = "loss = F.cross_entropy(logits.reshape(-1, vocab_size), mask_labels.flatten(), ignore_index=IGNORE_INDEX)"
 BACKWARD = "    loss.backward()\n"
 STEP = "    optimizer.step()\n"
-
-
-def one(id, part, file, find, replace, diagnosis):
-    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
 
 
 MUTANTS = [

@@ -1,6 +1,6 @@
 """Mutants and alternatives of sentiment.py (part sentiment)."""
 
-from graders.mutants import Alternative, Edit, Mutant
+from graders.mutants import Alternative, Edit, Mutant, one_edit as one
 
 SENT = "sentiment.py"
 NO_GRAD_BERT = """        with torch.no_grad():
@@ -30,10 +30,6 @@ EVAL_NO_GRAD = """    with torch.no_grad():
             predictions = _forward_batch(model, batch)
             epoch_loss += criterion(predictions, batch.label).item()
             epoch_acc += binary_accuracy(predictions, batch.label).item()"""
-
-
-def one(id, part, file, find, replace, diagnosis):
-    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
 
 
 MUTANTS = [

@@ -1,6 +1,6 @@
 """Mutants and alternatives of causal_lm.py (part causal_lm)."""
 
-from graders.mutants import Alternative, Edit, Mutant
+from graders.mutants import Alternative, Edit, Mutant, one_edit as one
 
 LM = "causal_lm.py"
 MASK = 'return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)'
@@ -17,10 +17,6 @@ LM_HEAD = "self.decoder = nn.Linear(d_model, ntoken)"
 LAYER_NORMS = "layer_norms = 2 * (2 * d_model)"
 BASE = "base = ntoken * d_model + nlayers * (attention + feed_forward + layer_norms)"
 CAUSAL_DEFAULT = "src_mask = generate_square_subsequent_mask(src.size(1)).to(src.device)"
-
-
-def one(id, part, file, find, replace, diagnosis):
-    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
 
 
 MUTANTS = [

@@ -1,6 +1,6 @@
 """Mutants and alternatives of gpt.py (part gpt)."""
 
-from graders.mutants import Alternative, Edit, Mutant
+from graders.mutants import Alternative, Edit, Mutant, one_edit as one
 
 GPT = "gpt.py"
 CLS_LOGITS = "logits = self.classifier_head(x[:, -1, :])  # (B, n_classes)"
@@ -22,10 +22,6 @@ PAD_X = "X = nn.utils.rnn.pad_sequence(xs, batch_first=True, padding_value=PAD_I
 LM_LOSS = "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE_INDEX)"
 SAMPLE = "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)"
 LM_HEAD_GPT = "self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)"
-
-
-def one(id, part, file, find, replace, diagnosis):
-    return Mutant(id, part, (Edit(file, find, replace),), diagnosis)
 
 
 MUTANTS = [
