@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set up everything in .venv (CPU PyTorch, the grader and its test tools), install bubblewrap (the
-# sandbox's namespaces) where this machine lets us, grade the built-in example submission and
-# print every layer of the sandbox (`grade doctor`).
+# Set up everything in .venv, exactly as locked (CPU PyTorch, the grader and its test tools),
+# install bubblewrap (the sandbox's namespaces) where this machine lets us, grade the built-in
+# example submission and print every layer of the sandbox (`grade doctor`).
 # On a GPU runner, install CUDA PyTorch into .venv first (see README, "GPU runner").
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -22,10 +22,19 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 
 python3 -m venv .venv
-# The CPU wheel: an unpinned `torch` would pull several GB of CUDA packages.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0" \
+pip_install() { .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"; }
+# The lock (graders/requirements.lock) holds the exact version of everything below; nothing is
+# resolved beyond it, so a newer release on the package index changes nothing here. Moving it is
+# one deliberate command: bash scripts/upgrade-lock.sh.
+LOCK=graders/requirements.lock
+# torch first, alone: the CPU wheel; with its dependencies resolved, an unpinned or unlisted torch
+# would pull several GB of CUDA packages.
+pip_install "$(grep -E '^torch==' "$LOCK")" \
   || .venv/bin/python -m pip show --quiet torch   # a runner may already hold its own CUDA build
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,slurm,data]'
+pip_install --no-deps -r "$LOCK"
+pip_install --no-deps --no-build-isolation -e .   # built with the lock's setuptools
+.venv/bin/python -m pip check
+.venv/bin/python -m graders.lock check || echo "setup: this .venv holds more or other than the lock (above)"
 
 echo "== the sandbox on this machine (grade doctor) =="
 if .venv/bin/grade doctor; then

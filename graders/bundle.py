@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
+import json
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -45,12 +46,12 @@ def bundle_path(assignment=None):
 
 
 def student_pyproject(assignment):
-    """pyproject.toml of the bundle: what a self-check needs and nothing else
-    (graders/dependencies.py), hypothesis pinned to the version the golden answers were recorded
-    with (another version draws other inputs, whose answers are not recorded)."""
+    """pyproject.toml of the bundle: what a self-check needs and nothing else, at the lock's
+    versions (graders/dependencies.py): hypothesis at the one the golden answers were drawn with
+    (another version draws other inputs, whose answers are not recorded)."""
     from graders.dependencies import self_check_requirements
 
-    deps = "".join(f'    "{d}",\n' for d in self_check_requirements(assignment.golden_dir))
+    deps = "".join(f"    {json.dumps(d)},\n" for d in self_check_requirements())  # a JSON string is a TOML one
     return f'''[build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
@@ -70,7 +71,7 @@ grade = "graders.cli:run"
 include = ["graders*"]
 
 [tool.setuptools.package-data]
-graders = ["*.toml", "*.json", "reports/templates/*", "schemas/*", "packs/*/*.toml", "packs/*/golden/*"]
+graders = ["*.toml", "*.json", "*.lock", "reports/templates/*", "schemas/*", "packs/*/*.toml", "packs/*/golden/*"]
 '''
 
 

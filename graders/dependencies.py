@@ -1,19 +1,19 @@
 """What the self-check needs installed, and what to say when some of it is not.
 
-The student bundle's pyproject.toml installs exactly `SELF_CHECK_REQUIREMENTS` (graders/bundle.py);
-tests/test_bundle.py checks that every third-party module the bundled grader imports is among
-them (or among the instructor-only ones) and that each of them is imported.
+The student bundle's pyproject.toml installs exactly `self_check_requirements()`: the
+distributions of `SELF_CHECK_REQUIREMENTS` with everything they require, at the lock's versions
+(graders/lock.py), but torch, which each platform installs in its own build. tests/test_bundle.py
+checks that every third-party module the bundled grader imports is among them (or among the
+instructor-only ones) and that each of them is imported.
 
 When the grader, or its worker, cannot import one of these modules, the problem is the
 grader's environment, not the student's code: `MissingDependency` / `missing_dependency_message`
-say so, with the command that fixes it. The ranges start where pyproject.toml's do and stop
-before the next major version of what the golden answers were recorded with.
+say so, with the command that fixes it. The ranges are those the grader works with: pyproject.toml's
+lower bounds, up to the next major version of the lock's; the lock is the one point inside them
+that the golden answers were recorded with.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 # (distribution, the module it is imported as, the versions the grader works with)
 SELF_CHECK_REQUIREMENTS = (
@@ -30,38 +30,35 @@ SELF_CHECK_REQUIREMENTS = (
 )
 # Imported only by instructor features that a self-check never reaches.
 INSTRUCTOR_ONLY_MODULES = {"pyarrow": "IMDB from parquet or Arrow files", "submitit": "batch grading on Slurm",
+                           "packaging": "the lock's requirements, pinned by `grade build` and the Gradescope kit",
                            "huggingface_hub": "the fine-tuning's encoder from the local Hugging Face cache"}
 
 
 
-def pinned_versions(golden_dir=None):
-    """{distribution: version} that must be exact: hypothesis draws other inputs in another
-    version, whose answers the golden fixtures (of `golden_dir`, else of the assignment being
-    graded) do not hold."""
+def requirement(distribution):
+    """The pip requirement of one of SELF_CHECK_REQUIREMENTS: the lock's version
+    (`transformers==5.24.0`), or its range for torch, or where no lock is readable."""
+    from graders.lock import LOCK_PATH, LockError, read_lock
+
+    ranges = {name: versions for name, _, versions in SELF_CHECK_REQUIREMENTS}
+    if distribution not in ranges:
+        raise KeyError(distribution)
     try:
-        if golden_dir is None:
-            from graders.assignment import current
-
-            golden_dir = current().golden_dir
-        versions = json.loads((Path(golden_dir) / "manifest.json").read_text())["fingerprint"]["versions"]
-    except (OSError, ValueError, KeyError):  # no golden answers, or no assignment (PackError)
-        return {}
-    return {"hypothesis": versions["hypothesis"]} if "hypothesis" in versions else {}
+        locked = read_lock(LOCK_PATH).get(distribution) if distribution != "torch" else None
+    except (OSError, LockError):
+        locked = None
+    return f"{distribution}=={locked}" if locked else f"{distribution}{ranges[distribution]}"
 
 
-def requirement(distribution, golden_dir=None):
-    """The pip requirement of one of SELF_CHECK_REQUIREMENTS: `transformers>=4.40,<6`."""
-    pins = pinned_versions(golden_dir)
-    if distribution in pins:
-        return f"{distribution}=={pins[distribution]}"
-    for name, _, versions in SELF_CHECK_REQUIREMENTS:
-        if name == distribution:
-            return f"{name}{versions}"
-    raise KeyError(distribution)
+def self_check_requirements():
+    """The student bundle's dependencies: torch as a range, and every other distribution the
+    self-check imports, with all they require, at the lock's exact versions. Raises
+    graders.lock.LockError where this environment is not the lock (the requirements are read
+    from what is installed)."""
+    from graders.lock import pins
 
-
-def self_check_requirements(golden_dir=None):
-    return [requirement(name, golden_dir) for name, _, _ in SELF_CHECK_REQUIREMENTS]
+    others = [name for name, _, _ in SELF_CHECK_REQUIREMENTS if name != "torch"]
+    return [requirement("torch"), *pins(others, ranged=["torch"])]
 
 
 def grader_distribution(module_name):

@@ -6,8 +6,8 @@ Gradescope builds an image from the zip: it unpacks it into /autograder/source a
 as root with the student's files in /autograder/submission, and shows
 /autograder/results/results.json. The kit holds:
 
-    setup.sh          Python 3.11+, bubblewrap, a virtualenv with the exact versions of the
-                      grader's dependencies this kit was made with (CPU torch)
+    setup.sh          Python 3.11+, bubblewrap, a virtualenv with the lock's exact versions of
+                      the grader's dependencies (graders/requirements.lock; CPU torch)
     run_autograder    python -m graders.gradescope_kit run /autograder
     requirements.txt  those versions
     kit.json          the grading options baked in (assignment, parts, seed, unsafe)
@@ -22,7 +22,6 @@ stdout, unless the kit was made with --unsafe-no-sandbox, which every output the
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import io
 import json
 import os
@@ -39,9 +38,6 @@ from graders.options import validate_parts
 
 KIT_CONFIG = "kit.json"
 GRADER_FOLDER = "grader"
-# Importable packages of the grader's dependencies, by distribution name (pyproject.toml).
-DEPENDENCIES = ("torch", "numpy", "safetensors", "hypothesis", "jinja2", "nbformat", "rich", "transformers",
-                "jsonschema")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -73,13 +69,17 @@ exec "${GRADER_PYTHON:-/autograder/venv/bin/python}" -m graders.gradescope_kit r
 
 
 def pinned_requirements() -> list[str]:
-    """The dependencies at the versions this installation runs (torch apart: setup.sh takes
-    its CPU build from PyTorch's index)."""
-    return [f"{name}=={importlib.metadata.version(name)}" for name in DEPENDENCIES if name != "torch"]
+    """Everything the grader requires at run time, at the lock's versions (torch apart: setup.sh
+    takes its CPU build from PyTorch's index, at the lock's version)."""
+    from graders.lock import GRADER_DISTRIBUTION, pins, requirements_of
+
+    return pins([name for name, _ in requirements_of(GRADER_DISTRIBUTION)], ranged=["torch"])
 
 
 def torch_version() -> str:
-    return importlib.metadata.version("torch").split("+")[0]
+    from graders.lock import read_lock
+
+    return read_lock()["torch"]
 
 
 def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = None, unsafe: bool = False,

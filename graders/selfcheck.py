@@ -29,6 +29,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from graders.atomic import write_atomically
+from graders.lock import draw_mismatch
 from graders.recording import library_versions, read_manifest, record_golden
 from graders.scoring import NOT_PASSING, part_ids
 
@@ -82,6 +83,9 @@ def self_check(path=".", parts=None, *, golden_dir=None, limits=None, progress=N
     if manifest is None or not (Path(golden_dir) / "golden.json").is_file():
         raise SelfCheckError(f"no golden fixtures in {golden_dir}: run `grade build --golden` (course authors), "
                              "or reinstall the student bundle")
+    recorded = manifest["fingerprint"].get("versions", {})
+    if mismatch := draw_mismatch(recorded):
+        raise SelfCheckError(mismatch)
     with tempfile.TemporaryDirectory(prefix="grade-check-") as scratch:
         staged_dir = Path(scratch) / (folder.name or "submission")
         staged = stage_folder(folder, staged_dir)
@@ -93,7 +97,6 @@ def self_check(path=".", parts=None, *, golden_dir=None, limits=None, progress=N
                         limits=limits, golden_dir=golden_dir, progress=progress)
     notes = results["submission"].setdefault("notes", [])
     notes.insert(0, f"self-check of {folder}: graded {', '.join(staged)}; other files in the folder are not read")
-    recorded = manifest["fingerprint"].get("versions", {})
     for library, version in library_versions().items():
         if recorded.get(library) and recorded[library] != version:
             notes.append(f"the golden answers were recorded with {library} {recorded[library]}, you have {version}: "
@@ -182,9 +185,9 @@ def cmd_check(argv) -> int:
     out = args.out or args.path / DEFAULT_OUT
     paths = write_self_check_reports(results, out)
     print_summary(results, console, verbose=args.verbose)
-    # Not wrapped: a path cut in two cannot be copied.
     for note in results["submission"].get("notes", [])[1:]:
-        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        console.print(f"note: {note}", markup=False, highlight=False)
+    # Not wrapped: a path cut in two cannot be copied.
     console.print(f"report: {paths['html']}", markup=False, highlight=False, soft_wrap=True)
     return 1 if not_passing(results) else 0
 
@@ -231,6 +234,11 @@ def cmd_build(argv) -> int:
 
 def _build(assignment, args) -> int:
     everything = not (args.template or args.golden or args.bundle)
+    from graders.lock import LockError, golden_mismatch, recording_mismatch
+
+    if (everything or args.golden or args.bundle) and (mismatch := recording_mismatch()):
+        print(f"grade build: {mismatch}", file=sys.stderr)
+        return 2
     if everything or args.template:
         from graders.build import build_template
 
@@ -248,11 +256,17 @@ def _build(assignment, args) -> int:
     if everything or args.bundle:
         from graders.bundle import LeakError, build_bundle, bundle_path
 
+        if mismatch := golden_mismatch(read_manifest(assignment.golden_dir), assignment.name):
+            print(f"grade build: {mismatch}", file=sys.stderr)
+            return 2
         try:
             path = build_bundle(args.bundle_out or bundle_path(assignment), assignment=assignment)
         except LeakError as error:
             print(f"grade build: {error}", file=sys.stderr)
             return 1
+        except LockError as error:
+            print(f"grade build: {error}", file=sys.stderr)
+            return 2
         print(f"wrote {path}")
     return 0
 

@@ -68,13 +68,23 @@ def test_readme_gives_the_two_commands(files):
     assert r".venv\Scripts\Activate.ps1" in readme and "!grade check" in readme
 
 
-def test_pyproject_pins_the_golden_hypothesis_and_ships_the_golden_data(files):
-    import hypothesis
+def test_pyproject_pins_the_lock_and_ships_the_golden_data(files):
+    import tomllib
 
-    pyproject = files[f"{TOP}/pyproject.toml"].decode()
-    assert f'"hypothesis=={hypothesis.__version__}"' in pyproject
-    assert '"packs/*/golden/*"' in pyproject
-    assert 'include = ["graders*"]' in pyproject
+    from graders.lock import read_lock
+    from graders.recording import read_manifest
+
+    pyproject = tomllib.loads(files[f"{TOP}/pyproject.toml"].decode())
+    pinned = dict(requirement.split(";")[0].split("==") for requirement in pyproject["project"]["dependencies"]
+                  if "==" in requirement)
+    lock = read_lock()
+    assert pinned["hypothesis"] == lock["hypothesis"] == read_manifest(PACK.golden_dir)["fingerprint"]["versions"]["hypothesis"]
+    assert pinned == {name: lock[name] for name in pinned}  # every pin is the lock's
+    assert {"transformers", "numpy", "safetensors", "pytest", "tokenizers", "huggingface-hub"} <= set(pinned)
+    assert not {"mypy", "ruff", "selenium", "pyarrow", "submitit", "sympy"} & set(pinned)  # neither tools nor torch's own
+    assert "torch>=2.1,<3" in pyproject["project"]["dependencies"]  # each platform installs its own build
+    assert "packs/*/golden/*" in pyproject["tool"]["setuptools"]["package-data"]["graders"]
+    assert pyproject["tool"]["setuptools"]["packages"]["find"]["include"] == ["graders*"]
 
 
 def test_the_zip_is_reproducible(files, bundle_zip, tmp_path):
@@ -361,29 +371,33 @@ def test_the_bundle_installs_what_the_grader_imports_and_nothing_else(files):
     assert not undeclared, undeclared
     assert not declared - set(imported) - {"pytest"}, declared - set(imported)  # pytest: the homework's conftest.py
     assert "pytest" in imported  # the plugin that conftest.py loads
-    pyproject = files[f"{TOP}/pyproject.toml"].decode()
-    for distribution, _, _ in SELF_CHECK_REQUIREMENTS:
-        assert f'"{distribution}' in pyproject, distribution
-    assert "jsonschema" not in pyproject and "pyarrow" not in pyproject
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    installed = {Requirement(line).name for line in
+                 tomllib.loads(files[f"{TOP}/pyproject.toml"].decode())["project"]["dependencies"]}
+    assert {distribution for distribution, _, _ in SELF_CHECK_REQUIREMENTS} <= installed
+    assert not {"pyarrow", "submitit", "mypy", "ruff", "selenium", "pytest-benchmark"} & installed  # the instructor's
 
 
-def test_the_bundle_ranges_agree_with_pyproject_and_hold_what_is_installed():
-    import importlib.metadata
+def test_the_lock_lies_in_the_ranges_of_pyproject_and_of_the_self_check():
     import tomllib
 
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    from graders.dependencies import self_check_requirements
+    from graders.dependencies import SELF_CHECK_REQUIREMENTS
+    from graders.lock import read_lock
 
-    ours = {r.name: r for r in map(Requirement, self_check_requirements())}
+    lock = read_lock()
     grader = {r.name: r for r in map(Requirement, tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
                                      ["project"]["dependencies"])}
-    for name, requirement in ours.items():
-        installed = importlib.metadata.version(name)
-        assert requirement.specifier.contains(installed, prereleases=True), (name, installed, requirement)
+    for name, _, versions in SELF_CHECK_REQUIREMENTS:
+        ours = Requirement(f"{name}{versions}")
+        assert ours.specifier.contains(lock[name], prereleases=True), (name, lock[name], versions)
         lower = [Version(s.version) for s in grader[name].specifier if s.operator == ">="] if name in grader else []
-        ours_lower = [Version(s.version) for s in requirement.specifier if s.operator in (">=", "==")]
+        ours_lower = [Version(s.version) for s in ours.specifier if s.operator == ">="]
         assert not lower or (ours_lower and ours_lower[0] >= lower[0]), (name, lower, ours_lower)
 
 
@@ -396,8 +410,11 @@ def test_only_a_missing_grader_package_is_blamed_on_the_environment():
     assert missing_module(ValueError("transformers")) is None
     # a name it lacks is the importing code's mistake (from transformers import Bertmodel)
     assert missing_module(ImportError("cannot import name 'Bertmodel'", name="transformers")) is None
+    from graders.lock import read_lock
+
     message = missing_dependency_message("transformers")
-    assert "the grader's environment lacks transformers: run `pip install 'transformers>=4.40,<6'`" in message
+    assert f"the grader's environment lacks transformers: run `pip install 'transformers=={read_lock()['transformers']}'`" in message
+    assert "run `pip install 'torch>=2.1,<3'`" in missing_dependency_message("torch")  # the platform's own build
     assert missing_dependency_message("matplotlib") is None
 
 
