@@ -46,6 +46,21 @@ def test_the_fix_for_a_mask_on_the_query_axis_is_readable_in_full_at_80_columns(
     assert re.search(r"expected: \[\[\[\[1\.0, 0\.0\], \[1\.0, 0\.0\]\]\]\] got: \[.*nan", _flat(out))
 
 
+def test_a_note_under_the_summary_is_wrapped_at_80_columns(tmp_path, capsys, monkeypatch):
+    """A student's torch is not the lock's: the note says so within the terminal's width (the
+    notes once came out unwrapped, and a version note ran past 80 columns)."""
+    from graders import selfcheck
+
+    real = selfcheck.library_versions()
+    monkeypatch.setattr(selfcheck, "library_versions", lambda: {**real, "torch": "2.99.0"})
+    monkeypatch.setenv("COLUMNS", "80")
+    folder = _homework(REFERENCE_DIR, tmp_path / "hw")
+    assert cmd_check(["attention", "--path", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"the golden answers were recorded with torch {real['torch']}, you have 2.99.0" in _flat(out)
+    assert all(len(line.rstrip()) <= 80 for line in out.splitlines() if not line.startswith("report: "))
+
+
 def test_an_untouched_function_is_one_line(tmp_path, capsys):
     folder = _homework(TEMPLATE_DIR, tmp_path / "hw")
     assert cmd_check(["attention", "mha", "--path", str(folder)]) == 1
