@@ -8,6 +8,7 @@ rejected upload, a hostile student, and a full-size result for timing.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -89,6 +90,12 @@ def result(parts, *, mode="instructor", name="student-42.zip", status="graded", 
         },
         "parts": parts,
     }
+
+
+def visible_bytes(export):
+    """Everything of a Gradescope export that a student sees before the due date."""
+    shown = {key: value for key, value in export.items() if key not in ("tests", "execution_time")}
+    return json.dumps([shown, [t for t in export["tests"] if t["visibility"] == "visible"]], sort_keys=True)
 
 
 def softmax_rows(scores):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from graders.mutants import Edit, apply_edits
 from graders.packs.causal_lm.mutants.causal_lm import LM, MASK
 from graders.sandbox import isolation
 from tests.course import CAUSAL_LM as PACK
+from tests.report_samples import visible_bytes
 from tests.test_wheel_install import clean_environment
 
 SCHEMA = json.loads((REPO_ROOT / "graders" / "schemas" / "gradescope.schema.json").read_text())
@@ -138,6 +140,25 @@ def test_run_autograder_grades_and_hides_the_hidden_checks(gradescope_root):
         assert test["name"].split(": ", 1)[1] not in document["output"]
     written = [t for t in tests if "graded by hand" in t["output"]]
     assert written and all(t["max_score"] == 0 for t in written)
+
+
+@pytest.mark.skipif(not FULL, reason="needs bubblewrap and root (bash setup.sh as root installs it)")
+def test_two_submissions_that_differ_only_in_a_hidden_answer_show_the_same_bytes(gradescope_root):
+    """Resubmitting with another guess for a hidden numeric answer must not show whether the
+    guess was right: the top-level output and every visible test are the same bytes."""
+    answers = gradescope_root / "submission" / "answers.toml"
+    right = answers.read_text()
+    wrong = re.sub(r"causal_lm_lm_head_parameters = \d+", "causal_lm_lm_head_parameters = 12345", right)
+    assert wrong != right
+    _, first = run_autograder(gradescope_root)
+    try:
+        answers.write_text(wrong)
+        _, second = run_autograder(gradescope_root)
+    finally:
+        answers.write_text(right)
+    hidden = {t["name"]: t.get("status") for t in first["tests"] if t["visibility"] == "after_due_date"}
+    assert hidden != {t["name"]: t.get("status") for t in second["tests"] if t["visibility"] == "after_due_date"}
+    assert visible_bytes(first) == visible_bytes(second)
 
 
 def test_run_autograder_fails_closed_where_nothing_isolates(gradescope_root):

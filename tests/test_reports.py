@@ -13,11 +13,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings, strategies as st
 from markupsafe import escape
 from rich.console import Console
 
 import report_samples
 from graders.reports import print_summary, render_html, to_gradescope, write_reports
+from graders.grading import totals
 from graders.reports.gradescope import md_code
 from graders.reports.summary import format_points
 from graders.reports.svg import score_bar
@@ -230,6 +232,40 @@ def test_gradescope_hidden_checks_reveal_nothing_before_the_due_date():
     for part in results["parts"]:
         if all(c["visibility"] == "hidden" for c in part["checks"]):
             assert part["title"] not in export["output"]
+
+
+HIDDEN_OUTCOMES = st.lists(st.tuples(st.sampled_from(["passed", "failed", "error", "skipped"]),
+                                     st.floats(0, 1), st.text(max_size=20)), min_size=1, max_size=6)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(hidden_provisional=st.booleans(), first=HIDDEN_OUTCOMES, second=HIDDEN_OUTCOMES)
+def test_gradescope_visible_bytes_do_not_depend_on_hidden_results(hidden_provisional, first, second):
+    """Two submissions that differ only in how their hidden checks went (and, for the provisional
+    fine-tuning, hidden or not) show the same bytes before the due date: resubmitting tells a
+    student nothing about a hidden answer."""
+    def graded(outcomes):
+        results = report_samples.buggy()
+        hidden = [c for p in results["parts"] for c in p["checks"]
+                  if c["visibility"] == "hidden" or (hidden_provisional and p["provisional"])]
+        for check, (status, fraction, message) in zip(hidden, outcomes * len(hidden)):
+            check.update(visibility="hidden", status=status, message=message or None,
+                         score=round(check["max_score"] * (fraction if status == "passed" else 0), 4))
+        for part in results["parts"]:
+            part["score"] = sum(c["score"] for c in part["checks"])
+        results.update(totals(results["parts"]))
+        return to_gradescope(results)
+
+    assert report_samples.visible_bytes(graded(first)) == report_samples.visible_bytes(graded(second))
+
+
+def test_gradescope_counts_in_the_output_are_of_the_visible_checks():
+    results = report_samples.buggy()
+    checks = [c for p in results["parts"] for c in p["checks"] if c["status"] != "pending_manual"]
+    visible = [c for c in checks if c["visibility"] != "hidden"]
+    assert len(visible) < len(checks)
+    passed = sum(c["status"] == "passed" for c in visible)
+    assert f"{passed}\\/{len(visible)} checks passed" in to_gradescope(results)["output"]  # Markdown-escaped
 
 
 def test_gradescope_score_is_given_when_nothing_is_hidden():

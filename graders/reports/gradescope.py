@@ -8,8 +8,9 @@ Choices Gradescope's format leaves to us:
 - hidden checks are exported with visibility "after_due_date", so students see them after the
   deadline and not before. Nothing else may give them away: while any test is hidden, the
   top-level `score` (always shown) is left out, so that Gradescope totals the tests itself under
-  their own visibility, and the top-level `output` (always shown) lists the visible checks'
-  parts and points only;
+  their own visibility, and the top-level `output` (always shown) is computed from the visible
+  checks alone (`visible_only`): their parts, points, count of passed checks and provisional
+  points;
 - a written answer is exported as a 0-point test: its points belong to a manually graded
   question on Gradescope, so they never enter the autograder's score, also once `grade merge`
   has recorded them (counted there and in the question, they would count twice). A pending
@@ -103,7 +104,26 @@ def md_code(text) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
+def visible_only(results: dict) -> dict:
+    """`results` as a student may see it before the due date: hidden checks taken out, and the
+    provisional points summed over the visible checks that remain. Everything always shown is
+    computed from it, so that resubmitting cannot tell a student how a hidden check went."""
+    parts = [{**part, "checks": [c for c in part.get("checks") or [] if _visible(c)]}
+             for part in results.get("parts") or [] if isinstance(part, dict)]
+    view = {**results, "parts": parts}
+    provisional = results.get("provisional")
+    if isinstance(provisional, dict):
+        shown = [c for part in parts if part.get("provisional") for c in part["checks"] if not is_hand_graded(c)]
+        view["provisional"] = {**provisional, "score": round(sum(_number(c.get("score")) for c in shown), 4),
+                               "max_score": round(sum(_number(c.get("max_score")) for c in shown), 4)}
+        if not shown:
+            del view["provisional"]
+    return view
+
+
 def _overview(results: dict) -> str:
+    hidden = sum(1 for c in all_checks(results) if not _visible(c))
+    results = visible_only(results)
     warning = isolation_warning(results)
     lines = [*([f"**{md_inline(warning)}**", ""] if warning else []), f"**{md_inline(headline(results))}**", ""]
     for part in results.get("parts") or []:
@@ -122,7 +142,6 @@ def _overview(results: dict) -> str:
     if provisional:
         lines += ["", f"Provisional: {md_inline(provisional)}"]
     checks = list(all_checks(results))
-    hidden = sum(1 for c in checks if not _visible(c))
     if hidden:
         lines += ["", f"{hidden} more checks are graded now and shown after the due date."]
     manual_points = sum(_number(c.get("max_score")) for c in checks if is_hand_graded(c) and _visible(c))
