@@ -375,8 +375,96 @@ def test_slurm_backend_submits_one_capped_array_of_the_unfinished(tmp_path, monk
     assert "#SBATCH --array=0-3%3" in script
     assert "#SBATCH --gpus-per-node=1" in script
     assert "#SBATCH --partition=gpu" in script
-    assert "#SBATCH --time=30" in script
+    assert "#SBATCH --time=32" in script  # 30 min of work, USR2 90 s before the end, a margin
     assert "module load cuda" in script
     assert (record / "args-0").read_text().split()[0].endswith(".sh")
     submitted = [e for e in store.read_ledger(out) if e["event"] == "slurm-submit"]
     assert submitted[-1]["tasks"] == 4 and submitted[-1]["job_id"] == "1234"
+
+
+# ------------------------------------------------------------- Slurm: states, budgets, node failures
+
+
+def test_a_machine_that_cannot_isolate_is_a_node_failure_not_a_grade(tmp_path, monkeypatch):
+    """The real run_one, on a machine without bubblewrap: it says so at once (before torch), the
+    job is not retried there, and the error row names the machine and the whole refusal."""
+    monkeypatch.setenv("TRANSFORMER_GRADER_BWRAP", "")  # bubblewrap is nowhere
+    spec = {"out": str(tmp_path / "out"), "student_id": "alice", "source": str(tmp_path / "alice.zip"),
+            "input_sha256": "1" * 64, "key": "key-alice", "parts": ["attention"]}
+    (result,) = run_pool([Job(spec, tmp_path / "out" / store.STATE, 60.0, retries=2)], slots=1)
+    assert result.outcome == "error" and result.attempts == 1
+    assert f"the machine {os.uname().nodename} cannot grade: it cannot isolate student code" in result.reason
+    assert "\n" not in result.reason and "bubblewrap" in result.reason.lower()
+    assert store.read_marker(tmp_path / "out", "alice")["final"] is False  # the next run (or node) tries again
+    assert events(tmp_path / "out", "retry") == [] and events(tmp_path / "out", "node-failure") == ["alice"]
+    rebuild(tmp_path / "out")
+    with (tmp_path / "out" / "gradebook.csv").open() as handle:
+        (row,) = csv.DictReader(handle)
+    assert row["status"] == "error" and row["isolation"] == "" and "cannot isolate" in row["reason"]
+
+
+def test_a_task_budget_ends_the_job_with_a_final_error_that_says_why(tmp_path):
+    (job,) = stand_in_jobs(tmp_path, ["hang"], hard_timeout=60)
+    job.deadline = time.monotonic() + 1.5
+    job.deadline_reason = "the Slurm task's time ran out (--slurm-time 0.025 min for every attempt)"
+    (result,) = run_pool([job], slots=1)
+    assert result.outcome == "error" and "time ran out" in result.reason
+    assert store.read_marker(tmp_path / "out", "hang")["final"] is True
+
+
+def test_slurm_asks_for_the_work_plus_submitits_warning_signal():
+    from graders.batch.slurm import requested_minutes
+
+    assert requested_minutes(30) == 32
+    assert requested_minutes(0.25) == 3
+    assert requested_minutes(1) == 3
+
+
+def test_task_states_come_from_squeue_then_sacct_then_scontrol_then_the_log(tmp_path, monkeypatch):
+    from graders.batch import slurm
+
+    outputs = {
+        "squeue": "0|RUNNING|None|node1\n1|PENDING|JobArrayTaskLimit|\n",
+        "sacct": "7_2|CANCELLED by 0|0:0|node1|None\n7_3|RUNNING|0:0|node1|None\n7_4|FAILED|0:9|node2|None\n",
+        "scontrol": "JobId=12 ArrayJobId=7 ArrayTaskId=3 JobState=TIMEOUT Reason=TimeLimit BatchHost=node1 ExitCode=0:15\n",
+    }
+    monkeypatch.setattr(slurm, "_command", lambda argv: outputs.get(argv[0]))
+    log = tmp_path / store.STATE / "submitit" / "7_5_0_log.err"
+    log.parent.mkdir(parents=True)
+    log.write_text("slurmstepd: error: *** JOB 14 ON node3 CANCELLED AT 2026-01-01T00:00:00 ***\n")
+    states = slurm.task_states(tmp_path, "7", [0, 1, 2, 3, 4, 5, 6], accounting=True)
+    assert (states[0].state, states[0].node) == ("RUNNING", "node1")
+    assert (states[1].state, states[1].reason) == ("PENDING", "JobArrayTaskLimit")
+    assert (states[2].state, states[2].by, states[2].source) == ("CANCELLED", "root", "sacct")
+    assert (states[3].state, states[3].source) == ("TIMEOUT", "scontrol")  # sacct's RUNNING is stale
+    assert (states[4].state, states[4].exit_code) == ("FAILED", "0:9")
+    assert (states[5].state, states[5].node, states[5].source) == ("CANCELLED", "node3", "log")
+    assert states[6].source == "none" and states[6].ended
+    # without accounting, sacct is never asked
+    asked = []
+    monkeypatch.setattr(slurm, "_command", lambda argv: asked.append(argv[0]) or outputs.get(argv[0]))
+    slurm.task_states(tmp_path, "7", [2], accounting=False)
+    assert "sacct" not in asked
+
+
+def test_an_ended_task_is_settled_once_cancels_are_never_resubmitted(tmp_path):
+    from graders.batch.slurm import TaskState, settle
+
+    out = tmp_path / "out"
+    options = {"mem_gb": 6}
+
+    def spec(sid):
+        return {"out": str(out), "student_id": sid, "source": str(tmp_path / f"{sid}.zip"), "input_sha256": "1" * 64,
+                "key": f"key-{sid}", "parts": ["attention"]}
+
+    assert settle(out, spec("a"), TaskState("CANCELLED", node="n1", by="alice", source="sacct"), True, options) is None
+    assert "cancelled by alice while it ran on n1" in json.loads((out / "submissions/a/results.json").read_text())["reason"]
+    assert store.read_marker(out, "a")["final"] is True
+    # pending, then gone without a trace: cancelled before it started
+    assert settle(out, spec("b"), TaskState("", source="none"), False, options, seen_pending=True) is None
+    assert "before it started" in json.loads((out / "submissions/b/results.json").read_text())["reason"]
+    # lost: submitted again, nothing published yet
+    assert "failed on n2" in settle(out, spec("c"), TaskState("FAILED", node="n2", exit_code="0:9"), True, options)
+    assert "out of memory" in settle(out, spec("d"), TaskState("OUT_OF_MEMORY", node="n2"), True, options)
+    assert settle(out, spec("e"), TaskState("", source="none"), False, options, seen_pending=False) is not None
+    assert store.read_marker(out, "c") is None and store.read_marker(out, "e") is None

@@ -89,9 +89,17 @@ def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
                       _fmt(_number(results.get("score"))), _fmt(_number(results.get("max_score"))),
                       store.outcome_of(results), *[scores.get(pid, "") for pid in parts],
                       _provisional_cell(results), str(pending),
-                      _flags_cell(results), "NOT ISOLATED" if isolation_warning(results) else "full", report,
+                      _flags_cell(results), _isolation_cell(results), report,
                       " ".join(reason.split())[:300]])
     return header, table
+
+
+def _isolation_cell(results: dict) -> str:
+    """How isolated the student's code ran: empty when grading never ran it (an error: a node that
+    cannot isolate is an error, never "full")."""
+    if store.outcome_of(results) == store.ERROR:
+        return ""
+    return "NOT ISOLATED" if isolation_warning(results) else "full"
 
 
 def _provisional_banner(rows: list[dict]) -> str:

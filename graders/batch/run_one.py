@@ -9,8 +9,11 @@ results.json and the reports into a temporary folder and renames it into place.
 
 Exit status: 0 when the result folder was published (whatever the student's score: a failure,
 a timeout or a rejection is a result); EXIT_INFRA (75) for a loss of infrastructure that a retry
-may cure (out of memory in this process, the driver gone); anything else is a grader bug, which
-the driver records as an error result without retrying.
+may cure (out of memory in this process, the driver gone); EXIT_NODE (76) when this machine
+cannot grade at all (it cannot isolate student code, a dependency is missing, CUDA fails): the
+host and the whole reason are written to DIR/.batch/infra/<student_id>.json, and the submission
+is graded again elsewhere (Slurm: another node, a bounded number of rounds); anything else is a
+grader bug, which the driver records as an error result without retrying.
 
 The process dies with the driver: PR_SET_PDEATHSIG sends it SIGKILL when its parent exits, and
 its sandbox worker dies with it in turn (the worker sets the same signal, bwrap --die-with-parent).
@@ -28,6 +31,8 @@ import traceback
 from pathlib import Path
 
 EXIT_INFRA = 75  # EX_TEMPFAIL
+EXIT_NODE = 76  # this machine cannot grade anything (EX_PROTOCOL's number; the reason in .batch/infra/)
+INFRA_DIR = "infra"
 PARENT_ENV = "GRADE_BATCH_PARENT"
 PATH_OPTIONS = ("imdb", "feature_cache")
 
@@ -96,17 +101,57 @@ def run_spec(spec: dict) -> str:
     return outcome
 
 
+def node_failure(error: BaseException) -> str | None:
+    """What about this machine, not the submission, stopped the grade, or None: it cannot isolate
+    student code, a dependency of the grader is missing, CUDA or its libraries fail."""
+    from graders.sandbox.isolation import IsolationUnavailable
+
+    if isinstance(error, IsolationUnavailable):
+        return "it cannot isolate student code: " + " ".join(str(error).split())
+    if isinstance(error, ImportError):
+        return f"a dependency of the grader is missing: {type(error).__name__}: {error}"
+    text = f"{type(error).__name__}: {error}"
+    if any(word in text for word in ("CUDA", "cuDNN", "cuBLAS", "NCCL")):
+        return "its GPU failed: " + " ".join(text.split())[:1000]
+    return None
+
+
+def write_node_failure(spec: dict, reason: str) -> None:
+    folder = Path(spec["out"]) / ".batch" / INFRA_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    note = {"host": os.uname().nodename, "reason": reason, "attempt": spec.get("attempt", 1), "t": time.time()}
+    temporary = folder / f".{spec['student_id']}.{os.getpid()}.tmp"
+    temporary.write_text(json.dumps(note))
+    os.replace(temporary, folder / f"{spec['student_id']}.json")
+
+
+def read_node_failure(out: Path, student_id: str) -> dict | None:
+    try:
+        return json.loads((Path(out) / ".batch" / INFRA_DIR / f"{student_id}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     die_with_parent()
     spec = json.loads(Path(argv[0]).read_text())
     try:
+        if not spec.get("unsafe"):  # before torch is imported: a node that cannot isolate says so at once
+            from graders.sandbox.isolation import require_full_isolation
+
+            require_full_isolation()
         run_spec(spec)
     except MemoryError:
         print("run_one: out of memory in the grading process", file=sys.stderr)
         return EXIT_INFRA
-    except Exception:
+    except Exception as error:
         traceback.print_exc()
+        reason = node_failure(error)
+        if reason is not None:
+            print(f"run_one: this machine ({os.uname().nodename}) cannot grade: {reason}", file=sys.stderr)
+            write_node_failure(spec, reason)
+            return EXIT_NODE
         return 1
     return 0
 

@@ -26,9 +26,10 @@ import uuid
 from pathlib import Path
 
 import graders
-from graders.grading import write_results
-from graders.reports import write_reports
 from graders.scoring import load_rubric
+
+# graders.grading and graders.reports (torch, jinja2) are imported where results are written: a
+# Slurm array task imports this module only to supervise its `run_one` process, which grades.
 
 SUBMISSIONS = "submissions"
 MARKER = "done.json"
@@ -90,6 +91,9 @@ def publish(out: Path, student_id: str, results: dict, marker: dict) -> Path:
     parent.mkdir(parents=True, exist_ok=True)
     temporary = parent / f"{TEMP_PREFIX}{student_id}-{uuid.uuid4().hex[:8]}"
     temporary.mkdir()
+    from graders.grading import write_results
+    from graders.reports import write_reports
+
     try:
         write_results(results, temporary)
         write_reports(results, temporary)
@@ -115,6 +119,9 @@ def publish(out: Path, student_id: str, results: dict, marker: dict) -> Path:
 def rewrite(folder: Path, results: dict) -> None:
     """Replace the results and reports of an existing result folder (manual grades): each file
     is replaced atomically, the marker keeps its key but follows the new score."""
+    from graders.grading import write_results
+    from graders.reports import write_reports
+
     write_results(results, folder)
     write_reports(results, folder)
     marker = json.loads((folder / MARKER).read_text())

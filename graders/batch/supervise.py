@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graders.batch import store
-from graders.batch.run_one import EXIT_INFRA, PARENT_ENV
+from graders.batch.run_one import EXIT_INFRA, EXIT_NODE, PARENT_ENV, read_node_failure
 
 POLL_S = 0.1
 LOG_TAIL_BYTES = 4000
@@ -62,6 +62,9 @@ class Job:
     attempt: int = 0
     killed_for_time: bool = False
     infra_losses: list = field(default_factory=list)
+    deadline: float | None = None  # time.monotonic() by which the job must end (a Slurm task's budget)
+    deadline_reason: str = ""  # the error result's reason when it does not
+    killed_for_deadline: bool = False
 
     @property
     def student_id(self) -> str:
@@ -95,6 +98,7 @@ class Job:
         self.started = time.monotonic()
         self.first_started = self.first_started or self.started
         self.killed_for_time = False
+        self.killed_for_deadline = False
 
     def command(self, spec_path: Path) -> list[str]:
         return [sys.executable, "-m", "graders.batch.run_one", str(spec_path)]
@@ -111,13 +115,21 @@ class Job:
         """None while running (or restarted after a loss of infrastructure); else how it ended."""
         status = self.process.poll()
         if status is None:
-            if time.monotonic() - self.started > self.hard_timeout_s:
+            now = time.monotonic()
+            if self.deadline is not None and now > self.deadline:
+                self.killed_for_deadline = True
+                self.kill()
+                status = self.process.returncode
+            elif now - self.started > self.hard_timeout_s:
                 self.killed_for_time = True
                 self.kill()
                 status = self.process.returncode
             else:
                 return None
         wall = round(time.monotonic() - self.first_started, 3)
+        if self.killed_for_deadline:
+            store.log_event(self.out, "timeout", self.student_id, attempt=self.attempt, deadline=True)
+            return self._error(self.deadline_reason or "grading was stopped: its time ran out", final=True, wall=wall)
         if self.killed_for_time:
             reason = (f"grading was stopped after the hard wall-clock limit of {self.hard_timeout_s:g} s "
                       "per submission")
@@ -128,7 +140,17 @@ class Job:
             if marker is not None and marker.get("key") == self.spec["key"]:
                 return Finished(self.student_id, marker.get("outcome", store.GRADED), attempts=self.attempt, wall_s=wall)
             return self._error("the grading process ended without publishing a result", final=True, wall=wall)
+        if status == EXIT_NODE:  # this machine cannot grade: no retry here (another node may)
+            note = read_node_failure(self.out, self.student_id) or {}
+            host = note.get("host") or os.uname().nodename
+            reason = f"the machine {host} cannot grade: {note.get('reason') or last_line(self.log_tail())}"
+            store.log_event(self.out, "node-failure", self.student_id, attempt=self.attempt, host=host,
+                            reason=reason[:300])
+            return self._error(reason, final=False, wall=wall, host=host)
         if status < 0 or status == EXIT_INFRA:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                return self._error(self.deadline_reason or "grading was stopped: its time ran out", final=True,
+                                   wall=wall)
             loss = describe_loss(status)
             self.infra_losses.append(loss)
             if len(self.infra_losses) <= self.retries:
@@ -149,14 +171,8 @@ class Job:
         except OSError:
             return ""
 
-    def _error(self, reason: str, *, final: bool, wall: float) -> Finished:
-        results = error_result(self.spec, reason, attempts=self.attempt)
-        marker = {"key": self.spec["key"], "student_id": self.student_id, "input_sha256": self.spec["input_sha256"],
-                  "source": str(self.spec["source"]), "grader": self.spec.get("grader"), "final": final,
-                  "attempt": self.attempt}
-        store.publish(self.out, self.student_id, results, marker)
-        store.log_event(self.out, "done", self.student_id, outcome=store.ERROR, reason=reason[:300],
-                        attempt=self.attempt, final=final)
+    def _error(self, reason: str, *, final: bool, wall: float, host: str | None = None) -> Finished:
+        publish_error(self.spec, reason, final=final, attempts=self.attempt, host=host)
         return Finished(self.student_id, store.ERROR, reason, attempts=self.attempt, wall_s=wall)
 
 
@@ -175,7 +191,19 @@ def describe_loss(status: int) -> str:
     return f"killed by {name}" + (" (out of memory?)" if -status == signal.SIGKILL else "")
 
 
-def error_result(spec: dict, reason: str, *, attempts: int = 1) -> dict:
+def publish_error(spec: dict, reason: str, *, final: bool, attempts: int = 1, host: str | None = None) -> None:
+    """Publish an error result for `spec`'s submission: `final` ones stay (a plain re-run skips
+    them, `--redo-errors` grades them again), the others are graded again by the next run."""
+    out = Path(spec["out"])
+    results = error_result(spec, reason, attempts=attempts, host=host)
+    marker = {"key": spec["key"], "student_id": spec["student_id"], "input_sha256": spec["input_sha256"],
+              "source": str(spec["source"]), "grader": spec.get("grader"), "final": final, "attempt": attempts}
+    store.publish(out, spec["student_id"], results, marker)
+    store.log_event(out, "done", spec["student_id"], outcome=store.ERROR, reason=reason[:300], attempt=attempts,
+                    final=final)
+
+
+def error_result(spec: dict, reason: str, *, attempts: int = 1, host: str | None = None) -> dict:
     """A results.json (status "error") for a submission whose grading did not finish; the
     gradebook shows "error", the reports show the reason, and the next run grades it again."""
     from graders.assignment import current
@@ -196,7 +224,7 @@ def error_result(spec: dict, reason: str, *, attempts: int = 1) -> dict:
         "timings": {},
         "parts": [],
         "batch": {"student_id": spec["student_id"], "name": spec.get("name", ""), "outcome": store.ERROR, "attempt": attempts,
-                  "input_sha256": spec["input_sha256"], "reason": reason},
+                  "input_sha256": spec["input_sha256"], "reason": reason, **({"host": host} if host else {})},
     }
 
 
@@ -249,9 +277,15 @@ def run_pool(jobs: list[Job], *, slots: int, gpus: list[str] | None = None, on_f
     return finished
 
 
-def run_job(spec: dict, state_dir: str, hard_timeout_s: float, retries: int) -> dict:
-    """One job, start to end, in this process: the body of a Slurm array task."""
+def run_job(spec: dict, state_dir: str, hard_timeout_s: float, retries: int, budget_s: float | None = None,
+            budget_reason: str = "") -> dict:
+    """One job, start to end, in this process: the body of a Slurm array task. `budget_s`: the
+    task's whole time (every attempt); a job still running then is killed and gets a final error
+    result with `budget_reason`."""
     job = Job(spec, Path(state_dir), hard_timeout_s, retries, gpu=None)
+    if budget_s is not None:
+        job.deadline = time.monotonic() + budget_s
+        job.deadline_reason = budget_reason
     (result,) = run_pool([job], slots=1)
     return {"student_id": result.student_id, "outcome": result.outcome, "reason": result.reason,
             "attempts": result.attempts, "wall_s": result.wall_s}
