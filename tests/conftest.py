@@ -16,6 +16,7 @@ def one_torch_thread():
 
 def pytest_configure(config):
     """Module-scoped fixtures grade too, before any test's own fixtures run."""
+    config.addinivalue_line("markers", "slurm: needs a real Slurm (sinfo answers; .ci/run starts scripts/slurm-cluster.sh)")
     from graders import assignment
     from tests.course import HOMEWORK
 
