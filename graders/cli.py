@@ -17,10 +17,12 @@ Exit status: 0 whenever a result was written (also for a rejected submission), 1
 `grade check` while a public check fails (and for `grade doctor` on a machine without full
 isolation), 2 for bad usage or a missing dependency of the grader (the message says what to
 install), 3 when grading was refused because student code would not be
-isolated on this machine (the message says how to fix it).
+isolated on this machine (the message says how to fix it), 130 when interrupted (Ctrl-C: one
+line, no traceback; `grade batch` keeps its own, docs/batch.md).
+
+    grade --version                   the grader's version, and whether this is the locked environment
 """
 
-import argparse
 import json
 import os
 import sys
@@ -28,21 +30,21 @@ import time
 import traceback
 from pathlib import Path
 
-from graders.options import add_grading_arguments, grading_options
+from graders.options import add_grading_arguments, command_parser, grading_options
 
 SUBCOMMANDS = ("check", "build", "report", "batch", "merge", "doctor", "gradescope-kit")
 EXIT_NOT_ISOLATED = 3
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
 EXIT_INCOMPLETE_INSTALLATION = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 
 
 def _grade_parser():
     from graders.assignment import chosen
 
     assignment = chosen()  # none: the submission named no homework (it may not exist: said below)
-    parser = argparse.ArgumentParser(prog="grade", description=f"Grade a submission of "
-                                     f"{assignment.title if assignment else 'an installed assignment'}.")
+    parser = command_parser("grade", f"Grade a submission of {assignment.title if assignment else 'an installed assignment'}.")
     parser.add_argument("submission", type=Path, help="a .zip, a folder or a .ipynb")
     parser.add_argument("--out", type=Path, default=None, help="where results.json and the reports go (default: ./grade-out/<name>)")
     add_grading_arguments(parser)
@@ -132,7 +134,7 @@ class PartProgress:
 
 
 def cmd_report(argv):
-    parser = argparse.ArgumentParser(prog="grade report", description="Re-render the reports of a results.json.")
+    parser = command_parser("grade report", "Re-render the reports of a results.json.")
     parser.add_argument("results", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="default: the folder of results.json")
     args = parser.parse_args(argv)
@@ -150,7 +152,7 @@ def cmd_report(argv):
 
 
 def cmd_doctor(argv):
-    parser = argparse.ArgumentParser(prog="grade doctor", description="Show every layer of the sandbox on this machine.")
+    parser = command_parser("grade doctor", "Show every layer of the sandbox on this machine.")
     add_grading_arguments(parser)
     options = grading_options(parser.parse_args(argv), parser).check_options()
     from graders.assignment import chosen
@@ -183,6 +185,35 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv else 2
+    if argv[0] == "--version":
+        print(version_line())
+        return 0
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("\ngrade: interrupted (Ctrl-C); what had not finished was not written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def version_line():
+    """`grade --version`: the grader's version and the versions that decide a grade, and whether
+    this environment is the lock they were tested with (graders/lock.py)."""
+    import importlib.metadata
+
+    from graders import __version__
+    from graders.lock import LockError, differences, installed_versions, release
+
+    installed = installed_versions()
+    libraries = ", ".join(f"{name} {release(installed[name])}" for name in ("torch", "hypothesis", "transformers")
+                          if name in installed)
+    try:
+        locked = "the locked environment" if not differences() else "not the locked environment (python -m graders.lock check)"
+    except (OSError, LockError, importlib.metadata.PackageNotFoundError):
+        locked = "no lock found"
+    return f"transformer-grader {__version__} (Python {sys.version.split()[0]}; {libraries}; {locked})"
+
+
+def _main(argv):
     from graders.assignment import PackError, for_submission, select
 
     try:

@@ -21,7 +21,6 @@ stdout, unless the kit was made with --unsafe-no-sandbox, which every output the
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -34,7 +33,7 @@ import graders
 from graders.assignment import PACKS_DIR, Assignment, current
 from graders.atomic import write_atomically
 from graders.cli import EXIT_NOT_ISOLATED
-from graders.options import validate_parts
+from graders.options import command_parser, validate_parts
 
 KIT_CONFIG = "kit.json"
 GRADER_FOLDER = "grader"
@@ -182,8 +181,7 @@ def run(root: Path) -> int:
 
 
 def cmd_kit(argv) -> int:
-    parser = argparse.ArgumentParser(prog="grade gradescope-kit",
-                                     description="Write the autograder zip to upload to Gradescope.")
+    parser = command_parser("grade gradescope-kit", "Write the autograder zip to upload to Gradescope.")
     parser.add_argument("--out", type=Path, default=Path("autograder.zip"))
     parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
     parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's)")

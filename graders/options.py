@@ -25,6 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def command_parser(prog, description):
+    """The parser of one `grade` command, whose help lists --assignment with its own options.
+    The CLI takes --assignment out of the arguments before any parser runs (it decides which
+    options a parser has), so the argument here is for the help and never receives a value."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--assignment", metavar="NAME|PATH", default=None,
+                        help="the homework: an installed pack's name or a pack's folder (default: the only "
+                             "installed pack, or the one whose files the submission holds)")
+    return parser
+
+
 @dataclass(frozen=True)
 class GradingOptions:
     parts: tuple[str, ...] | None = None  # None: every part

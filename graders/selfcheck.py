@@ -30,6 +30,7 @@ from pathlib import Path
 
 from graders.atomic import write_atomically
 from graders.lock import draw_mismatch
+from graders.options import command_parser
 from graders.recording import library_versions, read_manifest, record_golden
 from graders.scoring import NOT_PASSING, part_ids
 
@@ -125,9 +126,7 @@ def write_self_check_reports(results, out_dir):
 
 
 def _check_parser():
-    parser = argparse.ArgumentParser(
-        prog="grade check",
-        description="Run the public checks on your homework folder, offline, with the golden answers.")
+    parser = command_parser("grade check", "Run the public checks on your homework folder, offline, with the golden answers.")
     parser.add_argument("parts", nargs="*", metavar="PART", help="only these parts (default: all)")
     parser.add_argument("--path", type=Path, default=Path("."), help="your homework folder (default: here)")
     parser.add_argument("--out", type=Path, default=None, help=f"where results.json and report.html go (default: PATH/{DEFAULT_OUT})")
@@ -196,10 +195,8 @@ def cmd_check(argv) -> int:
 
 
 def _build_parser():
-    parser = argparse.ArgumentParser(
-        prog="grade build",
-        description="Regenerate what is made from the reference: the student template, the golden fixtures "
-                    "of the self-check, and the student bundle (all three when no flag is given).")
+    parser = command_parser("grade build", "Regenerate what is made from the reference: the student template, the golden "
+                            "fixtures of the self-check, and the student bundle (all three when no flag is given).")
     parser.add_argument("--template", action="store_true", help="the student template (student_template/)")
     parser.add_argument("--golden", action="store_true", help="the golden fixtures (golden/ in the assignment's pack)")
     parser.add_argument("--bundle", action="store_true", help="the student bundle (dist/<bundle name>.zip)")
@@ -272,12 +269,14 @@ def _build(assignment, args) -> int:
 
 
 def main(argv=None):
+    """`python -m graders.selfcheck check|build ...`: the same as `grade check|build ...`."""
+    from graders.cli import main as grade
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"check": cmd_check, "build": cmd_build}
-    if not argv or argv[0] not in commands:
+    if not argv or argv[0] not in ("check", "build"):
         print("usage: python -m graders.selfcheck {check,build} ...", file=sys.stderr)
         return 2
-    return commands[argv[0]](argv[1:])
+    return grade(argv)
 
 
 if __name__ == "__main__":
