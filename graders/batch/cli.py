@@ -42,8 +42,10 @@ def _batch_parser() -> argparse.ArgumentParser:
     add_grading_arguments(parser)
     slurm = parser.add_argument_group("Slurm (through submitit; DIR must be on a shared file system)")
     slurm.add_argument("--slurm-partition", default=None)
-    slurm.add_argument("--slurm-time", type=int, default=None, metavar="MIN", help="minutes per array task (default from the hard timeout)")
-    slurm.add_argument("--slurm-mem-gb", type=int, default=16)
+    slurm.add_argument("--slurm-time", type=float, default=None, metavar="MIN",
+                       help="minutes of work per array task, every attempt (default: the hard timeout x (retries + 1)); "
+                            "Slurm is asked for about 2 minutes more (docs/batch.md)")
+    slurm.add_argument("--slurm-mem-gb", type=int, default=6, help="memory per array task (default 6)")
     slurm.add_argument("--slurm-gpus-per-job", type=int, default=0, help="GPUs per array task (gpus_per_node)")
     slurm.add_argument("--slurm-cpus-per-task", type=int, default=2)
     slurm.add_argument("--slurm-parallelism", type=int, default=64, help="array tasks running at once (--array=0-N%%P)")
@@ -116,8 +118,11 @@ def cmd_batch(argv: list[str]) -> int:
     done = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing new"
     print(f"{summary.total} submissions: {summary.skipped} already done, this run: {done}")
     if config.backend == "slurm" and not config.slurm.get("wait", True):
-        print(f"submitted {summary.submitted} array task(s) as Slurm job {summary.slurm_job}; "
-              "run the same command again after it ends to collect and rebuild the gradebook")
+        if summary.submitted:
+            print(f"submitted {summary.submitted} array task(s) as Slurm job {summary.slurm_job}; "
+                  "run the same command again after it ends to collect and rebuild the gradebook")
+        else:
+            print("nothing left to submit to Slurm")
         print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
         return 1 if summary.submitted else 0
     print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
