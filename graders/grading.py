@@ -31,7 +31,7 @@ from graders.redact import redact_results, solution_lines
 from graders.sandbox import (BudgetExhausted, Handle, Limits, MissingDependency, ProtocolError, SandboxError,
                              StudentError, Worker, WorkerCrashed, WorkerTimeout)
 from graders.sandbox.isolation import require_full_isolation
-from graders.scoring import part_score, preload_of
+from graders.scoring import part_score, preload_of, totals
 
 INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
 # After this many checks of one part in a row kill or hang the worker, the rest of the part is
@@ -399,22 +399,6 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         "timings": timings,
         "parts": parts,
     }
-
-
-def totals(parts, count_provisional=False):
-    """score and max_score over the parts. A provisional part (smoke-mode fine-tuning) may still
-    change, so its points stay out of the totals, where a TA would import them into a gradebook,
-    unless the instructor asks for them; `provisional` says how many there are either way."""
-    counted = [p for p in parts if count_provisional or not p["provisional"]]
-    provisional = [p for p in parts if p["provisional"]]
-    section = {"score": round(sum(p["score"] for p in counted), 4),
-               "max_score": round(sum(p["max_score"] for p in counted), 4)}
-    if provisional:
-        section["provisional"] = {"parts": [p["id"] for p in provisional],
-                                  "score": round(sum(p["score"] for p in provisional), 4),
-                                  "max_score": round(sum(p["max_score"] for p in provisional), 4),
-                                  "counted": count_provisional}
-    return section
 
 
 def _missing_dependencies(parts):

@@ -98,3 +98,19 @@ def part_modules():
     """{part id: the module file its checks exercise} (a module's name gets ".py"; a questions
     file keeps its own)."""
     return {p.id: p.module if "." in p.module else f"{p.module}.py" for p in load_rubric().parts}
+
+
+def totals(parts, count_provisional=False):
+    """score and max_score over the parts. A provisional part (smoke-mode fine-tuning) may still
+    change, so its points stay out of the totals, where a TA would import them into a gradebook,
+    unless the instructor asks for them; `provisional` says how many there are either way."""
+    counted = [p for p in parts if count_provisional or not p.get("provisional")]
+    provisional = [p for p in parts if p.get("provisional")]
+    section = {"score": round(sum(p["score"] for p in counted), 4),
+               "max_score": round(sum(p["max_score"] for p in counted), 4)}
+    if provisional:
+        section["provisional"] = {"parts": [p["id"] for p in provisional],
+                                  "score": round(sum(p["score"] for p in provisional), 4),
+                                  "max_score": round(sum(p["max_score"] for p in provisional), 4),
+                                  "counted": count_provisional}
+    return section

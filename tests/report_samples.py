@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 import graders
-from graders.grading import totals
+from graders.scoring import totals
 
 RESULTS_SCHEMA = Path(graders.__file__).parent / "schemas" / "results.schema.json"
 GRADESCOPE_SCHEMA = Path(graders.__file__).parent / "schemas" / "gradescope.schema.json"

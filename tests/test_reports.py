@@ -19,7 +19,7 @@ from rich.console import Console
 
 import report_samples
 from graders.reports import print_summary, render_html, to_gradescope, write_reports
-from graders.grading import totals
+from graders.scoring import totals
 from graders.reports.gradescope import md_code
 from graders.reports.summary import format_points
 from graders.reports.svg import score_bar

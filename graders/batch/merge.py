@@ -28,6 +28,7 @@ from pathlib import Path
 from graders.atomic import write_atomically
 from graders.batch import store
 from graders.batch.gradebook import rebuild
+from graders.scoring import totals
 
 MANUAL = "pending_manual"
 MANUAL_JSON = "manual.json"
@@ -120,12 +121,15 @@ def apply_one(results: dict, check_id: str, score: float, comment: str) -> tuple
 
 
 def _rescore(results: dict, part: dict) -> None:
+    """The part's score again, and the totals by the one definition of a grade's
+    (graders.scoring.totals): a provisional part stays out of them unless the grade counted it."""
     checks = part.get("checks") or []
     maximum = sum(float(c.get("max_score") or 0) for c in checks)
     earned = sum(float(c.get("score") or 0) for c in checks)
     points = float(part.get("max_score") or 0)
     part["score"] = round(points * earned / maximum, 4) if maximum > 0 else 0.0
-    results["score"] = round(sum(float(p.get("score") or 0) for p in results.get("parts") or []), 4)
+    provisional = results.get("provisional")
+    results.update(totals(results.get("parts") or [], isinstance(provisional, dict) and provisional.get("counted") is True))
 
 
 def apply_stored_manual(out: Path, student_id: str, results: dict) -> int:

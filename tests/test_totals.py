@@ -1,0 +1,54 @@
+"""One definition of a total (graders.scoring.totals): grading, `grade merge`, the gradebook and
+the reports agree, and no total exceeds its maximum, whatever mix of provisional parts, pending
+and merged written answers a grade holds."""
+
+import copy
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import report_samples
+from graders.batch.gradebook import gradebook_rows
+from graders.batch.merge import _is_manual, apply_one
+from graders.reports.summary import shown_total
+from graders.scoring import totals
+
+MERGED_SCORES = st.lists(st.tuples(st.integers(0, 9), st.floats(-5, 50, allow_nan=False)), max_size=6)
+
+
+def graded(count_provisional):
+    """The sample grade (a provisional smoke-mode fine-tuning, pending written answers), totalled
+    as grading totals it under `count_provisional`."""
+    results = copy.deepcopy(report_samples.buggy())
+    assert any(part["provisional"] for part in results["parts"])
+    results.update(totals(results["parts"], count_provisional))
+    return results
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(count_provisional=st.booleans(), merges=MERGED_SCORES)
+def test_merged_written_answers_keep_every_total_within_its_maximum_and_equal_everywhere(count_provisional, merges):
+    results = graded(count_provisional)
+    maximum = results["max_score"]
+    written = [c["id"] for part in results["parts"] for c in part["checks"] if _is_manual(c)]
+    assert written
+    for which, score in merges:
+        apply_one(results, written[which % len(written)], score, "")
+    assert results["max_score"] == maximum  # merging gives points, never moves the maximum
+    assert results == {**results, **totals(results["parts"], count_provisional)}
+    assert 0 <= results["score"] <= results["max_score"]
+    header, [row] = gradebook_rows([{"student_id": "s1", "marker": {}, "results": results}])
+    shown = {column: float(row[header.index(column)]) for column in ("total", "max")}  # two decimals
+    assert shown == {"total": pytest.approx(results["score"], abs=0.005), "max": pytest.approx(maximum, abs=0.005)}
+    assert shown_total(results) == (results["score"], results["max_score"])
+
+
+def test_a_merge_leaves_a_provisional_part_out_of_the_total_it_was_left_out_of():
+    """The case that read 66 / 59: the smoke fine-tuning's points entered the total at the first merge."""
+    results = graded(count_provisional=False)
+    provisional = sum(part["score"] for part in results["parts"] if part["provisional"])
+    assert provisional > 0
+    written = next(c["id"] for part in results["parts"] for c in part["checks"] if _is_manual(c))
+    apply_one(results, written, 5, "")
+    counted = sum(part["score"] for part in results["parts"] if not part["provisional"])
+    assert results["score"] == round(counted, 4) <= results["max_score"]
