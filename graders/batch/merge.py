@@ -95,7 +95,9 @@ def _find_check(results: dict, check_id: str):
 
 
 def _is_manual(chk: dict) -> bool:
-    return chk.get("status") == MANUAL or "manual" in (chk.get("details") or {})
+    """A written answer: pending, merged before, or left blank or unreadable (failed, but a
+    person's to grade all the same)."""
+    return chk.get("status") == MANUAL or chk.get("graded_by_hand") is True or "manual" in (chk.get("details") or {})
 
 
 def apply_one(results: dict, check_id: str, score: float, comment: str) -> tuple[bool, float]:

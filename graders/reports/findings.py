@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .summary import as_text, clip
+from .summary import as_text, clip, merged_by_hand
 
 # A TODO stub raises NotImplementedError("NAME is not implemented yet. TODO: ..."); the check
 # reports it as "not implemented: <that message>".
@@ -44,7 +44,9 @@ class Finding:
 
 
 def needs_fixing(check: dict) -> bool:
-    return check.get("status") in ("failed", "error", "skipped")
+    """A check the student has something to fix for; a written answer a person has graded is
+    not one, whatever its points (they are the person's judgement, not a mistake found)."""
+    return check.get("status") in ("failed", "error", "skipped") and not merged_by_hand(check)
 
 
 def not_implemented_name(check: dict) -> str | None:

@@ -21,6 +21,7 @@ from markupsafe import Markup
 from . import svg
 from .findings import gather, not_implemented_name
 from .summary import (
+    GRADED_BY_HAND,
     MANUAL,
     STATUS_LABELS,
     all_checks,
@@ -31,6 +32,7 @@ from .summary import (
     headline,
     is_rejected,
     isolation_warning,
+    merged_by_hand,
     ungraded_title,
     is_self_check,
     one_line,
@@ -439,12 +441,13 @@ def _check_view(part_index: int, index: int, check: dict) -> CheckView:
     details = _mapping(check.get("details"))
     diagnosis = _mapping(check.get("diagnosis"))
     status = check.get("status") if check.get("status") in STATUS_LABELS else "error"
+    merged = merged_by_hand(check)
     return CheckView(
         anchor=f"part-{part_index}-check-{index}",
         title=clip(check.get("title") or check.get("id") or "check", LIMITS["title"]),
-        status=status,
-        status_label=STATUS_LABELS[status],
-        icon=STATUS_ICONS[status],
+        status="graded" if merged else status,
+        status_label=GRADED_BY_HAND if merged else STATUS_LABELS[status],
+        icon=STATUS_ICONS[MANUAL] if merged else STATUS_ICONS[status],
         points=points_text(check.get("score", 0), check.get("max_score", 0)),
         hidden=check.get("visibility") == "hidden",
         message=clip(check.get("message"), LIMITS["message"]),

@@ -18,6 +18,15 @@ STATUS_LABELS = {
     "skipped": "skipped",
     MANUAL: "awaiting manual grading",
 }
+# How the reports show a written answer a person has given points (`grade merge`): its points say
+# how it went, and 2 / 5 is partial credit, not a failure.
+GRADED_BY_HAND = "graded by hand"
+
+
+def merged_by_hand(check: dict) -> bool:
+    """A written answer that a person has graded (`grade merge` recorded its points)."""
+    details = check.get("details")
+    return isinstance(details, dict) and isinstance(details.get("manual"), dict)
 
 
 @dataclass(frozen=True)

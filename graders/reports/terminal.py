@@ -33,6 +33,7 @@ from .summary import (
     is_rejected,
     is_self_check,
     isolation_warning,
+    merged_by_hand,
     one_line,
     printable,
     points_text,
@@ -181,7 +182,9 @@ def _by_hand_view(checks, self_check):
     for check in checks:
         if check.get("status") == "pending_manual":
             state = Text("written", style="magenta")
-        elif check.get("status") == "failed":  # the only way a written answer fails: it is empty
+        elif merged_by_hand(check):
+            state = Text("graded", style="cyan")
+        elif check.get("status") == "failed":  # the only way a written answer fails unmerged: it is empty
             state = Text("not written yet", style="red")
         else:
             if found.needs_fixing(check) and check.get("message"):
