@@ -299,3 +299,22 @@ def test_a_signal_to_the_driver_ends_the_array_and_writes_the_gradebook(cluster,
     assert array_gone(job), "the array was cancelled"
     for sid in kinds:
         assert json.loads((out / "submissions" / sid / "done.json").read_text())["final"] is False
+
+
+def test_a_request_slurm_can_never_run_is_cancelled_and_each_row_says_why(cluster, tmp_path):
+    """The partition's time limit (1 minute here) is below the tasks': Slurm accepts the array
+    and leaves it pending (PartitionConfig or PartitionTimeLimit) for ever; the driver cancels it and says why."""
+    subs = make_subs(tmp_path, {"notazip": "notazip", "other": "notazip"})
+    out = tmp_path / "out"
+    partition = cluster["partition"]
+    subprocess.run(["scontrol", "update", f"partitionname={partition}", "MaxTime=1"], check=True, timeout=30)
+    try:
+        status, output = run_driver(batch_command(subs, out, cluster, "--slurm-time", "5"), tmp_path / "log",
+                                    timeout=60)
+    finally:
+        subprocess.run(["scontrol", "update", f"partitionname={partition}", "MaxTime=INFINITE"], check=True, timeout=30)
+    assert status == 0, output
+    assert "waiting: the partition cannot run it as asked" in output
+    for row in one_row_each(out, ["notazip", "other"]).values():
+        assert row["status"] == "error" and "Slurm cannot run its task as asked" in row["reason"]
+        assert "(pending reason Partition" in row["reason"]  # PartitionConfig or PartitionTimeLimit

@@ -522,8 +522,13 @@ def submit(todo: list[dict], out: Path, config) -> SlurmOutcome:
                 try:
                     jobs = executor.map_array(run_task, todo, [state] * count, [config.hard_timeout] * count,
                                               [config.retries] * count, [budget_min * 60] * count, [budget_min] * count)
-                except Exception as error:  # sbatch refused: the message is Slurm's
-                    raise RuntimeError(f"Slurm refused the array: {' '.join(str(error).split())[-600:]}") from None
+                except Exception as error:  # sbatch refused: the message is Slurm's; each submission says so
+                    message = f"Slurm refused the array: {' '.join(str(error).split())[-600:]}"
+                    for spec in todo:
+                        if not store.is_done(out, spec["student_id"], spec["key"]):
+                            publish_error(spec, f"{message}; change the --slurm-* options and run again",
+                                          final=False)
+                    raise RuntimeError(message) from None
                 job_id = str(jobs[0].job_id).split("_")[0] if jobs else None
                 outcome.submitted += len(jobs)
                 outcome.job_id = job_id
