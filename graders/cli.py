@@ -5,6 +5,7 @@
     grade build [--template] ...      regenerate the template, golden fixtures, student bundle
     grade report RESULTS.json         re-render the reports of a results.json
     grade batch SUBMISSIONS --out DIR grade a whole course, resumably
+    grade answers DIR                 the batch's written answers to grade: a CSV to fill in, a page to read
     grade merge MANUAL.csv --out DIR  merge manual scores of written answers into a batch
     grade doctor                      every layer of the sandbox on this machine, with fixes
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from graders.options import add_grading_arguments, command_parser, grading_options
 
-SUBCOMMANDS = ("check", "build", "report", "batch", "merge", "doctor", "gradescope-kit")
+SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "doctor", "gradescope-kit")
 EXIT_NOT_ISOLATED = 3
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
@@ -283,6 +284,10 @@ def _subcommand(name):
         from graders import selfcheck
 
         return selfcheck.cmd_check if name == "check" else selfcheck.cmd_build
+    if name == "answers":
+        from graders.batch.answers import cmd_answers
+
+        return cmd_answers
     from graders.batch import cli as batch_cli
 
     return batch_cli.cmd_batch if name == "batch" else batch_cli.cmd_merge

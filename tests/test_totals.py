@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import report_samples
 from graders.batch.gradebook import gradebook_rows
-from graders.batch.merge import _is_manual, apply_one
+from graders.batch.merge import is_written_answer, apply_one
 from graders.reports.summary import shown_total
 from graders.scoring import totals
 
@@ -30,7 +30,7 @@ def graded(count_provisional):
 def test_merged_written_answers_keep_every_total_within_its_maximum_and_equal_everywhere(count_provisional, merges):
     results = graded(count_provisional)
     maximum = results["max_score"]
-    written = [c["id"] for part in results["parts"] for c in part["checks"] if _is_manual(c)]
+    written = [c["id"] for part in results["parts"] for c in part["checks"] if is_written_answer(c)]
     assert written
     for which, score in merges:
         apply_one(results, written[which % len(written)], score, "")
@@ -48,7 +48,7 @@ def test_a_merge_leaves_a_provisional_part_out_of_the_total_it_was_left_out_of()
     results = graded(count_provisional=False)
     provisional = sum(part["score"] for part in results["parts"] if part["provisional"])
     assert provisional > 0
-    written = next(c["id"] for part in results["parts"] for c in part["checks"] if _is_manual(c))
+    written = next(c["id"] for part in results["parts"] for c in part["checks"] if is_written_answer(c))
     apply_one(results, written, 5, "")
     counted = sum(part["score"] for part in results["parts"] if not part["provisional"])
     assert results["score"] == round(counted, 4) <= results["max_score"]

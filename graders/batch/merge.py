@@ -2,8 +2,10 @@
 
     grade merge MANUAL.csv --out DIR
 
-MANUAL.csv has the columns student_id, check_id, score, comment (comment optional). check_id is
-a check's id as in results.json (`<part>.<question>`); the part's prefix may be left out.
+MANUAL.csv has the columns student_id, check_id, score, comment (comment optional; other
+columns, such as those `grade answers` writes, are passed over, and so is a row whose score is
+empty). check_id is a check's id as in results.json (`<part>.<question>`); the part's prefix may
+be left out.
 For each row, the check (status pending_manual, or graded by hand before) gets the score, clamped
 to [0, its max_score], status passed when the score is at least half its max and failed below,
 the comment in details.comment; the part's score and the total follow. The student's reports
@@ -44,6 +46,7 @@ class MergeReport:
     unknown_checks: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # unreadable rows, checks that are not written answers
     rewritten: list[str] = field(default_factory=list)  # students whose reports were rendered again
+    not_graded: list[str] = field(default_factory=list)  # rows whose score is still empty
 
     @property
     def ok(self) -> bool:
@@ -52,6 +55,8 @@ class MergeReport:
     def lines(self) -> list[str]:
         out = [f"merged {len(self.applied)} score(s) into {len(self.rewritten)} submission(s); "
                f"{len(self.unchanged)} already up to date"]
+        if self.not_graded:
+            out.append(f"{len(self.not_graded)} row(s) without a score passed over (not graded yet)")
         for label, items in (("clamped", self.clamped), ("unknown student ids", self.unknown_students),
                              ("unknown check ids", self.unknown_checks), ("problems", self.problems)):
             if items:
@@ -71,6 +76,9 @@ def read_manual_csv(path: Path, report: MergeReport) -> dict[str, dict[str, dict
         row = {(k or "").strip(): (v or "").strip() for k, v in row.items() if k is not None}
         sid, cid, raw = row.get("student_id", ""), row.get("check_id", ""), row.get("score", "")
         if not sid and not cid and not raw:
+            continue
+        if sid and cid and not raw:  # a row of `grade answers` nobody has graded yet
+            report.not_graded.append(f"{sid}: {cid}")
             continue
         try:
             score = float(raw)
@@ -94,7 +102,7 @@ def _find_check(results: dict, check_id: str):
     return None, None
 
 
-def _is_manual(chk: dict) -> bool:
+def is_written_answer(chk: dict) -> bool:
     """A written answer: pending, merged before, or left blank or unreadable (failed, but a
     person's to grade all the same)."""
     return chk.get("status") == MANUAL or chk.get("graded_by_hand") is True or "manual" in (chk.get("details") or {})
@@ -143,7 +151,7 @@ def apply_stored_manual(out: Path, student_id: str, results: dict) -> int:
         if grade.get("input_sha256") != sha:
             continue
         _, chk = _find_check(results, check_id)
-        if chk is not None and _is_manual(chk):
+        if chk is not None and is_written_answer(chk):
             apply_one(results, check_id, grade["score"], grade.get("comment", ""))
             applied += 1
     return applied
@@ -184,7 +192,7 @@ def merge_manual(csv_path: Path, out: Path) -> MergeReport:
                 if chk is None:
                     report.unknown_checks.append(f"{student_id}: {check_id} (line {grade['line']})")
                     continue
-                if not _is_manual(chk):
+                if not is_written_answer(chk):
                     report.problems.append(f"{student_id}: {chk.get('id')} is graded automatically, not by hand "
                                            f"(line {grade['line']})")
                     continue
