@@ -17,7 +17,9 @@ next to a grade's several seconds; docs/batch.md gives the measured overhead.
 
 Retries are for lost infrastructure only: the job process killed by a signal the driver did not
 send (the kernel's OOM killer, a SIGKILL from outside) or exiting with EXIT_INFRA (out of memory
-in the grading process). A student's failure, crash or timeout is a result written by the job; a
+in the grading process). A job exiting with EXIT_NODE (this machine cannot grade: no isolation, a
+missing dependency, CUDA) is not retried here: it gets a not-final error result naming the
+machine, which the next run (on Slurm, the next round, on another node) grades again. A student's failure, crash or timeout is a result written by the job; a
 job that passes the hard wall-clock limit is killed and recorded as an error result, not retried.
 """
 
