@@ -138,6 +138,8 @@ def cmd_report(argv):
     parser = command_parser("grade report", "Re-render the reports of a results.json.")
     parser.add_argument("results", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="default: the folder of results.json")
+    parser.add_argument("--after-due-date", action="store_true",
+                        help="feedback.html shows the hidden checks too (never the rubric or the flags)")
     args = parser.parse_args(argv)
     try:
         results = json.loads(args.results.read_text())
@@ -146,7 +148,7 @@ def cmd_report(argv):
         return 2
     from graders.reports import print_summary, write_reports
 
-    for kind, report in write_reports(results, args.out or args.results.parent).items():
+    for kind, report in write_reports(results, args.out or args.results.parent, after_due_date=args.after_due_date).items():
         print(f"{kind}: {report}")
     print_summary(results)
     return 0

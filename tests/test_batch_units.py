@@ -84,7 +84,7 @@ def fake_results(score=8.0, status="graded", checks=None, reason=None):
 
 def test_publish_is_atomic_and_replaces_a_stale_result(tmp_path):
     folder = store.publish(tmp_path, "alice", fake_results(8.0), {"key": "k1"})
-    assert sorted(p.name for p in folder.iterdir()) == ["done.json", "gradescope.json", "report.html", "results.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["done.json", "feedback.html", "gradescope.json", "report.html", "results.json"]
     assert store.is_done(tmp_path, "alice", "k1") and not store.is_done(tmp_path, "alice", "k2")
     store.publish(tmp_path, "alice", fake_results(0.0), {"key": "k2"})
     assert store.read_marker(tmp_path, "alice")["score"] == 0.0

@@ -1,8 +1,8 @@
 """Every HTML page the product writes starts its <head> with the Content-Security-Policy, and
 student text on it stays text.
 
-The pages: report.html (one per graded submission, self-check included) and the batch's
-summary.html. A scan of graders/ for `.html` names keeps this list honest: a new page fails
+The pages: report.html (one per graded submission, self-check included), feedback.html (the
+student's, beside it), and the batch's summary.html and answers.html (its written answers). A scan of graders/ for `.html` names keeps this list honest: a new page fails
 `test_every_page_the_product_writes_is_covered` until it is added here.
 """
 
@@ -16,12 +16,14 @@ import pytest
 
 import report_samples
 from graders.batch import store
+from graders.batch.answers import answers_html, written_answers
 from graders.batch.gradebook import rebuild
 from graders.reports import render_html, write_reports
+from graders.reports.html import render_feedback_html
 from graders.reports.html import CONTENT_SECURITY_POLICY
 
 GRADERS = Path(__file__).resolve().parents[1] / "graders"
-PAGES = {"report.html", "summary.html"}
+PAGES = {"report.html", "feedback.html", "summary.html", "answers.html"}
 SCRIPT = report_samples.SCRIPT  # <script>alert(1)</script>
 
 
@@ -69,6 +71,10 @@ def hostile_batch(out: Path) -> Path:
              "visibility": "public", "message": SCRIPT, "diagnosis": {"id": SCRIPT, "text": SCRIPT}}]}],
         "batch": {"input_sha256": "0" * 64, "wall_s": 1.5, "name": SCRIPT},
     }
+    graded["parts"].append({"id": "answers", "title": "answers", "score": 0.0, "max_score": 5.0, "checks": [
+        {"id": f"answers.{SCRIPT}", "title": SCRIPT, "status": "pending_manual", "score": 0.0, "max_score": 5.0,
+         "visibility": "public", "graded_by_hand": True, "message": SCRIPT,
+         "details": {"answer": SCRIPT, "question": SCRIPT, "rubric": SCRIPT}}]})
     rejected = {**graded, "status": "rejected", "reason": f"the zip entry {SCRIPT}", "parts": []}
     store.publish(out, "alice", graded, {"key": "a", "name": SCRIPT})
     store.publish(out, "mallory", rejected, {"key": "m"})
@@ -81,7 +87,9 @@ def pages(tmp_path: Path) -> dict[str, str]:
     grading_failed = report_samples.rejected() | {"status": "error", "reason": f"worker lost {SCRIPT}"}
     written = write_reports(grading_failed, tmp_path / "written")["html"]
     rendered["report.html (grading failed, written)"] = written.read_text(encoding="utf-8")
+    rendered |= {f"feedback.html ({name})": render_feedback_html(make()) for name, make in report_samples.SAMPLES.items()}
     rendered["summary.html (hostile batch)"] = hostile_batch(tmp_path / "batch").read_text(encoding="utf-8")
+    rendered["answers.html (hostile batch)"] = answers_html(written_answers(tmp_path / "batch", include_graded=True))
     (tmp_path / "empty").mkdir()
     rendered["summary.html (empty batch)"] = rebuild(tmp_path / "empty")[1].read_text(encoding="utf-8")
     return rendered
@@ -118,7 +126,8 @@ def test_student_script_stays_text(every_page):
         head.feed(html)
         assert "script" not in head.tags, name
         assert SCRIPT not in html and "<script" not in html.lower(), name
-    for name in ("report.html (hostile)", "summary.html (hostile batch)", "report.html (grading failed, written)"):
+    for name in ("report.html (hostile)", "feedback.html (hostile)", "summary.html (hostile batch)",
+                 "report.html (grading failed, written)", "answers.html (hostile batch)"):
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in every_page[name], name
 
 

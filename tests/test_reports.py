@@ -19,6 +19,7 @@ from rich.console import Console
 
 import report_samples
 from graders.reports import print_summary, render_html, to_gradescope, write_reports
+from graders.reports.html import render_feedback_html
 from graders.scoring import totals
 from graders.reports.gradescope import md_code
 from graders.reports.summary import format_points
@@ -257,6 +258,27 @@ def test_gradescope_visible_bytes_do_not_depend_on_hidden_results(hidden_provisi
         return to_gradescope(results)
 
     assert report_samples.visible_bytes(graded(first)) == report_samples.visible_bytes(graded(second))
+    assert render_feedback_html(graded(first)) == render_feedback_html(graded(second))  # feedback.html too
+
+
+def test_feedback_for_students_holds_no_rubric_no_flags_and_before_the_due_date_no_hidden_check():
+    results = report_samples.buggy()
+    results["integrity"] = {"flags": [{"source": "static", "kind": "reach", "where": "attention.py:3",
+                                       "reason": "opens the grader's files"}]}
+    hidden = [c for p in results["parts"] for c in p["checks"] if c["visibility"] == "hidden"]
+    staff = render_html(results)
+    assert "For the course staff" in staff and report_samples.WRITTEN_RUBRIC[:40] in staff and "opens the grader" in staff
+    feedback = render_feedback_html(results)
+    assert "For the course staff" not in feedback and "feedback" in feedback
+    assert report_samples.WRITTEN_RUBRIC[:40] not in feedback and "opens the grader" not in feedback
+    assert hidden and not any(check["title"] in feedback for check in hidden)
+    assert f"{len(hidden)} more {'check is' if len(hidden) == 1 else 'checks are'} graded now and shown after the due date" in feedback
+    visible = sum(c["score"] for p in results["parts"] if not p["provisional"] for c in p["checks"]
+                  if c["visibility"] != "hidden")
+    assert f'<span class="total-score">{format_points(visible)}</span>' in feedback
+    later = render_feedback_html(results, after_due_date=True)
+    assert all(check["title"] in later for check in hidden) and "shown after the due date" not in later
+    assert report_samples.WRITTEN_RUBRIC[:40] not in later and "opens the grader" not in later
 
 
 def test_gradescope_counts_in_the_output_are_of_the_visible_checks():
@@ -371,14 +393,16 @@ def test_terminal_rejected_submission():
 # --------------------------------------------------------------------------- write_reports
 
 
-def test_write_reports_puts_both_files_next_to_results(tmp_path):
+def test_write_reports_puts_every_file_next_to_results(tmp_path):
     results = report_samples.buggy()
     (tmp_path / "results.json").write_text(json.dumps(results))
     paths = write_reports(results, tmp_path)
-    assert paths == {"html": tmp_path / "report.html", "gradescope": tmp_path / "gradescope.json"}
+    assert paths == {"html": tmp_path / "report.html", "feedback": tmp_path / "feedback.html",
+                     "gradescope": tmp_path / "gradescope.json"}
     assert paths["html"].read_text(encoding="utf-8") == render_html(results)
+    assert paths["feedback"].read_text(encoding="utf-8") == render_feedback_html(results)
     jsonschema.validate(json.loads(paths["gradescope"].read_text()), GRADESCOPE_SCHEMA)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gradescope.json", "report.html", "results.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feedback.html", "gradescope.json", "report.html", "results.json"]
 
 
 def test_write_reports_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """The batch output folder.
 
-    DIR/submissions/<student_id>/   results.json, report.html, gradescope.json, done.json
+    DIR/submissions/<student_id>/   results.json, report.html, feedback.html, gradescope.json, done.json
     DIR/gradebook.csv, DIR/summary.html
     DIR/ledger.jsonl                one line per event (start, done, retry, timeout, ...), appended
     DIR/manual.json                 manual scores merged so far (re-applied after a regrade)

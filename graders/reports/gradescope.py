@@ -35,6 +35,7 @@ from .summary import (
     one_line,
     provisional_note,
     rejection_reason,
+    visible_only,
 )
 
 # Gradescope stores and shows results.json whole; keep each test's output small enough that
@@ -102,23 +103,6 @@ def md_code(text) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
-
-
-def visible_only(results: dict) -> dict:
-    """`results` as a student may see it before the due date: hidden checks taken out, and the
-    provisional points summed over the visible checks that remain. Everything always shown is
-    computed from it, so that resubmitting cannot tell a student how a hidden check went."""
-    parts = [{**part, "checks": [c for c in part.get("checks") or [] if _visible(c)]}
-             for part in results.get("parts") or [] if isinstance(part, dict)]
-    view = {**results, "parts": parts}
-    provisional = results.get("provisional")
-    if isinstance(provisional, dict):
-        shown = [c for part in parts if part.get("provisional") for c in part["checks"] if not is_hand_graded(c)]
-        view["provisional"] = {**provisional, "score": round(sum(_number(c.get("score")) for c in shown), 4),
-                               "max_score": round(sum(_number(c.get("max_score")) for c in shown), 4)}
-        if not shown:
-            del view["provisional"]
-    return view
 
 
 def _overview(results: dict) -> str:

@@ -11,6 +11,7 @@ that malformed or missing fields are dealt with in Python, once.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from .summary import (
     rejection_reason,
     score_label,
     shown_total,
+    visible_only,
 )
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -200,8 +202,31 @@ class PartView:
 
 
 def render_html(results: dict) -> str:
+    """The course staff's report: every check, the rubric's model answers, integrity flags."""
     template = _environment.get_template("report.html.j2")
     return template.render(report=build_report_view(results), csp_meta=CSP_META)
+
+
+def render_feedback_html(results: dict, *, after_due_date: bool = False) -> str:
+    """The report a student may be sent (`feedback.html`): `for_students(results)`, and a line
+    saying how many checks are shown after the due date."""
+    template = _environment.get_template("report.html.j2")
+    view = build_report_view(for_students(results, after_due_date=after_due_date))
+    later = 0 if after_due_date else count_checks(results).hidden
+    return template.render(report={**view, "audience": "student", "later_count": later}, csp_meta=CSP_META)
+
+
+def for_students(results: dict, *, after_due_date: bool = False) -> dict:
+    """What a student may see: no rubric (the model answers of the written questions), no
+    integrity flags (a person reviews them first), and before the due date no hidden check, nor
+    points or counts that would give one away (`visible_only`)."""
+    shown = copy.deepcopy(results if after_due_date else visible_only(results))
+    for check in all_checks(shown):
+        if isinstance(check.get("details"), dict):
+            check["details"].pop("rubric", None)
+    if isinstance(shown.get("integrity"), dict):
+        shown["integrity"] = {**shown["integrity"], "flags": []}
+    return shown
 
 
 def build_report_view(results: dict) -> dict:
@@ -213,6 +238,8 @@ def build_report_view(results: dict) -> dict:
     counts = count_checks(results)
     score, max_score = shown_total(results)
     return {
+        "audience": "staff",  # render_feedback_html's is "student"
+        "later_count": 0,
         "rejected": is_rejected(results),
         "isolation_warning": isolation_warning(results),
         "ungraded_title": ungraded_title(results),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graders.scoring import totals
+
 # Written answers wait for a person; they are neither passed nor failed checks.
 MANUAL = "pending_manual"
 
@@ -83,6 +85,28 @@ def provisional_note(results: dict) -> str | None:
     if provisional.get("counted"):
         return f"the total includes {points} provisional points, which may still change"
     return f"plus {points} provisional points, not in the total (they may still change)"
+
+
+def visible_only(results: dict) -> dict:
+    """`results` as a student may see them before the due date: hidden checks taken out, each
+    part's points and the totals summed over the visible checks that remain (the totals by
+    graders.scoring.totals, provisional points apart as the grade had them). Everything a
+    student is shown before the due date is computed from it, so that resubmitting cannot tell a
+    student how a hidden check went."""
+    if is_rejected(results):
+        return results
+    parts = []
+    for part in results.get("parts") or []:
+        if not isinstance(part, dict):
+            continue
+        checks = [c for c in part.get("checks") or [] if isinstance(c, dict) and c.get("visibility") != "hidden"]
+        parts.append({**part, "checks": checks, "score": round(sum(_points(c.get("score")) for c in checks), 4),
+                      "max_score": round(sum(_points(c.get("max_score")) for c in checks), 4)})
+    provisional = results.get("provisional")
+    view = {key: value for key, value in results.items() if key != "provisional"}
+    shown_parts = [part for part in parts if part["checks"]]
+    return {**view, "parts": shown_parts,
+            **totals(shown_parts, isinstance(provisional, dict) and provisional.get("counted") is True)}
 
 
 def is_self_check(results: dict) -> bool:
