@@ -105,6 +105,13 @@ STUBS = {
         "uniform": "def _stub(sz):\n    return torch.full((sz, sz), float('-inf'))\n",
         "random": "def _stub(sz):\n    return torch.randn(sz, sz)\n",
     }),
+    "causal_lm.PositionalEncoding.forward": ("causal_lm.py", "PositionalEncoding.forward = _stub", {
+        "zeros": "def _stub(self, x):\n    return torch.zeros_like(x)\n",
+        "ones": "def _stub(self, x):\n    return torch.ones_like(x)\n",
+        "uniform": "def _stub(self, x):\n    return x + 0.5\n",
+        "random": "def _stub(self, x):\n    return torch.randn_like(x)\n",
+        "echo": "def _stub(self, x):\n    return x.clone()\n",
+    }),
     "causal_lm.TransformerModel.forward": ("causal_lm.py", "TransformerModel.forward = _stub", {
         "zeros": "def _stub(self, src, src_mask=None):\n    return torch.zeros(*src.shape, self.d_model)\n",
         "ones": "def _stub(self, src, src_mask=None):\n    return torch.ones(*src.shape, self.d_model)\n",
@@ -242,7 +249,8 @@ PARTS = {
     "block": (["encoder.TransformerBlock.forward"], {}),
     "bert": (["bert.BertModel.forward"], {}),
     "pretraining": (["bert.mask_inputs", "bert.pretrain_step"], {}),
-    "causal_lm": (["causal_lm.generate_square_subsequent_mask", "causal_lm.TransformerModel.forward",
+    "causal_lm": (["causal_lm.generate_square_subsequent_mask", "causal_lm.PositionalEncoding.forward",
+                   "causal_lm.TransformerModel.forward",
                    "causal_lm.LMHead.forward", "causal_lm.ClassificationHead.forward", "causal_lm.count_parameters",
                    "causal_lm.closed_form_parameter_count"], {}),
     "gpt": (["gpt.GPT.forward", "gpt.GPT.generate", "gpt.LanguageModelingDataset.__getitem__", "gpt.lm_collate_fn"], {}),

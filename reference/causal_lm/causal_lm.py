@@ -49,7 +49,12 @@ class PositionalEncoding(nn.Module):
 
 class TransformerModel(nn.Module):
     """ids (B, T) -> embedding * sqrt(d_model) -> positional encoding -> nlayers causal
-    nn.TransformerEncoderLayer (batch_first) -> hidden states (B, T, d_model). No head."""
+    nn.TransformerEncoderLayer (batch_first) -> hidden states (B, T, d_model). No head.
+
+    Its sub-modules are an nn.Embedding, a PositionalEncoding and an nn.TransformerEncoder. The
+    checks run each of them on its own, found by the template's attribute names (embedding,
+    pos_encoder, transformer_encoder) or else by their class: other names are fine.
+    """
 
     def __init__(self, ntoken, d_model, nhead, d_hid, nlayers, dropout=0.5):
         super().__init__()

@@ -304,16 +304,106 @@ def batch_first_shape(ctx):
     lm_gate(ctx)
 
 
-SUB_MODULES = ("embedding", "pos_encoder", "transformer_encoder")
+class TableInput(NamedTuple):
+    d_model: int
+    x: torch.Tensor  # (B, T, d_model)
+
+
+@st.composite
+def table_inputs(draw):
+    """(d_model, x (B, T, d_model)): even sizes, as the model's (the tutorial's table, right for them, is
+    accepted), and sequences long enough for the slow dimensions to move."""
+    d_model = 2 * draw(st.integers(1, 8))
+    B, T = draw(st.integers(1, 3)), draw(st.integers(2, 40))
+    seed = draw(st.integers(0, 2**16))
+    return TableInput(d_model, torch.randn(B, T, d_model, generator=torch.Generator().manual_seed(seed)))
+
+
+def _table_variants(T, E):
+    """(diagnosis, (T, E) table) of known mistakes in the positional table."""
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, E, 2, dtype=torch.float64)
+
+    def table(freq, swap=False):
+        out = torch.zeros(T, E, dtype=torch.float64)
+        first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+        out[:, 0::2] = first(pos * freq)
+        out[:, 1::2] = second(pos * freq[: E // 2])
+        return out
+
+    return [
+        ("pe_log_base", table(torch.exp(two_i * (-math.log10(10000.0) / E)))),  # log10 for the natural log
+        ("pe_wrong_exponent", table(10000.0 ** (-torch.arange(E // 2 + E % 2, dtype=torch.float64) / E))),  # i for 2i
+        ("pe_wrong_exponent", table(10000.0 ** (two_i / E))),  # the exponent's sign
+        ("pe_sin_cos_swapped", table(10000.0 ** (-two_i / E), swap=True)),
+    ]
+
+
+@check("causal_lm.positional_table", "PositionalEncoding adds PE(pos, 2i) = sin(pos / 10000^(2i/d)), "
+                                     "PE(pos, 2i+1) = cos(the same) to position pos (eval mode)")
+def positional_table(ctx):
+    # The table is compared with the docstring's formula itself: the model's checks run the
+    # student's own pos_encoder, so a table with other frequencies would pass them all.
+    @ctx.given(table_inputs())
+    def prop(ex):
+        d_model, x = ex
+        handle = ctx.student.construct(MODULE, "PositionalEncoding", d_model, 0.1)
+        ctx.student.call(handle, "eval")
+        B, T, _ = x.shape
+        got = expect_tensor(ctx.student.call(handle, "__call__", x), f"PositionalEncoding({d_model}) output",
+                            shape=(B, T, d_model))
+        expected = x.double() + _sinusoid(T, d_model)
+        if is_close(got, expected, atol=1e-4):
+            return
+        added = got.double() - x.double()
+        diagnosis = next((name for name, table in _table_variants(T, d_model)
+                          if is_close(added, table.expand_as(added), atol=1e-4)), None)
+        expect_close(got, expected, f"PositionalEncoding({d_model}) (eval mode) on x of shape {(B, T, d_model)}: x + "
+                                    "PE[:T]", atol=1e-4, diagnosis=diagnosis)
+
+
+# The roles forward_wiring runs on their own, the template's attribute name and the class that fills
+# each. The names are the template's, not the contract's: a model that names them otherwise (the
+# PyTorch word-language-model example calls its embedding `encoder`) is found by class.
+SUB_MODULES = {"embedding": ("embedding", "Embedding"), "pos_encoder": ("pos_encoder", "PositionalEncoding"),
+               "transformer_encoder": ("transformer_encoder", "TransformerEncoder")}
+
+
+def _class_name(handle):
+    """The class of an object of the student's ("torch.nn.modules.sparse.Embedding" -> "Embedding")."""
+    return str(getattr(handle, "type_name", "")).rsplit(".", 1)[-1]
+
+
+def sub_modules(ctx, handle):
+    """{role: the model's sub-module in that role}: the attribute the template names, or else the
+    one child module of the role's class (found among the model's direct children)."""
+    try:
+        children = ctx.student.getattr(handle, "_modules")
+    except StudentError:
+        children = None
+    if not isinstance(children, dict):
+        children = {}
+    found = {}
+    for role, (name, cls) in SUB_MODULES.items():
+        of_class = [child for child in children.values() if _class_name(child) == cls]
+        if name in children and (_class_name(children[name]) == cls or not of_class):
+            found[role] = children[name]  # the template's name (a class of the student's own under it too)
+        elif len(of_class) == 1:
+            found[role] = of_class[0]
+    missing = [role for role in SUB_MODULES if role not in found]
+    if missing:
+        listed = ", ".join(f"{name} ({_class_name(child)})" for name, child in children.items()) or "none"
+        wanted = "; ".join(f"{'an' if SUB_MODULES[role][1][0] in 'AEIOU' else 'a'} {SUB_MODULES[role][1]} (the "
+                           f"template's self.{SUB_MODULES[role][0]})" for role in missing)
+        raise CheckFailed(f"TransformerModel's forward is run here sub-module by sub-module, and one is missing: {wanted}. "
+                          f"Its sub-modules are: {listed}"[:600])
+    return found
 
 
 def forward_variants(ctx, handle, ids, d_model, ntoken):
     """(the right hidden states, [(diagnosis, hidden states)] of known mistakes), from the model's own
     sub-modules."""
-    try:
-        mods = {name: ctx.student.getattr(handle, name) for name in SUB_MODULES}
-    except StudentError:
-        raise CheckFailed(f"TransformerModel needs the sub-modules the template names: {', '.join(SUB_MODULES)}") from None
+    mods = sub_modules(ctx, handle)
 
     def run(name, *args, **kwargs):
         out = ctx.student.call(mods[name], "__call__", *args, **kwargs)

@@ -16,6 +16,7 @@ FF_FORMULA = "feed_forward = (d_model * d_hid + d_hid) + (d_hid * d_model + d_mo
 LM_HEAD = "self.decoder = nn.Linear(d_model, ntoken)"
 LAYER_NORMS = "layer_norms = 2 * (2 * d_model)"
 BASE = "base = ntoken * d_model + nlayers * (attention + feed_forward + layer_norms)"
+DIV_TERM = "div_term = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))  # (E/2,)"
 CAUSAL_DEFAULT = "src_mask = generate_square_subsequent_mask(src.size(1)).to(src.device)"
 
 
@@ -78,9 +79,27 @@ MUTANTS = [
         "closed_form_wrong"),
     one("lm_closed_form_lm_head_no_bias", "causal_lm", LM, '"lm_head": d_model * ntoken + ntoken,',
         '"lm_head": d_model * ntoken,', "closed_form_wrong"),
+    # the forward checks run the student's own pos_encoder: only a check of the table itself sees these
+    one("lm_pe_log10", "causal_lm", LM, DIV_TERM,
+        "div_term = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log10(10000.0) / embed_dim))", "pe_log_base"),
+    one("lm_pe_exponent_i", "causal_lm", LM, DIV_TERM,
+        "div_term = torch.exp(torch.arange(0, (embed_dim + 1) // 2) * (-math.log(10000.0) / embed_dim))",
+        "pe_wrong_exponent"),
 ]
 
 ALTERNATIVES = [
+    Alternative(
+        "lm_word_language_model_names",
+        ("causal_lm",),
+        (Edit(LM, "self.embedding = nn.Embedding(ntoken, d_model)", "self.encoder = nn.Embedding(ntoken, d_model)"),
+         Edit(LM, "self.pos_encoder = PositionalEncoding(d_model, dropout)", "self.pos_enc = PositionalEncoding(d_model, dropout)"),
+         Edit(LM, ENCODER, ENCODER.replace("self.transformer_encoder", "self.transformer")),
+         Edit(LM, SCALE, SCALE.replace("self.embedding(src)", "self.encoder(src)")),
+         Edit(LM, "x = self.pos_encoder(x)", "x = self.pos_enc(x)"),
+         Edit(LM, RUN_ENCODER, RUN_ENCODER.replace("self.transformer_encoder", "self.transformer"))),
+        "sub-modules named otherwise than in the template (the embedding called `encoder`, as in PyTorch's "
+        "word-language-model example)",
+    ),
     Alternative(
         "lm_pe_tutorial_table_even_sizes",
         ("causal_lm",),
