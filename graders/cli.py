@@ -7,6 +7,7 @@
     grade batch SUBMISSIONS --out DIR grade a whole course, resumably
     grade answers DIR                 the batch's written answers to grade: a CSV to fill in, a page to read
     grade merge MANUAL.csv --out DIR  merge manual scores of written answers into a batch
+    grade export DIR --lms canvas     the batch's totals as Canvas's gradebook import (or moodle's worksheet)
     grade doctor                      every layer of the sandbox on this machine, with fixes
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
 
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from graders.options import add_grading_arguments, command_parser, grading_options
 
-SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "doctor", "gradescope-kit")
+SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "export", "doctor", "gradescope-kit")
 EXIT_NOT_ISOLATED = 3
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
@@ -290,6 +291,10 @@ def _subcommand(name):
         from graders.batch.answers import cmd_answers
 
         return cmd_answers
+    if name == "export":
+        from graders.batch.lms import cmd_export
+
+        return cmd_export
     from graders.batch import cli as batch_cli
 
     return batch_cli.cmd_batch if name == "batch" else batch_cli.cmd_merge

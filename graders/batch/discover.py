@@ -10,9 +10,16 @@ The student id is the entry's name without its extension (`alice.zip` -> `alice`
 understood on request (`--names`):
 
     canvas   `doejane_12345_67890_hw.zip` or `doejane_LATE_12345_67890_hw.zip`
-             -> id 12345 (the Canvas user id, the "ID" column of a Canvas gradebook), name doejane
+             -> id 12345 (the Canvas user id, the "ID" column of a Canvas gradebook), name doejane,
+             late when Canvas marked it LATE. A student who uploaded the module files one by one
+             (`doejane_12345_67890_attention.py`, `doejane_12345_67890_encoder.py`, ...) is one
+             submission: the files are copied under their own names into a folder of the batch's
+             (`staging`), the latest upload of each name winning (the highest Canvas submission
+             id; a re-upload Canvas renamed `attention-1.py` counts as `attention.py`).
     moodle   `Jane Doe_4567_assignsubmission_file_` (a folder, or a file with that prefix)
-             -> id 4567 (the participant id, "Participant 4567" in Moodle's grading worksheet), name Jane Doe
+             -> id 4567 (the participant id, "Participant 4567" in Moodle's grading worksheet), name
+             Jane Doe. A folder of Moodle's "download submissions in folders" that holds a single
+             zip or notebook (`Jane Doe_4567_assignsubmission_file_/hw4.zip`) is that file.
 
 An entry that does not match the scheme keeps its plain id. A manifest CSV (`student_id,path`,
 paths relative to the manifest's folder unless absolute) replaces all of this: only the listed
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +39,8 @@ from graders.grading import input_sha256
 SKIPPED_NAMES = frozenset({"__MACOSX"})
 STRIPPED_SUFFIXES = (".zip", ".ipynb")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
-_CANVAS = re.compile(r"^(?P<name>[^_]+)_(?:LATE_)?(?P<id>\d+)_(?P<submission>\d+)_.*$")
+_CANVAS = re.compile(r"^(?P<name>[^_]+)_(?P<late>LATE_)?(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.*)$")
+_RENAMED_UPLOAD = re.compile(r"^(?P<stem>.+)-\d+(?P<suffix>\.[A-Za-z0-9]+)$")  # Canvas's `attention-1.py`
 _MOODLE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)_.*$")
 NAME_SCHEMES = ("plain", "canvas", "moodle")
 
@@ -46,9 +55,11 @@ class Submission:
     path: Path
     name: str = ""  # a display name where the LMS file name gives one
     sha256: str = ""  # of the input as it is (graders.grading.input_sha256)
+    late: bool = False  # the LMS marked it late (Canvas's LATE)
 
     def to_json(self) -> dict:
-        return {"student_id": self.student_id, "path": str(self.path), "name": self.name, "sha256": self.sha256}
+        return {"student_id": self.student_id, "path": str(self.path), "name": self.name, "sha256": self.sha256,
+                "late": self.late}
 
 
 def safe_id(text: str) -> str:
@@ -74,10 +85,13 @@ def id_from_entry(entry_name: str, scheme: str = "plain") -> tuple[str, str]:
 
 
 def discover(folder: Path | None, *, manifest: Path | None = None, names: str = "plain",
-             hash_inputs: bool = True, exclude: tuple[Path, ...] = ()) -> list[Submission]:
+             hash_inputs: bool = True, exclude: tuple[Path, ...] = (), staging: Path | None = None) -> list[Submission]:
     """The submissions, sorted by student id. Raises DiscoveryError on duplicate ids.
-    `exclude`: paths that are not submissions even inside the folder (the output folder)."""
+    `exclude`: paths that are not submissions even inside the folder (the output folder).
+    `staging`: where a Canvas student's files uploaded one by one are gathered into one folder
+    (without it, they are duplicate ids)."""
     excluded = {Path(p).resolve() for p in exclude}
+    late: set[str] = set()
     if manifest is not None:
         pairs = _from_manifest(Path(manifest), folder)
     else:
@@ -88,7 +102,13 @@ def discover(folder: Path | None, *, manifest: Path | None = None, names: str = 
             if entry.name.startswith(".") or entry.name in SKIPPED_NAMES or entry.resolve() in excluded:
                 continue
             student_id, display = id_from_entry(entry.name, names)
+            if names == "canvas" and (match := _CANVAS.match(entry.name)) and match["late"]:
+                late.add(student_id)
+            if names == "moodle" and _MOODLE.match(entry.name):
+                entry = _single_file_inside(entry)
             pairs.append((student_id, entry, display))
+        if names == "canvas" and staging is not None:
+            pairs = _gather_canvas_uploads(pairs, Path(staging))
     seen: dict[str, Path] = {}
     duplicates = []
     for student_id, path, _ in pairs:
@@ -98,9 +118,51 @@ def discover(folder: Path | None, *, manifest: Path | None = None, names: str = 
     if duplicates:
         raise DiscoveryError("several submissions have the same student id (keep one, or give a --manifest):\n  "
                              + "\n  ".join(duplicates))
-    submissions = [Submission(sid, path, display, input_sha256(path) if hash_inputs else "")
+    submissions = [Submission(sid, path, display, input_sha256(path) if hash_inputs else "", sid in late)
                    for sid, path, display in pairs]
     return sorted(submissions, key=lambda s: s.student_id)
+
+
+def _single_file_inside(entry: Path) -> Path:
+    """A Moodle folder holding a single zip or notebook is that file; anything else stays the folder."""
+    if not entry.is_dir() or entry.is_symlink():
+        return entry
+    inside = [path for path in entry.iterdir() if not path.name.startswith(".") and path.name not in SKIPPED_NAMES]
+    if len(inside) == 1 and inside[0].is_file() and not inside[0].is_symlink() \
+            and inside[0].suffix.lower() in STRIPPED_SUFFIXES:
+        return inside[0]
+    return entry
+
+
+def _gather_canvas_uploads(pairs: list[tuple[str, Path, str]], staging: Path) -> list[tuple[str, Path, str]]:
+    """Each Canvas student with several uploaded files, or with one module file, becomes one
+    folder under `staging` holding the files under their own names; a zip, a notebook or a
+    folder alone stays as it is."""
+    by_student: dict[str, list[tuple[str, Path, str]]] = {}
+    for pair in pairs:
+        by_student.setdefault(pair[0], []).append(pair)
+    gathered = []
+    for student_id, entries in by_student.items():
+        uploads = [(match, path) for _, path, _ in entries
+                   if (match := _CANVAS.match(path.name)) and path.is_file() and not path.is_symlink()]
+        alone = len(entries) == 1 and (entries[0][1].is_dir() or entries[0][1].suffix.lower() in STRIPPED_SUFFIXES)
+        if alone or len(uploads) != len(entries):
+            gathered += entries
+            continue
+        latest: dict[str, tuple[int, Path]] = {}
+        for match, path in uploads:
+            renamed = _RENAMED_UPLOAD.match(match["file"])
+            name = f"{renamed['stem']}{renamed['suffix']}" if renamed else match["file"]
+            if name not in latest or int(match["submission"]) >= latest[name][0]:
+                latest[name] = (int(match["submission"]), path)
+        folder = staging / student_id
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        for name, (_, path) in sorted(latest.items()):
+            shutil.copyfile(path, folder / safe_id(name))
+        gathered.append((student_id, folder, entries[0][2]))
+    return gathered
 
 
 def _from_manifest(manifest: Path, folder: Path | None) -> list[tuple[str, Path, str]]:

@@ -6,8 +6,10 @@ run, merge or resume wrote them last.
 
 gradebook.csv, one row per result folder, sorted by student id:
 
-    student_id, name, total, max, status, <one column per part: its score>, pending_manual,
-    flags, report, reason
+    student_id, name, late, total, max, status, <one column per part: its score>, provisional,
+    pending_manual, flags, isolation, report, reason
+
+`late` is "late" where the LMS marked the submission late (Canvas's LATE), else empty.
 
 `status` is graded, rejected (the input could not be graded: not a zip, zip-slip, ...) or
 error (grading did not finish: hard time limit, grader failure, infrastructure lost too often).
@@ -76,7 +78,7 @@ def _fmt(value: float) -> str:
 
 def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     parts = part_ids(rows)
-    header = ["student_id", "name", "total", "max", "status", *parts, "provisional", "pending_manual", "flags",
+    header = ["student_id", "name", "late", "total", "max", "status", *parts, "provisional", "pending_manual", "flags",
               "isolation", "report", "reason"]
     table = []
     for row in rows:
@@ -85,7 +87,9 @@ def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         pending = sum(1 for p in results.get("parts") or [] for c in p.get("checks") or [] if c.get("status") == MANUAL)
         reason = "" if store.outcome_of(results) == store.GRADED else str(results.get("reason") or "")
         report = f"{store.SUBMISSIONS}/{row['student_id']}/report.html"
-        table.append([row["student_id"], str((results.get("batch") or {}).get("name") or row["marker"].get("name") or ""),
+        batch = results.get("batch") if isinstance(results.get("batch"), dict) else {}
+        table.append([row["student_id"], str(batch.get("name") or row["marker"].get("name") or ""),
+                      "late" if batch.get("late") is True else "",
                       _fmt(_number(results.get("score"))), _fmt(_number(results.get("max_score"))),
                       store.outcome_of(results), *[scores.get(pid, "") for pid in parts],
                       _provisional_cell(results), str(pending),

@@ -85,7 +85,7 @@ def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> 
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in (config.options or {}).items()}
     return [{
         "out": str(Path(out).resolve()), "student_id": s.student_id, "source": str(Path(s.path).resolve()),
-        "name": s.name, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
+        "name": s.name, "late": s.late, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
         "parts": config.parts, "seed": config.seed, "limits": config.limits.to_json(), "options": options,
         "extra_secrets": secrets, "unsafe": config.unsafe, "assignment": assignment,
     } for s in submissions]
@@ -93,7 +93,8 @@ def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> 
 
 def plan(folder: Path | None, out: Path, config: BatchConfig) -> tuple[list[dict], list[dict]]:
     """(all specs, specs still to grade)."""
-    submissions = discover(folder, manifest=config.manifest, names=config.names, exclude=(out,))
+    submissions = discover(folder, manifest=config.manifest, names=config.names, exclude=(out,),
+                           staging=Path(out) / store.STATE / "intake")
     specs = job_specs(submissions, out, config)
     todo = [s for s in specs if config.regrade
             or not store.is_done(out, s["student_id"], s["key"], redo_errors=config.redo_errors)]

@@ -68,7 +68,8 @@ def grade_spec(spec: dict) -> dict:
     results = grade(spec["source"], seed=spec.get("seed"), only_parts=spec.get("parts"),
                     limits=Limits.from_json(spec["limits"]), options=grading_options(spec.get("options")),
                     extra_secrets=spec.get("extra_secrets", ()), unsafe=bool(spec.get("unsafe")))
-    results["batch"] = {"student_id": spec["student_id"], "name": spec.get("name", ""), "outcome": None, "attempt": spec.get("attempt", 1),
+    results["batch"] = {"student_id": spec["student_id"], "name": spec.get("name", ""), "late": bool(spec.get("late")),
+                        "outcome": None, "attempt": spec.get("attempt", 1),
                         "input_sha256": spec["input_sha256"], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
                         "wall_s": round(time.time() - started, 3), "host": os.uname().nodename}
     # "error": grade() could not run the student's code at all (no worker started); the next

@@ -225,7 +225,8 @@ def error_result(spec: dict, reason: str, *, attempts: int = 1, host: str | None
         "versions": versions(assignment),
         "timings": {},
         "parts": [],
-        "batch": {"student_id": spec["student_id"], "name": spec.get("name", ""), "outcome": store.ERROR, "attempt": attempts,
+        "batch": {"student_id": spec["student_id"], "name": spec.get("name", ""), "late": bool(spec.get("late")),
+                  "outcome": store.ERROR, "attempt": attempts,
                   "input_sha256": spec["input_sha256"], "reason": reason, **({"host": host} if host else {})},
     }
 

@@ -1,0 +1,117 @@
+"""The LMS round trip: Canvas's and Moodle's downloads in (per-file uploads grouped per student,
+Moodle's folders, Canvas's LATE kept), and the totals out in Canvas's gradebook import and
+Moodle's grading worksheet, with the columns their documentation names."""
+
+import csv
+import zipfile
+
+import pytest
+
+from graders.batch import store
+from graders.batch.discover import DiscoveryError, discover
+from graders.batch.gradebook import gradebook_rows, load_rows
+from graders.batch.lms import CANVAS_IDENTITY, MOODLE_COLUMNS, canvas_import, moodle_worksheet
+from graders.cli import main
+from tests.test_batch_units import fake_results, written_results
+
+
+def _zip(path, files):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+# ---------------------------------------------------------------------------- downloads in
+
+
+def test_canvas_per_file_uploads_are_one_submission_with_the_latest_of_each_file(tmp_path):
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    (downloads / "doejane_12345_700_attention.py").write_text("first")
+    (downloads / "doejane_12345_700_encoder.py").write_text("encoder")
+    (downloads / "doejane_LATE_12345_901_attention-1.py").write_text("re-uploaded")  # Canvas renamed the second upload
+    _zip(downloads / "roejohn_678_702_hw.zip", {"attention.py": "john"})
+    submissions = discover(downloads, names="canvas", staging=tmp_path / "staging")
+    jane, john = submissions
+    assert (jane.student_id, jane.name, jane.late) == ("12345", "doejane", True)
+    assert sorted(path.name for path in jane.path.iterdir()) == ["attention.py", "encoder.py"]
+    assert (jane.path / "attention.py").read_text() == "re-uploaded"  # the highest Canvas submission id wins
+    assert (john.student_id, john.late, john.path.name) == ("678", False, "roejohn_678_702_hw.zip")
+    again = discover(downloads, names="canvas", staging=tmp_path / "staging")
+    assert [s.sha256 for s in again] == [s.sha256 for s in submissions]  # gathered again, the same input
+
+
+def test_without_a_staging_folder_per_file_uploads_are_still_duplicate_ids(tmp_path):
+    (tmp_path / "doejane_12345_700_attention.py").write_text("a")
+    (tmp_path / "doejane_12345_700_encoder.py").write_text("e")
+    with pytest.raises(DiscoveryError, match="same student id"):
+        discover(tmp_path, names="canvas")
+
+
+def test_moodle_download_in_folders_grades_the_zip_inside(tmp_path):
+    folder = tmp_path / "Jane Doe_4567_assignsubmission_file_"
+    folder.mkdir()
+    _zip(folder / "hw4.zip", {"attention.py": "x"})
+    modules = tmp_path / "John Roe_89_assignsubmission_file_"
+    modules.mkdir()
+    (modules / "attention.py").write_text("y")
+    (modules / "encoder.py").write_text("z")
+    found = {submission.student_id: submission for submission in discover(tmp_path, names="moodle")}
+    jane, john = found["4567"], found["89"]
+    assert (jane.student_id, jane.name, jane.path) == ("4567", "Jane Doe", folder / "hw4.zip")
+    assert (john.student_id, john.path) == ("89", modules)  # module files: the folder is the submission
+
+
+def test_lateness_is_a_gradebook_column(tmp_path):
+    store.publish(tmp_path, "12345", fake_results(5.0) | {"batch": {"name": "doejane", "late": True}}, {"key": "a"})
+    store.publish(tmp_path, "678", fake_results(6.0) | {"batch": {"name": "roejohn", "late": False}}, {"key": "b"})
+    header, rows = gradebook_rows(load_rows(tmp_path))
+    assert header[:3] == ["student_id", "name", "late"]
+    assert [row[:3] for row in rows] == [["12345", "doejane", "late"], ["678", "roejohn", ""]]
+
+
+# ---------------------------------------------------------------------------- totals out
+
+
+@pytest.fixture
+def batch(tmp_path):
+    graded = fake_results(5.5) | {"batch": {"name": "doejane"}, "assignment": {"name": "bert", "title": "BERT HW"}}
+    store.publish(tmp_path, "12345", graded, {"key": "a"})
+    store.publish(tmp_path, "678", written_results() | {"batch": {"name": "=cmd|calc"}}, {"key": "b"})
+    store.publish(tmp_path, "9", fake_results(0.0) | {"status": "rejected", "parts": []}, {"key": "c"})
+    store.publish(tmp_path, "10", fake_results(0.0) | {"status": "error", "parts": [], "batch": {"outcome": "error"}},
+                  {"key": "d"})
+    return tmp_path
+
+
+def test_canvas_import_has_canvas_identity_columns_an_assignment_column_and_points_possible(batch):
+    export = canvas_import(batch)
+    rows = list(csv.reader(export.text.splitlines()))
+    assert rows[0] == [*CANVAS_IDENTITY, "BERT HW"]  # the columns of Canvas's own gradebook export
+    assert rows[1][0].strip() == "Points Possible" and rows[1][5] == "16"
+    by_id = {row[1]: row for row in rows[2:]}
+    assert by_id["12345"] == ["doejane", "12345", "", "", "", "5.5"]
+    assert by_id["678"][0] == "'=cmd|calc"  # no formula for a spreadsheet to run
+    assert by_id["9"][5] == "0" and by_id["10"][5] == ""  # rejected: its grade; error: none yet
+    assert export.not_graded == ["10"] and export.pending == ["678 (2)"]
+
+
+def test_moodle_worksheet_has_the_worksheet_columns_and_participant_identifiers(batch):
+    rows = list(csv.DictReader(moodle_worksheet(batch).text.splitlines()))
+    assert tuple(rows[0]) == MOODLE_COLUMNS == ("Identifier", "Full name", "Email address", "Status", "Grade",
+                                                "Maximum Grade", "Grade can be changed", "Last modified (submission)",
+                                                "Last modified (grade)", "Feedback comments")
+    jane = next(row for row in rows if row["Identifier"] == "Participant 12345")
+    assert (jane["Full name"], jane["Grade"], jane["Grade can be changed"]) == ("doejane", "5.5", "Yes")
+
+
+def test_the_export_command_writes_the_file_and_warns_of_what_is_missing(batch, capsys):
+    assert main(["export", str(batch), "--lms", "canvas", "--title", "Transformers HW (123456)"]) == 0
+    captured = capsys.readouterr()
+    assert "canvas-import.csv (4 students)" in captured.out
+    assert "no total for 1 submission(s)" in captured.err and "written answers still to grade" in captured.err
+    assert (batch / "canvas-import.csv").read_text().splitlines()[0].endswith(",Transformers HW (123456)")
+    assert main(["export", str(batch), "--lms", "moodle"]) == 0
+    assert (batch / "moodle-worksheet.csv").is_file()
+    assert main(["export", str(batch / "nope"), "--lms", "moodle"]) == 2
