@@ -55,7 +55,11 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-LN block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+    """Pre-LN block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+
+    The MLP's activation is GELU, exact (nn.GELU()) or its tanh approximation (minGPT's NewGELU,
+    nn.GELU(approximate="tanh")): the checks accept either.
+    """
 
     def __init__(self, config):
         super().__init__()

@@ -5,19 +5,35 @@ by its name."""
 import torch
 from torch import nn
 
+# The GELU flavours the contract accepts in the blocks' MLP: the exact one (nn.GELU()) and the
+# tanh approximation (karpathy's minGPT NewGELU, nn.GELU(approximate="tanh")); the template's
+# Block docstring says so.
+GELU_FLAVOURS = ("none", "tanh")
 
-def gpt_forward(reference, state_dict, config, idx, positions=True, final_norm=True):
-    """The reference GPT's eval-mode logits under the given weights; with positions=False or
-    final_norm=False, what a forward without the position embeddings or without ln_f gives (the
-    mistakes a check names)."""
+
+def gpt_forward(reference, state_dict, config, idx, positions=True, final_norm=True, gelu="none"):
+    """The reference GPT's eval-mode logits under the given weights, its MLPs with the given GELU
+    flavour; with positions=False, positions="ids" or final_norm=False, what a forward without the
+    position embeddings, with the token ids fed to the position embedding, or without ln_f gives
+    (the mistakes a check names)."""
     gpt = reference("gpt")
     model = gpt.GPT(gpt.GPTConfig(**config)).eval()
     model.load_state_dict(state_dict, strict=False)
-    if not positions:
+    if gelu not in GELU_FLAVOURS:
+        raise ValueError(f"gelu must be one of {GELU_FLAVOURS}, got {gelu!r}")
+    for block in model.transformer.h:
+        block.mlp["act"] = nn.GELU(approximate=gelu)
+    if positions is False:
         nn.init.zeros_(model.transformer.wpe.weight)
     if not final_norm:
         model.transformer.ln_f = nn.Identity()
     with torch.no_grad():
+        if positions == "ids":  # wpe(idx) in place of wpe(arange(T)): the ids must be < block_size
+            wte, wpe = model.transformer.wte, model.transformer.wpe
+            x = wte(idx) + wpe(idx)
+            for block in model.transformer.h:
+                x = block(x)
+            return model.lm_head(model.transformer.ln_f(x))
         return model(idx)[0]
 
 

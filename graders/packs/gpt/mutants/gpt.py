@@ -21,6 +21,8 @@ KEEP_SENTENCES = "self.token_ids = [list(ids) for ids in token_ids if len(ids) >
 PAD_X = "X = nn.utils.rnn.pad_sequence(xs, batch_first=True, padding_value=PAD_ID)"
 LM_LOSS = "loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=IGNORE_INDEX)"
 SAMPLE = "next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)"
+EMBED = "x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C)"
+ATT_MASK = 'att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))'
 LM_HEAD_GPT = "self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)"
 
 
@@ -80,9 +82,36 @@ MUTANTS = [
     one("gpt_top_k_softmax_twice", "gpt", GPT, SAMPLE,
         "next_id = torch.multinomial(F.softmax(F.softmax(logits, dim=-1), dim=-1), num_samples=1)", "top_k_leaks"),
     one("gpt_never_samples", "gpt", GPT, SAMPLE, "next_id = logits.argmax(dim=-1, keepdim=True)", "generate_never_samples"),
+    # mistakes that raise (or not) depending on the input: the failure names the mistake and the input
+    one("gpt_top_k_less_or_equal", "gpt", GPT, TOP_K_FILL,
+        'logits = logits.masked_fill(logits <= kth_best, float("-inf"))', "top_k_drops_kth"),
+    one("gpt_positions_from_ids", "gpt", GPT, EMBED, EMBED.replace("wpe(pos)", "wpe(idx)"), "gpt_positions_from_ids"),
+    one("gpt_attention_mask_not_cropped", "gpt", GPT, ATT_MASK, ATT_MASK.replace("self.bias[:, :, :T, :T]", "self.bias"),
+        "attention_mask_not_cropped"),
+    Mutant(
+        "gpt_classifier_skips_final_norm",
+        "gpt",
+        (Edit(GPT, "x = self.transformer.ln_f(x)", "hidden, x = x, self.transformer.ln_f(x)"),
+         Edit(GPT, CLS_LOGITS, "logits = self.classifier_head(hidden[:, -1, :])")),
+        "classifier_skips_final_norm",
+    ),
 ]
 
 ALTERNATIVES = [
+    Alternative(
+        "gpt_new_gelu_tanh",
+        ("gpt",),
+        (Edit(GPT, "class Block(nn.Module):", """class NewGELU(nn.Module):
+    \"\"\"karpathy's minGPT GELU: the tanh approximation (as in Google BERT and OpenAI GPT).\"\"\"
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class Block(nn.Module):"""),
+         Edit(GPT, "act=nn.GELU(),", "act=NewGELU(),")),
+        "minGPT's NewGELU, the tanh approximation of GELU, in the blocks' MLP",
+    ),
     Alternative(
         "gpt_topk_scatter",
         ("gpt",),
