@@ -235,9 +235,19 @@ LOG_ENDINGS = (("DUE TO TIME LIMIT", "TIMEOUT"), ("DUE TO NODE FAILURE", "NODE_F
                ("oom-kill", "OUT_OF_MEMORY"), ("Out Of Memory", "OUT_OF_MEMORY"))
 
 
+def _task_logs(out: Path, job_id: str, index: int) -> list[Path]:
+    """The task's submitit logs that exist (an array of one is a plain job: `JOB_0_log.*`)."""
+    folder = out / store.STATE / "submitit"
+    names = [f"{job_id}_{index}_0_log", *([f"{job_id}_0_log"] if index == 0 else [])]
+    return [folder / f"{name}.{kind}" for name in names for kind in ("err", "out") if (folder / f"{name}.{kind}").exists()]
+
+
 def _from_log(out: Path, job_id: str, index: int) -> TaskState | None:
     """What slurmstepd wrote in the task's stderr when it ended it."""
-    path = out / store.STATE / "submitit" / f"{job_id}_{index}_0_log.err"
+    errors = [p for p in _task_logs(out, job_id, index) if p.suffix == ".err"]
+    if not errors:
+        return None
+    path = errors[0]
     try:
         with open(path, "rb") as handle:
             handle.seek(max(0, path.stat().st_size - 20000))
@@ -473,8 +483,14 @@ def _wait(out: Path, job_id: str, jobs, specs: dict[int, dict], options: dict, a
             time.sleep(POLL_S if slurm else 0.2)
 
 
-def _interrupted(out: Path, job_id: str | None, todo: list[dict], signal_name: str, slurm: bool) -> None:
+def _interrupted(out: Path, job_id: str | None, todo: list[dict], signal_name: str, slurm: bool,
+                 jobs=()) -> None:
     """The driver was interrupted: cancel the array; what has no result gets a not-final error."""
+    for job in () if slurm else jobs:  # submitit's local processes
+        try:
+            job.cancel(check=False)
+        except Exception:  # noqa: BLE001 - already ended
+            pass
     if job_id and slurm:
         scancel(job_id)
         deadline = time.monotonic() + 20  # the tasks' SIGTERM, then KillWait; not longer than that
@@ -507,6 +523,7 @@ def submit(todo: list[dict], out: Path, config) -> SlurmOutcome:
     losses: dict[str, list[str]] = {}
     bad_nodes: set[str] = set()
     job_id = None
+    jobs: list = []
     with _Signals():
         try:
             for round_number in range(rounds):
@@ -548,7 +565,7 @@ def submit(todo: list[dict], out: Path, config) -> SlurmOutcome:
                 for s in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(s, signal.SIG_IGN)
             _interrupted(out, job_id, [s for s in everyone if not store.is_done(out, s["student_id"], s["key"])],
-                         str(interrupt), slurm)
+                         str(interrupt), slurm, jobs)
             (out / store.STATE / PENDING).unlink(missing_ok=True)
             raise
     node_failed = _node_failures(out, todo)
@@ -574,9 +591,13 @@ def _collect_earlier(out: Path, todo: list[dict], options: dict, accounting: boo
     if indices:
         states = task_states(out, str(earlier["job_id"]), indices, accounting)
         for index in indices:
-            state = states[index]
-            if state.state.split()[0:1] == ["CANCELLED"] and not _published(out, by_id[tasks[index]]):
-                settle(out, by_id[tasks[index]], state, bool(state.node), options)
+            state, spec = states[index], by_id[tasks[index]]
+            if _published(out, spec) or not state.ended:
+                continue
+            started = bool(_task_logs(out, str(earlier["job_id"]), index))
+            # no record and no log: it left the queue without ever starting (a cancel)
+            if state.state.split()[0:1] == ["CANCELLED"] or (state.source == "none" and not started):
+                settle(out, spec, state, started, options, seen_pending=True)
     (out / store.STATE / PENDING).unlink(missing_ok=True)
     return [s for s in todo if not store.is_done(out, s["student_id"], s["key"])]
 
