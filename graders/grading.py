@@ -258,7 +258,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         try:
             ingested = ingest(Path(source), Path(scratch) / "submission", assignment=assignment)
         except Rejected as rejected:
-            return rejected_result(source, str(rejected), assignment, mode, started, only_parts)
+            return rejected_result(source, str(rejected), assignment, mode, started, only_parts, options)
         if oracle is None:
             oracle = ReferenceOracle(assignment) if mode == INSTRUCTOR else GoldenOracle(golden_dir or assignment.golden_dir)
         reference_answers = tomllib.loads((assignment.reference_dir / assignment.answers_file).read_text()) \
@@ -450,15 +450,28 @@ def assignment_json(assignment):
     return {"name": assignment.name, "title": assignment.title}
 
 
-def rejected_result(source, reason, assignment, mode, started, only_parts=None):
-    """A rejection scores 0 out of the parts that were to be graded."""
+def counted_points(assignment, only_parts=None, options=None):
+    """What a grade of the parts is out of under `options`: their points, less those of a part
+    whose checks would be provisional (the smoke-mode fine-tuning), which the totals leave out
+    unless `count_provisional`. A rejection is out of as much as the grades beside it."""
+    options = options or {}
+    if options.get("count_provisional"):
+        return assignment.rubric.points(only_parts)
+    registry = assignment.registry()
+    return sum(part.points for part in assignment.rubric.parts
+               if (not only_parts or part.id in only_parts)
+               and not any(chk.provisional and chk.provisional(options) for chk in registry.get(part.id, [])))
+
+
+def rejected_result(source, reason, assignment, mode, started, only_parts=None, options=None):
+    """A rejection scores 0 out of what the parts that were to be graded count for."""
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "rejected",
         "reason": reason,
         "mode": mode,
         "score": 0,
-        "max_score": assignment.rubric.points(only_parts),
+        "max_score": counted_points(assignment, only_parts, options),
         "submission": {"sha256": input_sha256(source), "name": Path(source).name, "kind": "unknown", "notes": []},
         "assignment": assignment_json(assignment),
         "versions": versions(assignment),

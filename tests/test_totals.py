@@ -52,3 +52,29 @@ def test_a_merge_leaves_a_provisional_part_out_of_the_total_it_was_left_out_of()
     apply_one(results, written, 5, "")
     counted = sum(part["score"] for part in results["parts"] if not part["provisional"])
     assert results["score"] == round(counted, 4) <= results["max_score"]
+
+
+def test_a_rejection_is_out_of_what_the_grades_beside_it_are_out_of(tmp_path):
+    """A rejected row read '0 / 67' beside totals out of 59: the smoke fine-tuning's 8 points are
+    provisional, out of the totals, unless counted (or trained for real)."""
+    from graders.grading import grade
+    from tests.course import BERT
+
+    bogus = tmp_path / "hw.tar.gz"
+    bogus.write_bytes(b"not a zip")
+    finetune = BERT.rubric.part("finetune").points
+    rejected = grade(bogus, unsafe=True, assignment=BERT)
+    assert rejected["status"] == "rejected" and rejected["max_score"] == BERT.rubric.points() - finetune
+    counted = grade(bogus, unsafe=True, assignment=BERT, options={"count_provisional": True})
+    assert counted["max_score"] == BERT.rubric.points()
+    trained = grade(bogus, unsafe=True, assignment=BERT, options={"imdb": str(tmp_path), "encoder": str(tmp_path)})
+    assert trained["max_score"] == BERT.rubric.points()
+
+
+def test_the_dashboard_maximum_is_that_of_the_graded_totals():
+    from graders.batch.gradebook import summary_view
+
+    results = graded(count_provisional=False)
+    error = {**results, "status": "error", "parts": [], "max_score": 999, "batch": {"outcome": "error"}}
+    rows = [{"student_id": "a", "marker": {}, "results": results}, {"student_id": "b", "marker": {}, "results": error}]
+    assert summary_view(rows)["max"] == results["max_score"]

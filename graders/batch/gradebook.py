@@ -168,7 +168,9 @@ def _is_number(text: str) -> bool:
 def summary_view(rows: list[dict]) -> dict:
     graded = [r for r in rows if store.outcome_of(r["results"]) == store.GRADED]
     totals = [_number(r["results"].get("score")) for r in graded]
-    maxima = [_number(r["results"].get("max_score")) for r in rows] or [0.0]
+    # The totals' maximum: a row that was not graded (an error's maximum may count a provisional
+    # part that the graded totals leave out) does not set it, unless nothing was graded.
+    maxima = [_number(r["results"].get("max_score")) for r in (graded or rows)] or [0.0]
     top = max(maxima) or 1.0
     checks: dict[str, dict] = {}
     diagnoses: dict[str, dict] = {}
