@@ -40,7 +40,7 @@ install_missing() {
     local policy=/usr/sbin/policy-rc.d made_policy=0
     if [ ! -e $policy ]; then printf '#!/bin/sh\nexit 101\n' > $policy; chmod 755 $policy; made_policy=1; fi
     local apt_status=0
-    if [ ! -d /var/lib/apt/lists ] || [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v lock)" ]; then
+    if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then  # a fresh machine: no package lists yet
         apt-get update -q >/dev/null || apt_status=$?
     fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
