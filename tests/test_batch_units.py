@@ -468,3 +468,13 @@ def test_an_ended_task_is_settled_once_cancels_are_never_resubmitted(tmp_path):
     assert "out of memory" in settle(out, spec("d"), TaskState("OUT_OF_MEMORY", node="n2"), True, options)
     assert settle(out, spec("e"), TaskState("", source="none"), False, options, seen_pending=False) is not None
     assert store.read_marker(out, "c") is None and store.read_marker(out, "e") is None
+
+
+def test_a_slurm_task_imports_no_torch():
+    """An array task runs the supervisor only; its run_one process is the one that grades."""
+    import subprocess
+
+    code = "import sys, graders.batch.slurm, graders.batch.supervise; print(sorted({'torch', 'graders.grading'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
