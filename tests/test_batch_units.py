@@ -468,6 +468,12 @@ def test_an_ended_task_is_settled_once_cancels_are_never_resubmitted(tmp_path):
     assert "out of memory" in settle(out, spec("d"), TaskState("OUT_OF_MEMORY", node="n2"), True, options)
     assert settle(out, spec("e"), TaskState("", source="none"), False, options, seen_pending=False) is not None
     assert store.read_marker(out, "c") is None and store.read_marker(out, "e") is None
+    # Slurm's own time limit: the same request would end the same way; a final row, not resubmitted
+    options["work_min"] = "30"
+    assert settle(out, spec("f"), TaskState("TIMEOUT", node="n1", source="sacct"), True, options) is None
+    reason = json.loads((out / "submissions/f/results.json").read_text())["reason"]
+    assert "Slurm's time limit ended its task on n1 (--slurm-time 30 min" in reason
+    assert store.read_marker(out, "f")["final"] is True
 
 
 def test_a_slurm_task_imports_no_torch():

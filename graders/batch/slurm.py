@@ -363,8 +363,6 @@ def _loss(state: TaskState, seen_running: bool, options: dict) -> str:
         return f"its node failed{node}"
     if kind == "PREEMPTED":
         return f"its Slurm task was preempted{node}"
-    if kind == "TIMEOUT":
-        return f"Slurm's time limit ended its task{node}"
     if kind in ("FAILED", "BOOT_FAIL"):
         return f"its Slurm task failed{node} (exit code {state.exit_code or '?'}; killed?)"
     if kind == "COMPLETED":
@@ -386,6 +384,12 @@ def settle(out: Path, spec: dict, state: TaskState, seen_running: bool, options:
     if kind == "CANCELLED" or (state.source == "none" and seen_pending and not seen_running):
         publish_error(spec, _cancelled_reason(state, seen_running), final=True)
         store.log_event(out, "slurm-cancelled", spec["student_id"], by=state.by, node=state.node, source=state.source)
+        return None
+    if kind == "TIMEOUT":  # Slurm's own limit, before the task's budget ended its job: the same again would too
+        node = f" on {state.node}" if state.node and state.node != "None assigned" else ""
+        publish_error(spec, f"Slurm's time limit ended its task{node} (--slurm-time {options.get('work_min', '?')} "
+                            "min of work asked); give more with --slurm-time", final=True)
+        store.log_event(out, "slurm-timeout", spec["student_id"], node=state.node, source=state.source)
         return None
     loss = _loss(state, seen_running, options)
     store.log_event(out, "slurm-task-lost", spec["student_id"], state=state.state, node=state.node,
@@ -515,6 +519,7 @@ def submit(todo: list[dict], out: Path, config) -> SlurmOutcome:
                            f"wait for it (or scancel it) and run again")
     slurm = options["cluster"] == "slurm"
     accounting = slurm and accounting_enabled()
+    options["work_min"] = f"{work_minutes(options, config):g}"
     everyone = list(todo)
     todo = _collect_earlier(out, todo, options, accounting) if slurm else todo
     state = str(out / store.STATE)
