@@ -86,7 +86,11 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """Token + learned position embeddings -> n_layer Blocks -> ln_f -> a head:
     lm_head (B, T, vocab_size) for language modelling, or classifier_head on the last position
-    (B, n_classification_class) when finetune_classify=True."""
+    (B, n_classification_class) when finetune_classify=True.
+
+    The heads must be the attributes lm_head and classifier_head: the checks load and read their
+    weights by these names (lm_head.weight, classifier_head.weight, classifier_head.bias).
+    """
 
     def __init__(self, config):
         super().__init__()

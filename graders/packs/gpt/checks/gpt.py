@@ -466,7 +466,12 @@ def heads(ctx):
     expected = {"lm_head.weight": (11, 8), "classifier_head.weight": (3, 8), "classifier_head.bias": (3,)}
     for name, shape in expected.items():
         if shapes.get(name) != shape:
-            raise CheckFailed(f"expected a parameter {name} of shape {shape}, got {shapes.get(name)}")
+            # the names are the contract's (the GPT docstring names lm_head and classifier_head): say what is there
+            outside = {n: s for n, s in shapes.items() if not n.startswith("transformer.")}
+            found = ", ".join(f"{n} {tuple(s)}" for n, s in outside.items()) or "none"
+            raise CheckFailed(f"expected a parameter {name} of shape {shape}, got {shapes.get(name)}; the GPT docstring "
+                              f"names the heads lm_head and classifier_head. Outside transformer the model's state holds: "
+                              f"{found}"[:600])
     if "lm_head.bias" in shapes:
         raise CheckFailed("lm_head must have no bias (minGPT: Linear(n_embd, vocab_size, bias=False))", diagnosis="parameter_count_off")
     # the constructor alone earns nothing: the model must also compute (a stubbed forward)
