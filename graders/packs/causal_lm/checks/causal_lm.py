@@ -343,7 +343,11 @@ def _table_variants(T, E):
                                      "PE(pos, 2i+1) = cos(the same) to position pos (eval mode)")
 def positional_table(ctx):
     # The table is compared with the docstring's formula itself: the model's checks run the
-    # student's own pos_encoder, so a table with other frequencies would pass them all.
+    # student's own pos_encoder, so a table with other frequencies would pass them all. The
+    # tolerance: a float32 table built as exp(2i * -log(10000) / d) (the tutorial's) or as
+    # 1 / 10000 ** (2i / d) is within 7.7e-7 of the float64 formula at the positions drawn (up to
+    # 40, every even d_model up to 16), and adding it to x (|x| < 5) rounds by about 5e-7: atol 1e-4
+    # is some 60 times that; the frequency mistakes below are 600 times it and more.
     @ctx.given(table_inputs())
     def prop(ex):
         d_model, x = ex
