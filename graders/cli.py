@@ -53,16 +53,17 @@ def _grade_parser():
     return parser
 
 
-def refuse_unless_isolated(unsafe: bool, prog="grade") -> int | None:
-    """The fail-closed gate, before anything is read: EXIT_NOT_ISOLATED with every fix, or None."""
+def refuse_unless_isolated(unsafe: bool, prog="grade", level="full") -> int | None:
+    """The fail-closed gate at isolation `level`, before anything is read: EXIT_NOT_ISOLATED
+    with every fix, or None."""
     if unsafe:
         print(f"{prog}: WARNING: --unsafe-no-sandbox: student code runs without full isolation; "
               "this grade is marked as such in every output", file=sys.stderr)
         return None
-    from graders.sandbox.isolation import IsolationUnavailable, require_full_isolation
+    from graders.sandbox.isolation import IsolationUnavailable, require_isolation
 
     try:
-        require_full_isolation()
+        require_isolation(level)
     except IsolationUnavailable as refusal:
         print(f"{prog}: {refusal}", file=sys.stderr)
         return EXIT_NOT_ISOLATED
@@ -76,7 +77,7 @@ def cmd_grade(argv):
         print(f"grade: no such file or folder: {args.submission}", file=sys.stderr)
         return 2
     options = grading_options(args, parser)
-    refused = refuse_unless_isolated(options.unsafe)
+    refused = refuse_unless_isolated(options.unsafe, level=options.isolation)
     if refused is not None:
         return refused
     from graders.grading import error_result, grade, write_results
@@ -88,7 +89,7 @@ def cmd_grade(argv):
     try:
         results = grade(args.submission, seed=options.seed, only_parts=options.parts, limits=options.limits(),
                         options=options.check_options(), extra_secrets=[out.resolve()], unsafe=options.unsafe,
-                        progress=PartProgress(options))
+                        isolation=options.isolation, progress=PartProgress(options))
     except IsolationUnavailable as refusal:  # found only once the secrets were known: still a refusal
         print(f"grade: {refusal}", file=sys.stderr)
         return EXIT_NOT_ISOLATED
@@ -158,7 +159,8 @@ def cmd_report(argv):
 def cmd_doctor(argv):
     parser = command_parser("grade doctor", "Show every layer of the sandbox on this machine.")
     add_grading_arguments(parser)
-    options = grading_options(parser.parse_args(argv), parser).check_options()
+    chosen_options = grading_options(parser.parse_args(argv), parser)
+    options = chosen_options.check_options()
     from graders.assignment import chosen
     from graders.grading import assignment_paths
     from graders.sandbox.doctor import diagnose, full_isolation, render
@@ -169,8 +171,8 @@ def cmd_doctor(argv):
     paths = {kind: assignment_paths(assignment, options, kind) if assignment else []
              for kind in ("readable_paths", "held_out_paths")}
     findings = diagnose(readable_paths=paths["readable_paths"], secret_paths=paths["held_out_paths"],
-                        gpu=options.get("device") == "cuda")
-    print(render(findings))
+                        gpu=options.get("device") == "cuda", level=chosen_options.isolation)
+    print(render(findings, chosen_options.isolation))
     return 0 if full_isolation(findings) else 1
 
 

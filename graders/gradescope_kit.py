@@ -10,13 +10,17 @@ as root with the student's files in /autograder/submission, and shows
                       the grader's dependencies (graders/requirements.lock; CPU torch)
     run_autograder    python -m graders.gradescope_kit run /autograder
     requirements.txt  those versions
-    kit.json          the grading options baked in (assignment, parts, seed, unsafe)
+    kit.json          the grading options baked in (assignment, parts, seed, isolation, unsafe)
     grader/           the grader with the assignment's pack, and its reference solution, from
                       this installation
 
-Grading fails closed as everywhere: on an image where student code cannot be isolated, the
-submission is not graded, results.json says so (score 0) and the fix is in the instructor's
-stdout, unless the kit was made with --unsafe-no-sandbox, which every output then shows.
+Grading fails closed as everywhere, at the kit's isolation level: `container` by default, since
+Gradescope's Docker forbids bubblewrap's namespaces and each submission gets a container of its
+own (graders/sandbox/isolation.py), or `full`. On an image where student code cannot be isolated
+at that level, the submission is not graded: results.json tells the student so honestly (score 0,
+a problem of the autograder, please tell the instructor), and the refusal with its fix is in the
+autograder's output, which the instructor sees. --unsafe-no-sandbox grades anyway, which every
+output then shows.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from graders.assignment import PACKS_DIR, Assignment, current
 from graders.atomic import write_atomically
 from graders.cli import EXIT_NOT_ISOLATED
 from graders.options import command_parser, validate_parts
+from graders.sandbox.isolation import CONTAINER, FULL, LEVELS
 
 KIT_CONFIG = "kit.json"
 GRADER_FOLDER = "grader"
@@ -82,13 +87,14 @@ def torch_version() -> str:
 
 
 def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = None, unsafe: bool = False,
-              assignment: Assignment | None = None) -> Path:
+              assignment: Assignment | None = None, isolation: str = CONTAINER) -> Path:
     """The autograder zip for Gradescope, at `out`, for the assignment (by default, the one being
     graded): the engine, its pack (as an installed one) and its reference, where the pack's
     manifest finds it."""
     assignment = assignment or current()
     engine = Path(graders.__file__).parent
-    config = {"assignment": assignment.name, "parts": parts, "seed": seed, "unsafe_no_sandbox": unsafe}
+    config = {"assignment": assignment.name, "parts": parts, "seed": seed, "isolation": isolation,
+              "unsafe_no_sandbox": unsafe}
     pack_home = f"{engine.name}/{PACKS_DIR.name}/{assignment.name}"
     # The manifest names the reference relative to the pack's folder: it lies as far from the
     # pack in the kit as it does here.
@@ -164,18 +170,26 @@ def run(root: Path) -> int:
         argv += ["--parts", *config["parts"]]
     if config.get("seed") is not None:
         argv += ["--seed", str(config["seed"])]
+    argv += ["--isolation", config.get("isolation") or FULL]
     if config.get("unsafe_no_sandbox"):
         argv.append("--unsafe-no-sandbox")
     status = main(argv)
     export = out / "gradescope.json"
     if status == EXIT_NOT_ISOLATED:
-        document = not_graded("Not graded yet: the autograder will not run code without isolating it, and this "
-                              "image cannot isolate it. Your submission is kept; your instructor has been told.")
+        # The instructor reads the autograder's output on Gradescope (stdout and stderr, where the
+        # refusal and its fix were printed); the student reads only this.
+        print(f"AUTOGRADER NOT GRADING: this image cannot isolate student code at the kit's isolation level "
+              f"({config.get('isolation') or FULL}); the refusal above says what is missing and how to fix it. "
+              "Rebuild the kit (grade gradescope-kit) once fixed, and regrade.", file=sys.stderr)
+        document = not_graded("Not graded: the course's autograder could not run your code safely on this server, "
+                              "a problem of the autograder's setup, not of your submission. Your submission is kept; "
+                              "please tell your instructor, who sees why in the autograder's output.")
     elif export.is_file():
         document = json.loads(export.read_text())
     else:
-        document = not_graded("Not graded: the autograder failed. Your submission is kept; your instructor "
-                              "has been told.")
+        document = not_graded("Not graded: the autograder failed, a problem of the autograder, not of your submission. "
+                              "Your submission is kept; please tell your instructor, who sees why in the "
+                              "autograder's output.")
     write_atomically(results_file, json.dumps(document, indent=1, allow_nan=False))
     return 0
 
@@ -185,12 +199,17 @@ def cmd_kit(argv) -> int:
     parser.add_argument("--out", type=Path, default=Path("autograder.zip"))
     parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
     parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's)")
+    parser.add_argument("--isolation", choices=LEVELS, default=CONTAINER,
+                        help="what grading on Gradescope requires (default: container, since Gradescope's Docker "
+                             "forbids the namespaces of full isolation: each submission's container is the boundary; "
+                             "docs/sandbox.md)")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade even where the image cannot isolate student code; every output says so")
     args = parser.parse_args(argv)
     validate_parts(args.parts, parser)
-    path = write_kit(args.out, parts=args.parts, seed=args.seed, unsafe=args.unsafe_no_sandbox)
-    print(f"autograder kit: {path} (upload it as the assignment's autograder on Gradescope)")
+    path = write_kit(args.out, parts=args.parts, seed=args.seed, unsafe=args.unsafe_no_sandbox, isolation=args.isolation)
+    print(f"autograder kit: {path} (upload it as the assignment's autograder on Gradescope); isolation: "
+          f"{'NONE (--unsafe-no-sandbox)' if args.unsafe_no_sandbox else args.isolation}")
     return 0
 
 

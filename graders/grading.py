@@ -30,7 +30,7 @@ from graders.oracles import GoldenOracle, ReferenceOracle
 from graders.redact import redact_results, solution_lines
 from graders.sandbox import (BudgetExhausted, Handle, Limits, MissingDependency, ProtocolError, SandboxError,
                              StudentError, Worker, WorkerCrashed, WorkerTimeout)
-from graders.sandbox.isolation import require_full_isolation
+from graders.sandbox.isolation import FULL, require_isolation
 from graders.scoring import part_score, preload_of, totals
 
 INSTRUCTOR, SELF_CHECK = "instructor", "self-check"
@@ -234,19 +234,21 @@ def _blocked_result(chk, problem):
 
 
 def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
-          golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False, assignment=None):
+          golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False, assignment=None,
+          isolation=FULL):
     """Grade the submission at `source` (zip, folder or .ipynb) as a hand-in of `assignment` (by
     default the one being graded, or the one whose files it holds: `assignment.for_submission`)
     and return the results dict.
     `oracle` replaces the mode's own (`grade build` records the golden answers this way).
 
-    Instructor mode fails closed: without every layer of the sandbox it raises
+    Instructor mode fails closed: without every layer of the sandbox at `isolation` (`full`, or
+    `container` in a one-shot container: graders/sandbox/isolation.py) it raises
     `IsolationUnavailable` before anything of the submission is touched, unless `unsafe` (code
     the caller trusts), which every output of the grade then shows. Self-check mode runs the
     student's own code on their machine: it takes the isolation the machine has."""
     isolated = mode == INSTRUCTOR and not unsafe
     if isolated:
-        require_full_isolation()
+        require_isolation(isolation)
     started = time.perf_counter()
     assignment = assignment or for_submission(source)
     rubric = assignment.rubric
@@ -290,7 +292,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                                 packages=packages,
                                 readable_paths=[*(assignment_paths(assignment, options, "readable_paths") if long_part else ()),
                                                 *packages.values()],
-                                require_isolation=isolated, containment_only=mode == SELF_CHECK,
+                                require_isolation=isolated, isolation_level=isolation, containment_only=mode == SELF_CHECK,
                                 preload=preload_of(parts) if mode == SELF_CHECK else ()), ingested)
 
         def grade_part(part, lane):

@@ -43,6 +43,7 @@ class GradingOptions:
     call_timeout_s: float | None = None  # per call into student code; None: Limits' default
     submission_budget_s: float | None = None  # the sandbox's budget for the whole submission
     unsafe: bool = False  # grade without full isolation; every output says so
+    isolation: str = "full"  # the level instructor grading requires: full, or container (graders/sandbox/isolation.py)
     count_provisional: bool = False  # provisional (smoke-mode) points in the totals
     assignment: Any = None  # the options of the assignment's own `options` module, or None
 
@@ -101,6 +102,10 @@ def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sandbox time budget of one submission (default 600, plus the assignment's training budget)")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade without full isolation, for code you trust (your own); every output says so")
+    parser.add_argument("--isolation", choices=("full", "container"), default="full",
+                        help="what grading requires: full (bubblewrap's namespaces, a uid of its own, ...) or container, "
+                             "in a one-shot container that holds one submission (Gradescope's): no namespaces, the "
+                             "container is the boundary (docs/sandbox.md)")
     parser.add_argument("--count-provisional", action="store_true",
                         help="count provisional points (checks run in a reduced mode) in the totals; they are shown apart otherwise")
     module = assignment_options_module()
@@ -131,6 +136,7 @@ def grading_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -
         call_timeout_s=args.timeout,
         submission_budget_s=args.timeout_per_submission,
         unsafe=args.unsafe_no_sandbox,
+        isolation=args.isolation,
         count_provisional=args.count_provisional,
         assignment=module.from_arguments(args, parser) if module is not None else None,
     )

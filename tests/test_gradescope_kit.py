@@ -58,7 +58,8 @@ def test_the_kit_holds_what_gradescope_needs(tmp_path):
     pinned = dict(line.split(";")[0].split("==") for line in requirements)
     assert pinned == {name: lock[name] for name in pinned} and {"transformers", "hypothesis", "sympy"} <= set(pinned)
     assert "torch" not in pinned and f'"torch=={lock["torch"]}"' in setup and "--index-url" in setup and "bubblewrap" in setup
-    assert config == {"assignment": "causal_lm", "parts": PARTS, "seed": None, "unsafe_no_sandbox": False}
+    assert config == {"assignment": "causal_lm", "parts": PARTS, "seed": None, "isolation": "container",
+                      "unsafe_no_sandbox": False}
     assert subprocess.run(["bash", "-n", "-c", setup]).returncode == 0
     assert write_kit(tmp_path / "again.zip", parts=PARTS, assignment=PACK).read_bytes() == kit.read_bytes()
 
@@ -162,7 +163,11 @@ def test_two_submissions_that_differ_only_in_a_hidden_answer_show_the_same_bytes
 
 
 def test_run_autograder_fails_closed_where_nothing_isolates(gradescope_root):
+    """No namespaces, and a Python the worker's uid cannot reach (under /root here): not even
+    container isolation. The student is told honestly; the instructor sees why and the fix."""
     done, document = run_autograder(gradescope_root, **{isolation.BWRAP_ENVIRONMENT: ""})
     assert document["score"] == 0 and document["tests"] == []
-    assert document["output"].startswith("Not graded yet")
-    assert "bubblewrap" in done.stderr  # the fix, in the instructor's stdout/stderr
+    assert document["output"].startswith("Not graded: the course's autograder could not run your code safely")
+    assert "has been told" not in document["output"]  # nobody is told: the student is asked to tell
+    assert "refusing to grade" in done.stderr and "cannot reach" in done.stderr  # the instructor's: why, and the fix
+    assert "AUTOGRADER NOT GRADING" in done.stderr and "(container)" in done.stderr

@@ -43,7 +43,7 @@ def test_grading_refuses_without_bubblewrap_and_says_how_to_fix_it(monkeypatch):
 def test_grading_refuses_when_the_worker_could_not_change_user(monkeypatch):
     monkeypatch.setattr(isolation.os, "geteuid", lambda: 1000)
     with pytest.raises(IsolationUnavailable, match="not root"):
-        isolation.require_full_isolation()
+        isolation.require_isolation()
 
 
 def test_a_worker_refuses_by_default_without_bubblewrap(monkeypatch, tmp_path):

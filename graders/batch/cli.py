@@ -75,7 +75,7 @@ def config_from_args(args, parser):
                        retries=args.retries, options=options.check_options(), names=args.names,
                        manifest=args.manifest, regrade=args.regrade, redo_errors=args.redo_errors,
                        backend=args.backend, slurm=slurm, progress=False if args.no_progress else None,
-                       unsafe=options.unsafe)
+                       unsafe=options.unsafe, isolation=options.isolation)
 
 
 def cmd_batch(argv: list[str]) -> int:
@@ -95,7 +95,7 @@ def cmd_batch(argv: list[str]) -> int:
     # compute nodes, which may differ from this one: each refuses there (graders.batch.run_one),
     # and its submission's row says why.
     if args.backend == "local":
-        refused = refuse_unless_isolated(config.unsafe, prog="grade batch")
+        refused = refuse_unless_isolated(config.unsafe, prog="grade batch", level=config.isolation)
         if refused is not None:
             return refused
     from graders.batch.discover import DiscoveryError

@@ -103,7 +103,10 @@ def _isolation_cell(results: dict) -> str:
     cannot isolate is an error, never "full")."""
     if store.outcome_of(results) == store.ERROR:
         return ""
-    return "NOT ISOLATED" if isolation_warning(results) else "full"
+    if isolation_warning(results):
+        return "NOT ISOLATED"
+    sandbox = results.get("sandbox") if isinstance(results.get("sandbox"), dict) else {}
+    return "container" if sandbox.get("level") == "container" else "full"
 
 
 def _provisional_banner(rows: list[dict]) -> str:

@@ -34,6 +34,7 @@ class BatchConfig:
     slurm: dict = field(default_factory=dict)  # see graders.batch.slurm.submit
     progress: bool | None = None  # None: a bar when stderr is a terminal
     unsafe: bool = False  # grade without full isolation (--unsafe-no-sandbox); every output says so
+    isolation: str = "full"  # the isolation grading requires: full, or container (graders/sandbox/isolation.py)
 
     @property
     def hard_timeout(self) -> float:
@@ -46,7 +47,8 @@ class BatchConfig:
         options = {k: (str(v) if v is not None else None) for k, v in (self.options or {}).items()
                    if k != "feature_cache"}
         return {"parts": sorted(self.parts) if self.parts else None, "seed": self.seed, "options": options,
-                **({"unsafe": True} if self.unsafe else {})}
+                **({"unsafe": True} if self.unsafe else {}),
+                **({"isolation": self.isolation} if self.isolation != "full" else {})}
 
 
 @dataclass
@@ -87,7 +89,7 @@ def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> 
         "out": str(Path(out).resolve()), "student_id": s.student_id, "source": str(Path(s.path).resolve()),
         "name": s.name, "late": s.late, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
         "parts": config.parts, "seed": config.seed, "limits": config.limits.to_json(), "options": options,
-        "extra_secrets": secrets, "unsafe": config.unsafe, "assignment": assignment,
+        "extra_secrets": secrets, "unsafe": config.unsafe, "isolation": config.isolation, "assignment": assignment,
     } for s in submissions]
 
 

@@ -12,6 +12,7 @@ Every method sends one request and waits for its reply. Failures are exceptions 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -44,14 +45,18 @@ REAP_TIMEOUT_S = 5.0
 SHUTDOWN_TIMEOUT_S = 1.0
 # Audit-hook denials kept per Worker (over all its restarts); more are only counted.
 MAX_AUDIT_DENIALS = 100
+CONTAINER_NOTE = ("container isolation: a uid of its own that the OS denies every secret, rlimits, the audit hook; "
+                  "no namespaces (the one-shot container is the per-submission boundary)")
 
 
 class Worker:
     """One sandboxed worker process for one submission.
 
     `require_isolation` (the default) refuses, with `IsolationUnavailable`, to start anything on
-    a machine without every layer (bubblewrap, root to switch to a uid of the worker's own, the
-    secrets unreadable by that uid): what grading others' code needs. False (a student's own
+    a machine without every layer of `isolation_level` (`full`: bubblewrap, root to switch to a
+    uid of the worker's own, the secrets unreadable by that uid; `container`: the same without
+    bubblewrap, for a one-shot container, graders/sandbox/isolation.py): what grading others'
+    code needs. False (a student's own
     code on their own machine, or an explicit unsafe grade) uses what the machine has.
     `secret_paths`: files and folders the worker must not read (hidden fixtures, the grader's
     output directory, datasets with labels); the reference solution, the repository's
@@ -75,7 +80,7 @@ class Worker:
                  use_bwrap: bool | None = None, task_modules: Iterable[str] = (),
                  readable_paths: Iterable[str | os.PathLike] = (), require_isolation: bool = True,
                  containment_only: bool = False, preload: Iterable[str] = (),
-                 packages: dict[str, str | os.PathLike] | None = None) -> None:
+                 packages: dict[str, str | os.PathLike] | None = None, isolation_level: str = isolation.FULL) -> None:
         self.submission_dir = Path(submission_dir).resolve()
         if not self.submission_dir.is_dir():
             raise NotADirectoryError(f"no submission folder at {self.submission_dir}")
@@ -98,7 +103,7 @@ class Worker:
                                                            "contained (crashes, hangs), not isolated",
                                          containment_only=True)
         else:
-            self._choose_isolation(limits, use_bwrap, require_isolation)
+            self._choose_isolation(limits, use_bwrap, require_isolation, isolation_level)
         self.last_output = ""  # what the student's code printed during the last request
         self.time_used_s = 0.0  # counted against limits.submission_budget_s
         self.starts = 0  # worker processes started so far; handles carry it as their generation
@@ -150,14 +155,15 @@ class Worker:
             self._closed = True
             self._release_uid()
 
-    def _choose_isolation(self, limits: Limits, use_bwrap: bool | None, require_isolation: bool) -> None:
+    def _choose_isolation(self, limits: Limits, use_bwrap: bool | None, require_isolation: bool, level: str) -> None:
         from . import uids  # POSIX-only (file locks): never imported by a self-check
 
         if require_isolation:
-            if use_bwrap is False:
+            if use_bwrap is False and level == isolation.FULL:
                 raise ValueError("full isolation needs bubblewrap: use_bwrap=False goes with require_isolation=False")
-            isolation.require_full_isolation()
-            use_bwrap = True
+            isolation.require_isolation(level)
+            # Container isolation takes bubblewrap where it works after all: full is more.
+            use_bwrap = True if level == isolation.FULL else use_bwrap
         self._uid_lease = (uids.lease(base_uid=limits.sandbox_uid, base_gid=limits.sandbox_gid,
                                       slots=limits.sandbox_slots)
                            if os.geteuid() == 0 else None)
@@ -165,6 +171,10 @@ class Worker:
         try:
             self.layers = isolation.choose_layers(
                 use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid)
+            if require_isolation and self.layers.level == isolation.NONE:
+                raise IsolationUnavailable(isolation.missing_layers_message(isolation.isolation_problems(level), level))
+            if require_isolation and self.layers.level == isolation.CONTAINER:
+                self.layers = dataclasses.replace(self.layers, note=CONTAINER_NOTE)
             self._protect_secrets(require_isolation)
         except BaseException:
             self._release_uid()

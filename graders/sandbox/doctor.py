@@ -27,7 +27,24 @@ class Finding:
     fix: str = ""
 
 
-def diagnose(*, secret_paths=(), readable_paths=(), gpu: bool = False, limits: Limits = Limits()) -> list[Finding]:
+# What only bubblewrap's namespaces give: at container isolation these are the container's to
+# give, and their findings are information, not failures.
+NAMESPACE_LAYERS = ("bubblewrap installed", "namespaces usable", "writable space limited", "no network",
+                    "other processes invisible", "secrets absent from the worker's file system",
+                    "worker sees exactly its own GPUs")
+
+
+def diagnose(*, secret_paths=(), readable_paths=(), gpu: bool = False, limits: Limits = Limits(),
+             level: str = isolation.FULL) -> list[Finding]:
+    """Every layer's finding, judged for isolation at `level` (graders/sandbox/isolation.py)."""
+    findings = _findings(secret_paths, readable_paths, gpu, limits)
+    if level != isolation.CONTAINER:
+        return findings
+    return [Finding(f.layer, None, f"{f.detail} (container isolation: the container is the boundary)")
+            if f.ok is False and f.layer.startswith(NAMESPACE_LAYERS) else f for f in findings]
+
+
+def _findings(secret_paths, readable_paths, gpu: bool, limits: Limits) -> list[Finding]:
     findings = []
     bwrap = isolation.find_bwrap()
     as_root = os.geteuid() == 0
@@ -137,13 +154,19 @@ def full_isolation(findings: list[Finding]) -> bool:
     return all(finding.ok is not False for finding in findings)
 
 
-def render(findings: list[Finding]) -> str:
+def render(findings: list[Finding], level: str = isolation.FULL) -> str:
     marks = {True: "ok  ", False: "FAIL", None: "info"}
     lines = []
     for finding in findings:
         lines.append(f"[{marks[finding.ok]}] {finding.layer}: {finding.detail}")
         if finding.fix:
             lines.append(f"       fix: {finding.fix}")
-    verdict = ("full isolation: instructor grading may run here" if full_isolation(findings) else
-               "NOT isolated: instructor grading refuses to run here (or add --unsafe-no-sandbox for code you trust)")
+    if not full_isolation(findings):
+        verdict = (f"NOT isolated ({level} isolation): instructor grading refuses to run here (or add "
+                   "--unsafe-no-sandbox for code you trust)")
+    elif level == isolation.CONTAINER:
+        verdict = ("container isolation: instructor grading with --isolation container may run here, in a one-shot "
+                   "container that holds one submission")
+    else:
+        verdict = "full isolation: instructor grading may run here"
     return "\n".join([*lines, verdict])

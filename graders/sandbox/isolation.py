@@ -16,8 +16,19 @@
 - A fresh directory per worker, under a directory that other users cannot list, holding a
   copy of the submission: the worker never sees where the submission came from.
 
-`require_full_isolation` is the fail-closed gate of instructor grading: it refuses, with the
-fix, on a machine where any of the layers above is missing.
+`require_isolation` is the fail-closed gate of instructor grading: it refuses, with the fix, on
+a machine where any layer of the chosen level is missing. Two levels:
+
+- `full` (the default): every layer above.
+- `container`, chosen explicitly (`--isolation container`), for a one-shot container that holds
+  one submission and is thrown away after it, such as Gradescope's, where Docker's default
+  seccomp profile forbids the namespaces bubblewrap needs: the container is the per-submission
+  boundary, and inside it the worker still drops to a uid of its own that the operating system
+  denies every secret (the reference, the hidden fixtures: checked, not assumed), under rlimits
+  and the audit hook, in a fresh directory. Missing there: no network namespace (the container's
+  network is the worker's), no private file system view (what the uid may read, it reads), no
+  size-limited tmpfs (RLIMIT_FSIZE bounds each file). It still fails closed: not root, or an
+  interpreter the uid cannot reach, or a secret it can still read, refuses the grade.
 """
 
 from __future__ import annotations
@@ -44,6 +55,9 @@ BWRAP_ENVIRONMENT = "TRANSFORMER_GRADER_BWRAP"
 # Inside the sandbox, where the read-only copy of the submission is bound when the worker builds
 # its own writable folder (private mounts).
 SUBMISSION_SOURCE = "/.submission"
+# The isolation levels instructor grading may require (module docstring).
+FULL, CONTAINER, NONE = "full", "container", "none"
+LEVELS = (FULL, CONTAINER)
 
 
 @dataclass(frozen=True)
@@ -60,15 +74,23 @@ class Layers:
 
     @property
     def full(self) -> bool:
-        """Every layer: what instructor grading requires."""
+        """Every layer: what instructor grading requires by default."""
         return self.bwrap and self.sandbox_uid is not None and self.private_mounts
+
+    @property
+    def level(self) -> str:
+        """`full`, `container` (a uid of its own, rlimits, the audit hook; no namespaces), or
+        `none` (the worker kept the grader's user: unsafe, or a self-check)."""
+        if self.full:
+            return FULL
+        return CONTAINER if self.sandbox_uid is not None and not self.containment_only else NONE
 
     def to_json(self) -> dict:
         # Every worker but a self-check's has the rlimits and the audit hook.
         rlimits = not self.containment_only or importlib.util.find_spec("resource") is not None
         return {"bwrap": self.bwrap, "sandbox_uid": self.sandbox_uid, "private_mounts": self.private_mounts,
-                "full_isolation": self.full, "rlimits": rlimits, "audit_hook": not self.containment_only,
-                "note": self.note}
+                "full_isolation": self.full, "level": self.level, "rlimits": rlimits,
+                "audit_hook": not self.containment_only, "note": self.note}
 
 
 class IsolationUnavailable(RuntimeError):
@@ -104,11 +126,17 @@ FIX_ALLOW_NAMESPACES = ("in a container, allow it (Docker: `--security-opt secco
 FIX_RUN_AS_ROOT = "run the grader as root (`sudo .venv/bin/grade ...`); the worker never keeps root"
 
 
-def isolation_problems() -> list[tuple[str, str]]:
-    """What keeps this machine from full isolation, each with its fix; empty when nothing does."""
+FIX_CONTAINER_PYTHON = ("install Python where every user may read it (the system's, or a virtual environment "
+                        "outside /root), so that the worker can drop to a uid of its own")
+
+
+def isolation_problems(level: str = FULL) -> list[tuple[str, str]]:
+    """What keeps this machine from isolation at `level`, each with its fix; empty when nothing
+    does. Where full isolation works, container isolation needs nothing more: a worker then
+    takes bubblewrap after all."""
     problems = []
-    bwrap = find_bwrap()
     as_root = os.geteuid() == 0
+    bwrap = find_bwrap()
     if bwrap is None:
         problems.append(("bubblewrap is not installed", FIX_INSTALL_BWRAP))
     elif not bwrap_works(bwrap, as_root):
@@ -116,23 +144,36 @@ def isolation_problems() -> list[tuple[str, str]]:
     if not as_root:
         problems.append(("the grader is not root, so the worker cannot become an unprivileged user of its own "
                          "that the operating system denies every secret", FIX_RUN_AS_ROOT))
+    if level == FULL or not problems:
+        return problems
+    problems = [problem for problem in problems if problem[1] == FIX_RUN_AS_ROOT]  # namespaces: the container's
+    if as_root and (unreachable := [path for path in interpreter_paths() if blocking_ancestor(path)]):
+        problems.append((f"the worker's uid cannot reach {unreachable[0]} (blocked at "
+                         f"{blocking_ancestor(unreachable[0])})", FIX_CONTAINER_PYTHON))
     return problems
 
 
-def missing_layers_message(problems: list[tuple[str, str]]) -> str:
-    lines = ["refusing to grade: student code would not be isolated on this machine."]
+def missing_layers_message(problems: list[tuple[str, str]], level: str = FULL) -> str:
+    lines = [f"refusing to grade: student code would not be isolated on this machine ({level} isolation)."]
     for problem, fix in problems:
         lines += [f"  - {problem}", f"    fix: {fix}"]
-    lines += ["`grade doctor` shows every layer. To run code you trust (your own) without isolation, "
-              "add --unsafe-no-sandbox; every output then says the grade was not isolated."]
+    if level == FULL and not any(problem.startswith("the grader is not root") for problem, _ in problems):
+        lines.append("In a one-shot container that holds one submission (Gradescope's), `--isolation container` "
+                     "grades without namespaces: the container is the boundary (docs/sandbox.md).")
+    lines += [f"`grade doctor{' --isolation container' if level == CONTAINER else ''}` shows every layer. "
+              "To run code you trust (your own) without isolation, add --unsafe-no-sandbox; every output then "
+              "says the grade was not isolated."]
     return "\n".join(lines)
 
 
-def require_full_isolation() -> None:
-    """Raise IsolationUnavailable, with every fix, unless bubblewrap works and the grader is root."""
-    problems = isolation_problems()
+def require_isolation(level: str = FULL) -> None:
+    """Raise IsolationUnavailable, with every fix, unless this machine isolates at `level`."""
+    if level not in LEVELS:
+        raise ValueError(f"no isolation level {level!r}: {' or '.join(LEVELS)}")
+    problems = isolation_problems(level)
     if problems:
-        raise IsolationUnavailable(missing_layers_message(problems))
+        raise IsolationUnavailable(missing_layers_message(problems, level))
+
 
 
 def _join(*notes: str) -> str:

@@ -1,0 +1,126 @@
+"""Container isolation (`--isolation container`): for a one-shot container holding one submission,
+such as Gradescope's, where Docker forbids bubblewrap's namespaces. The container is the
+boundary; inside it the worker still drops to a uid of its own that the OS denies every secret,
+under rlimits and the audit hook, and grading still fails closed without those.
+
+The real run makes a container-like machine here: bubblewrap switched off, root, and a Python
+every user may read (the system's, as a container image has it) whose environment sees this
+one's packages through a .pth file."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from graders.build import REPO_ROOT
+from graders.sandbox import isolation
+from graders.sandbox.isolation import CONTAINER, FULL, IsolationUnavailable
+from tests.test_wheel_install import clean_environment
+
+SYSTEM_PYTHON = Path("/usr/bin/python3.11")
+EXAMPLE = REPO_ROOT / "reference" / "bert"  # a correct homework
+
+
+@pytest.fixture
+def no_bubblewrap(monkeypatch):
+    monkeypatch.setenv(isolation.BWRAP_ENVIRONMENT, "")
+
+
+def test_container_isolation_needs_no_bubblewrap_but_full_does(no_bubblewrap, monkeypatch):
+    monkeypatch.setattr(isolation.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(isolation, "interpreter_paths", lambda: ["/usr/lib/python3.11"])
+    isolation.require_isolation(CONTAINER)
+    with pytest.raises(IsolationUnavailable) as refused:
+        isolation.require_isolation(FULL)
+    assert "bubblewrap is not installed" in str(refused.value)
+    assert "`--isolation container` grades without namespaces" in str(refused.value)  # the way out, where it fits
+
+
+def test_container_isolation_still_refuses_without_root(no_bubblewrap, monkeypatch):
+    monkeypatch.setattr(isolation.os, "geteuid", lambda: 1000)
+    with pytest.raises(IsolationUnavailable, match="not root"):
+        isolation.require_isolation(CONTAINER)
+
+
+def test_container_isolation_refuses_a_python_the_worker_uid_cannot_reach(no_bubblewrap, monkeypatch, tmp_path):
+    locked = tmp_path / "locked"
+    (locked / "python").mkdir(parents=True)
+    locked.chmod(0o700)
+    monkeypatch.setattr(isolation.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(isolation, "interpreter_paths", lambda: [str(locked / "python")])
+    with pytest.raises(IsolationUnavailable) as refused:
+        isolation.require_isolation(CONTAINER)
+    assert f"cannot reach {locked / 'python'}" in str(refused.value)
+    assert "(container isolation)" in str(refused.value) and "grade doctor --isolation container" in str(refused.value)
+
+
+def test_an_unknown_level_is_a_programming_error():
+    with pytest.raises(ValueError, match="no isolation level 'partial'"):
+        isolation.require_isolation("partial")
+
+
+# ---------------------------------------------------------------------------- a real container-like run
+
+
+@pytest.fixture(scope="module")
+def container_python():
+    """A Python under /usr that sees this environment's packages and this checkout's grader."""
+    if os.geteuid() != 0 or not SYSTEM_PYTHON.is_file():
+        pytest.skip("needs root and the system's Python 3.11 (a container image has both)")
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != "3.11":
+        pytest.skip("this environment's packages are for another Python")
+    home = Path(tempfile.mkdtemp(prefix="container-", dir="/var/tmp"))
+    try:
+        home.chmod(0o755)
+        made = subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(home / "venv")],
+                              capture_output=True, text=True, env=clean_environment())
+        assert made.returncode == 0, made.stderr
+        python = home / "venv" / "bin" / "python"
+        purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                      capture_output=True, text=True, env=clean_environment()).stdout.strip())
+        import site
+
+        ours = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
+        (purelib / "grader_checkout.pth").write_text(f"{REPO_ROOT}\n" + "".join(f"{folder}\n" for folder in ours))
+        yield python, home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_doctor_reports_container_isolation_layer_by_layer(container_python):
+    python, _ = container_python
+    done = subprocess.run([str(python), "-m", "graders.cli", "doctor", "--isolation", "container"], capture_output=True,
+                          text=True, cwd="/", timeout=300, env=clean_environment(**{isolation.BWRAP_ENVIRONMENT: ""}))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[ok  ] worker runs unprivileged" in done.stdout
+    assert "[ok  ] secrets unreadable by the sandbox uid (OS permissions)" in done.stdout
+    assert "(container isolation: the container is the boundary)" in done.stdout  # what only namespaces give
+    assert done.stdout.strip().splitlines()[-1].startswith("container isolation: instructor grading with")
+    full = subprocess.run([str(python), "-m", "graders.cli", "doctor"], capture_output=True, text=True, cwd="/",
+                          timeout=300, env=clean_environment(**{isolation.BWRAP_ENVIRONMENT: ""}))
+    assert full.returncode == 1 and "NOT isolated (full isolation)" in full.stdout
+
+
+def test_a_grade_under_container_isolation_runs_as_a_uid_of_its_own_and_says_so(container_python):
+    python, home = container_python
+    out = home / "out"
+    done = subprocess.run([str(python), "-m", "graders.cli", str(EXAMPLE), "--assignment", "bert", "--parts", "attention",
+                           "--isolation", "container", "--out", str(out)], capture_output=True, text=True, cwd="/",
+                          timeout=600, env=clean_environment(**{isolation.BWRAP_ENVIRONMENT: ""}))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["status"] == "graded" and results["score"] == results["max_score"] > 0
+    sandbox = results["sandbox"]
+    assert (sandbox["level"], sandbox["bwrap"], sandbox["full_isolation"]) == ("container", False, False)
+    assert sandbox["sandbox_uid"] is not None and sandbox["audit_hook"] and sandbox["rlimits"]
+    assert "container isolation" in sandbox["note"] and not sandbox["unsafe"]
+    refused = subprocess.run([str(python), "-m", "graders.cli", str(EXAMPLE), "--assignment", "bert", "--parts",
+                              "attention", "--out", str(home / "refused")], capture_output=True, text=True, cwd="/",
+                             timeout=300, env=clean_environment(**{isolation.BWRAP_ENVIRONMENT: ""}))
+    assert refused.returncode == 3 and "--isolation container" in refused.stderr  # full, by default, refuses
+    assert not (home / "refused").exists()
