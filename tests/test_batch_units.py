@@ -484,3 +484,17 @@ def test_a_slurm_task_imports_no_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_pending_reasons_are_said_in_words_and_a_silent_slurm_too(monkeypatch, tmp_path):
+    from graders.batch import slurm
+
+    states = {0: slurm.TaskState("RUNNING"), 1: slurm.TaskState("PENDING", "JobArrayTaskLimit"),
+              2: slurm.TaskState("PENDING", "Resources")}
+    text = slurm._waiting_text(states)
+    assert text == ("1 running; 1 waiting: the array's --slurm-parallelism cap (JobArrayTaskLimit); "
+                    "1 waiting: no node has the CPUs, memory or GPUs free yet (Resources)")
+    monkeypatch.setattr(slurm, "_command", lambda argv: None)  # the controller does not answer
+    unknown = slurm.task_states(tmp_path, "7", [0, 1], accounting=True)
+    assert not any(s.ended for s in unknown.values()), "nothing is decided while Slurm is silent"
+    assert "Slurm does not answer" in slurm._waiting_text(unknown)

@@ -426,6 +426,8 @@ def _waiting_text(states: dict[int, TaskState]) -> str:
             reasons[state.reason] = reasons.get(state.reason, 0) + 1
     parts = [f"{n} waiting: {_why(r)}" for r, n in sorted(reasons.items())]
     running = sum(1 for s in states.values() if s.state in ("RUNNING", "COMPLETING", "CONFIGURING"))
+    if any(s.source == "squeue-failed" for s in states.values()):
+        return "Slurm does not answer (squeue failed); asking again"
     return "; ".join(([f"{running} running"] if running else []) + parts)
 
 
