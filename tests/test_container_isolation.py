@@ -20,7 +20,7 @@ import pytest
 from graders.build import REPO_ROOT
 from graders.sandbox import isolation
 from graders.sandbox.isolation import CONTAINER, FULL, IsolationUnavailable
-from tests.test_wheel_install import clean_environment
+from tests.test_wheel_install import clean_environment, linked_venv
 
 SYSTEM_PYTHON = Path("/usr/bin/python3.11")
 EXAMPLE = REPO_ROOT / "reference" / "bert"  # a correct homework
@@ -77,17 +77,7 @@ def container_python():
     home = Path(tempfile.mkdtemp(prefix="container-", dir="/var/tmp"))
     try:
         home.chmod(0o755)
-        made = subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(home / "venv")],
-                              capture_output=True, text=True, env=clean_environment())
-        assert made.returncode == 0, made.stderr
-        python = home / "venv" / "bin" / "python"
-        purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                      capture_output=True, text=True, env=clean_environment()).stdout.strip())
-        import site
-
-        ours = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
-        (purelib / "grader_checkout.pth").write_text(f"{REPO_ROOT}\n" + "".join(f"{folder}\n" for folder in ours))
-        yield python, home
+        yield linked_venv(home / "venv", base_python=SYSTEM_PYTHON, first=[REPO_ROOT]), home
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

@@ -30,7 +30,7 @@ from graders.packs.causal_lm.mutants.causal_lm import LM, MASK
 from graders.sandbox import isolation
 from tests.course import CAUSAL_LM as PACK
 from tests.report_samples import visible_bytes
-from tests.test_wheel_install import clean_environment
+from tests.test_wheel_install import clean_environment, linked_venv
 
 SCHEMA = json.loads((REPO_ROOT / "graders" / "schemas" / "gradescope.schema.json").read_text())
 # The causal-LM homework's: visible checks, hidden numeric answers, written answers
@@ -91,17 +91,7 @@ def gradescope_root():
         shutil.copytree(PACK.reference_dir, root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
         apply_edits(root / "submission", [BUG])
         (root / "results").mkdir()
-        made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")],
-                              capture_output=True, text=True, env=clean_environment())
-        assert made.returncode == 0, made.stderr
-        python = root / "venv" / "bin" / "python"
-        purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                      capture_output=True, text=True, env=clean_environment()).stdout.strip())
-        import site
-
-        ours = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
-        (purelib / "transformer_grader_kit.pth").write_text(f"{root / 'source' / 'grader'}\n")
-        (purelib / "zz_dependencies.pth").write_text("".join(f"{folder}\n" for folder in ours))
+        linked_venv(root / "venv", first=[root / "source" / "grader"])
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)

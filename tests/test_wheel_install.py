@@ -79,11 +79,26 @@ def install(wheel: Path, venv: Path) -> Path:
     installed = run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
                     env=clean_environment())
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    return see_this_environment(python)
+
+
+def see_this_environment(python: Path, first=()) -> Path:
+    """Make the environment of `python` see the folders `first`, then this environment's
+    site-packages, through a .pth file (after its own folder); returns its site-packages."""
     purelib = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                        env=clean_environment()).stdout.strip())
     ours = [folder for folder in site.getsitepackages() if os.path.isdir(folder)]
-    (purelib / "_this_environment.pth").write_text("".join(f"{folder}\n" for folder in ours))
+    (purelib / "_this_environment.pth").write_text("".join(f"{folder}\n" for folder in [*first, *ours]))
     return purelib
+
+
+def linked_venv(venv: Path, *, base_python=sys.executable, first=()) -> Path:
+    """A fresh virtual environment of `base_python`, without pip, that sees `first` and this
+    environment's packages (`see_this_environment`); returns its python."""
+    made = run([str(base_python), "-m", "venv", "--without-pip", str(venv)], env=clean_environment())
+    assert made.returncode == 0, made.stderr
+    see_this_environment(venv / "bin" / "python", first)
+    return venv / "bin" / "python"
 
 
 def grade_command(grade: list[str], out: Path) -> list[str]:
