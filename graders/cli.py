@@ -204,8 +204,6 @@ def main(argv=None):
 def version_line():
     """`grade --version`: the grader's version and the versions that decide a grade, and whether
     this environment is the lock they were tested with (graders/lock.py)."""
-    import importlib.metadata
-
     from graders import __version__
     from graders.lock import LockError, differences, installed_versions, release
 
@@ -214,7 +212,7 @@ def version_line():
                           if name in installed)
     try:
         locked = "the locked environment" if not differences() else "not the locked environment (python -m graders.lock check)"
-    except (OSError, LockError, importlib.metadata.PackageNotFoundError):
+    except (OSError, LockError):
         locked = "no lock found"
     return f"transformer-grader {__version__} (Python {sys.version.split()[0]}; {libraries}; {locked})"
 

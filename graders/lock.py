@@ -101,7 +101,9 @@ def closure(roots):
     """{canonical name: marker} of `roots` and of everything they require here, transitively.
     The marker is "" where something requires it unconditionally, else its requirements'
     markers joined (`hf-xet` only on the machines huggingface-hub names), so that a pin carries
-    it to the student whose platform does not need it."""
+    it to the student whose platform does not need it. Only the requirement's own marker counts,
+    not its parents': what a platform-dependent package requires is pinned everywhere, which
+    only fixes a version pip would otherwise not install there."""
     conditions = {}
     todo = [(canonical(root), "") for root in roots]
     while todo:
