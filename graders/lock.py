@@ -102,8 +102,8 @@ def closure(roots):
     The marker is "" where something requires it unconditionally, else its requirements'
     markers joined (`hf-xet` only on the machines huggingface-hub names), so that a pin carries
     it to the student whose platform does not need it. Only the requirement's own marker counts,
-    not its parents': what a platform-dependent package requires is pinned everywhere, which
-    only fixes a version pip would otherwise not install there."""
+    not its parents': what a platform-dependent package requires is pinned, and so installed,
+    everywhere (here: small pure-Python packages such as idna)."""
     conditions = {}
     todo = [(canonical(root), "") for root in roots]
     while todo:
