@@ -12,10 +12,10 @@ understood on request (`--names`):
     canvas   `doejane_12345_67890_hw.zip` or `doejane_LATE_12345_67890_hw.zip`
              -> id 12345 (the Canvas user id, the "ID" column of a Canvas gradebook), name doejane,
              late when Canvas marked it LATE. A student who uploaded the module files one by one
-             (`doejane_12345_67890_attention.py`, `doejane_12345_67890_encoder.py`, ...) is one
+             (`doejane_12345_67890_model.py`, `doejane_12345_67890_train.py`, ...) is one
              submission: the files are copied under their own names into a folder of the batch's
              (`staging`), the latest upload of each name winning (the highest Canvas submission
-             id; a re-upload Canvas renamed `attention-1.py` counts as `attention.py`).
+             id; a re-upload Canvas renamed `model-1.py` counts as `model.py`).
     moodle   `Jane Doe_4567_assignsubmission_file_` (a folder, or a file with that prefix)
              -> id 4567 (the participant id, "Participant 4567" in Moodle's grading worksheet), name
              Jane Doe. A folder of Moodle's "download submissions in folders" that holds a single
@@ -40,7 +40,7 @@ SKIPPED_NAMES = frozenset({"__MACOSX"})
 STRIPPED_SUFFIXES = (".zip", ".ipynb")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
 _CANVAS = re.compile(r"^(?P<name>[^_]+)_(?P<late>LATE_)?(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.*)$")
-_RENAMED_UPLOAD = re.compile(r"^(?P<stem>.+)-\d+(?P<suffix>\.[A-Za-z0-9]+)$")  # Canvas's `attention-1.py`
+_RENAMED_UPLOAD = re.compile(r"^(?P<stem>.+)-\d+(?P<suffix>\.[A-Za-z0-9]+)$")  # Canvas's `model-1.py`
 _MOODLE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)_.*$")
 NAME_SCHEMES = ("plain", "canvas", "moodle")
 
