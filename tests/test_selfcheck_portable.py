@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from graders.build import REPO_ROOT
+from graders.lock import read_lock
 from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 
 pytestmark = pytest.mark.slow
@@ -222,6 +223,9 @@ def test_a_self_check_without_linux_facilities_gives_the_linux_results(simulated
     assert results["sandbox"]["audit_hook"] is False and results["sandbox"]["bwrap"] is False
 
 
+LOCKED_TRANSFORMERS = read_lock()["transformers"]  # the fix installs the lock's version
+
+
 def test_a_missing_transformers_is_the_environments_problem_with_its_fix(simulated, tmp_path):
     python, site = simulated
     configure(site, hidden_everywhere=["transformers"])
@@ -233,7 +237,8 @@ def test_a_missing_transformers_is_the_environments_problem_with_its_fix(simulat
     assert needing, output[-3000:]
     for check in needing:
         assert check["status"] == "skipped", check
-        assert "the grader's environment lacks transformers: run `pip install 'transformers>=4.40,<6'`" in check["message"]
+        assert f"the grader's environment lacks transformers: run `pip install 'transformers=={LOCKED_TRANSFORMERS}'`" \
+            in check["message"]
         assert "your code" not in check["message"].split("(a problem of")[0]
         assert check["details"]["environment"]["missing"] == "transformers"
 
