@@ -118,9 +118,16 @@ def test_the_kit_runs_its_own_grader(gradescope_root):
         located.stdout + located.stderr
 
 
-@pytest.mark.skipif(not FULL, reason="needs bubblewrap and root (bash setup.sh as root installs it)")
-def test_run_autograder_grades_and_hides_the_hidden_checks(gradescope_root):
-    _, document = run_autograder(gradescope_root)
+@pytest.fixture(scope="module")
+def graded_by_the_kit(gradescope_root):
+    """The kit's results.json for the student of the fixture (graded once for the tests below)."""
+    if not FULL:
+        pytest.skip("needs bubblewrap and root (bash setup.sh as root installs it)")
+    return run_autograder(gradescope_root)[1]
+
+
+def test_run_autograder_grades_and_hides_the_hidden_checks(graded_by_the_kit):
+    document = graded_by_the_kit
     tests = document["tests"]
     assert tests and {t["tags"][0] for t in tests} == set(PARTS)
     assert "square_mask_polarity" in {tag for t in tests for tag in t["tags"]}  # the student's inverted mask
@@ -133,15 +140,14 @@ def test_run_autograder_grades_and_hides_the_hidden_checks(gradescope_root):
     assert written and all(t["max_score"] == 0 for t in written)
 
 
-@pytest.mark.skipif(not FULL, reason="needs bubblewrap and root (bash setup.sh as root installs it)")
-def test_two_submissions_that_differ_only_in_a_hidden_answer_show_the_same_bytes(gradescope_root):
+def test_two_submissions_that_differ_only_in_a_hidden_answer_show_the_same_bytes(gradescope_root, graded_by_the_kit):
     """Resubmitting with another guess for a hidden numeric answer must not show whether the
     guess was right: the top-level output and every visible test are the same bytes."""
     answers = gradescope_root / "submission" / "answers.toml"
     right = answers.read_text()
     wrong = re.sub(r"causal_lm_lm_head_parameters = \d+", "causal_lm_lm_head_parameters = 12345", right)
     assert wrong != right
-    _, first = run_autograder(gradescope_root)
+    first = graded_by_the_kit
     try:
         answers.write_text(wrong)
         _, second = run_autograder(gradescope_root)
