@@ -201,6 +201,12 @@ class _Lane:
         self.starter = _Starter(worker)
         self.denials = _DenialPlaces(worker)
         self.gate = _ModuleGate(worker, ingested)
+        self.stopped = False  # the grade was abandoned (an error, Ctrl-C): run no further check
+
+    def stop(self):
+        """From the grade's thread: the check in flight fails now and no other one starts."""
+        self.stopped = True
+        self.worker.abort()
 
     def start(self):
         self.starter.ensure_running()
@@ -301,6 +307,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             failures_in_a_row = 0
             runs_code = part.module != assignment.answers_file  # the questions file is read here, never run
             for chk in checks_of[part.id]:
+                if lane.stopped:
+                    break
                 if progress:
                     progress(chk)
                 if failures_in_a_row >= MAX_WORKER_FAILURES_PER_PART:
@@ -356,7 +364,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                                         flags_dropped + sum(each.worker.audit_denials_dropped for each in lanes))
         finally:
             if aside is not None:  # still running if this grade failed: its request in flight fails now
-                aside.worker.abort()
+                aside.stop()
             beside.shutdown(wait=True)
             for each in lanes:
                 try:
