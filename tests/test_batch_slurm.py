@@ -12,6 +12,7 @@ only; a slow one loops in every call (the hostile fixture), a sleeper sleeps 3 s
 that it is still running when the test kills it) and then passes.
 """
 
+import contextlib
 import csv
 import json
 import os
@@ -102,6 +103,17 @@ def cancel_all(out: Path) -> None:
         event = json.loads(line)
         if event.get("event") == "slurm-submit" and event.get("job_id"):
             subprocess.run(["scancel", str(event["job_id"])], timeout=30)
+
+
+@contextlib.contextmanager
+def ended_on_failure(driver: subprocess.Popen, out: Path):
+    """Whatever fails while a test acts on the running array, the driver and the array end with it."""
+    try:
+        yield
+    except BaseException:
+        os.killpg(driver.pid, signal.SIGKILL)
+        cancel_all(out)
+        raise
 
 
 def finish(process: subprocess.Popen, log: Path, timeout: float, out: Path | None = None) -> tuple[int, str]:
@@ -216,7 +228,7 @@ def test_scancel_and_sigkill_of_tasks_each_end_in_one_row(cluster, tmp_path):
     log = tmp_path / "log"
     driver = start_driver(batch_command(subs, out, cluster, "--slurm-parallelism", "2", "--retries", "1",
                                         "--slurm-time", "1.5"), log)
-    try:
+    with ended_on_failure(driver, out):
         job = array_id(out)
         wait_for_tasks(job, lambda t: t.get(0) == "RUNNING" and t.get(1) == "RUNNING" and t.get(2) == "PENDING")
         subprocess.run(["scancel", f"{job}_2"], check=True, timeout=30)
@@ -234,10 +246,6 @@ def test_scancel_and_sigkill_of_tasks_each_end_in_one_row(cluster, tmp_path):
                     pass
         assert killed, pids
         subprocess.run(["scancel", f"{job}_0"], check=True, timeout=30)
-    except BaseException:
-        os.killpg(driver.pid, signal.SIGKILL)
-        cancel_all(out)
-        raise
     status, output = finish(driver, log, timeout=150, out=out)
     assert status == 0, output
     book = one_row_each(out, kinds)
@@ -281,14 +289,10 @@ def test_a_signal_to_the_driver_ends_the_array_and_writes_the_gradebook(cluster,
     out = tmp_path / "out"
     log = tmp_path / "log"
     driver = start_driver(batch_command(subs, out, cluster, "--slurm-parallelism", "2"), log)
-    try:
+    with ended_on_failure(driver, out):
         job = array_id(out)
         wait_for_tasks(job, lambda t: t.get(0) == "RUNNING" and t.get(1) == "RUNNING")
         driver.send_signal(signum)
-    except BaseException:
-        os.killpg(driver.pid, signal.SIGKILL)
-        cancel_all(out)
-        raise
     status, output = finish(driver, log, timeout=60, out=out)
     assert status == 1, output
     assert f"interrupted ({signal.Signals(signum).name})" in output and "Traceback" not in output, output
