@@ -38,13 +38,13 @@ INSTRUCTOR_ONLY_MODULES = {"pyarrow": "IMDB from parquet or Arrow files", "submi
 def requirement(distribution):
     """The pip requirement of one of SELF_CHECK_REQUIREMENTS: the lock's version
     (`transformers==5.24.0`), or its range for torch, or where no lock is readable."""
-    from graders.lock import LOCK_PATH, LockError, read_lock
+    from graders.lock import LockError, read_lock
 
     ranges = {name: versions for name, _, versions in SELF_CHECK_REQUIREMENTS}
     if distribution not in ranges:
         raise KeyError(distribution)
     try:
-        locked = read_lock(LOCK_PATH).get(distribution) if distribution != "torch" else None
+        locked = read_lock().get(distribution) if distribution != "torch" else None
     except (OSError, LockError):
         locked = None
     return f"{distribution}=={locked}" if locked else f"{distribution}{ranges[distribution]}"

@@ -150,42 +150,48 @@ def pins(roots, *, ranged=(), lock=None):
     return [f"{name}=={lock[name]}" + (f"; {markers[name]}" if markers[name] else "") for name in sorted(markers)]
 
 
+def first_difference(have, want, libraries):
+    """(library, have's version or None, want's) of the first of `libraries` that `want` names at
+    another release than `have` holds; None when there is none."""
+    for library in libraries:
+        if want.get(library) and release(have.get(library) or "") != release(want[library]):
+            return library, have.get(library), want[library]
+    return None
+
+
 def draw_mismatch(recorded_versions):
     """One line when this environment draws other inputs than the golden answers were recorded
     for (`recorded_versions`: a golden manifest's {library: version}), with the fix; else None."""
-    installed = installed_versions()
-    for library in DRAW_DECIDING:
-        recorded = recorded_versions.get(library)
-        if recorded and release(installed.get(library, "")) != release(recorded):
-            return (f"the golden answers were drawn with {library} {recorded} and this environment has "
-                    f"{installed.get(library, 'none')}, which draws other inputs: run `pip install {library}=={recorded}`, "
-                    "then check again")
-    return None
+    found = first_difference(installed_versions(), recorded_versions, DRAW_DECIDING)
+    if found is None:
+        return None
+    library, installed, recorded = found
+    return (f"the golden answers were drawn with {library} {recorded} and this environment has "
+            f"{installed or 'none'}, which draws other inputs: run `pip install {library}=={recorded}`, then check again")
 
 
 def recording_mismatch(lock=None):
     """One line when the versions that decide the golden answers (the draws', torch's) are not
     the lock's here, with the fix; else None. `grade build` records and ships answers of the
     lock only."""
-    lock = read_lock() if lock is None else lock
-    installed = installed_versions()
-    for library in (*DRAW_DECIDING, "torch"):
-        if library in lock and release(installed.get(library, "")) != release(lock[library]):
-            return (f"{library} {installed.get(library, '(none)')} is installed and the lock says {lock[library]}: the golden "
-                    "answers are the lock's; run `bash setup.sh` to install the lock, or `bash scripts/upgrade-lock.sh` to move it")
-    return None
+    found = first_difference(installed_versions(), read_lock() if lock is None else lock, (*DRAW_DECIDING, "torch"))
+    if found is None:
+        return None
+    library, installed, locked = found
+    return (f"{library} {installed or '(none)'} is installed and the lock says {locked}: the golden answers are the "
+            "lock's; run `bash setup.sh` to install the lock, or `bash scripts/upgrade-lock.sh` to move it")
 
 
 def golden_mismatch(manifest, pack, lock=None):
     """One line when a pack's golden answers (its `manifest`) were recorded with other versions
     than the lock's, with the fix; else None."""
-    lock = read_lock() if lock is None else lock
     recorded = (manifest or {}).get("fingerprint", {}).get("versions", {})
-    for library, version in sorted(recorded.items()):
-        if library in lock and release(version) != release(lock[library]):
-            return (f"the golden answers of {pack} were recorded with {library} {version} and the lock says "
-                    f"{lock[library]}: run `grade build --golden --assignment {pack}`")
-    return None
+    found = first_difference(recorded, read_lock() if lock is None else lock, sorted(recorded))
+    if found is None:
+        return None
+    library, version, locked = found
+    return (f"the golden answers of {pack} were recorded with {library} {version} and the lock says {locked}: "
+            f"run `grade build --golden --assignment {pack}`")
 
 
 # ---------------------------------------------------------------------------- refresh
