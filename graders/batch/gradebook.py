@@ -57,6 +57,16 @@ def load_rows(out: Path) -> list[dict]:
     return rows
 
 
+def batch_section(results: dict) -> dict:
+    """What the batch recorded of a submission (results.json's `batch`), {} when there is none."""
+    return results.get("batch") if isinstance(results.get("batch"), dict) else {}
+
+
+def display_name(row: dict) -> str:
+    """The student's name as the LMS file name or the manifest gave it, else ""."""
+    return str(batch_section(row["results"]).get("name") or row["marker"].get("name") or "")
+
+
 def part_ids(rows: list[dict]) -> list[str]:
     """The parts any result graded, in rubric order."""
     seen = {p.get("id") for row in rows for p in row["results"].get("parts") or []}
@@ -87,9 +97,7 @@ def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         pending = sum(1 for p in results.get("parts") or [] for c in p.get("checks") or [] if c.get("status") == MANUAL)
         reason = "" if store.outcome_of(results) == store.GRADED else str(results.get("reason") or "")
         report = f"{store.SUBMISSIONS}/{row['student_id']}/report.html"
-        batch = results.get("batch") if isinstance(results.get("batch"), dict) else {}
-        table.append([row["student_id"], str(batch.get("name") or row["marker"].get("name") or ""),
-                      "late" if batch.get("late") is True else "",
+        table.append([row["student_id"], display_name(row), "late" if batch_section(results).get("late") is True else "",
                       _fmt(_number(results.get("score"))), _fmt(_number(results.get("max_score"))),
                       store.outcome_of(results), *[scores.get(pid, "") for pid in parts],
                       _provisional_cell(results), str(pending),

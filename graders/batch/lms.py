@@ -28,7 +28,7 @@ from pathlib import Path
 
 from graders.atomic import write_atomically
 from graders.batch import store
-from graders.batch.gradebook import _defuse, _fmt, _number, load_rows
+from graders.batch.gradebook import _defuse, _fmt, _number, display_name, load_rows
 from graders.batch.merge import is_written_answer
 from graders.options import command_parser
 from graders.reports.summary import MANUAL
@@ -54,8 +54,7 @@ def _totals(out: Path, export: Export) -> list[tuple[str, str, str, str]]:
     for row in load_rows(out):
         results = row["results"]
         outcome = store.outcome_of(results)
-        batch = results.get("batch") if isinstance(results.get("batch"), dict) else {}
-        name = str(batch.get("name") or row["marker"].get("name") or "")
+        name = display_name(row)
         if isinstance(results.get("assignment"), dict) and results["assignment"].get("title"):
             export.title = str(results["assignment"]["title"])
         total = ""
