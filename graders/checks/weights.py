@@ -64,3 +64,56 @@ def parameter_entries(ctx, handle):
 
 def is_float_entry(entry):
     return "float" in str(entry["dtype"])
+
+
+def _subtotals(shapes):
+    """{prefix: elements} for every dotted prefix of every entry name ("" is the whole module)."""
+    totals = {}
+    for name, shape in shapes.items():
+        parts = name.split(".")
+        for depth in range(len(parts) + 1):
+            prefix = ".".join(parts[:depth])
+            totals[prefix] = totals.get(prefix, 0) + math.prod(shape)
+    return totals
+
+
+def _children(totals, prefix):
+    """The prefixes one level below `prefix` among `totals`' keys."""
+    depth = prefix.count(".") + 1 if prefix else 0
+    return {".".join(name.split(".")[:depth + 1]) for name in totals
+            if name.count(".") >= depth and (not prefix or name.startswith(prefix + "."))} - {""}
+
+
+def count_difference(got_shapes, expected_shapes):
+    """Where two modules' parameter counts differ, sub-module by sub-module: e.g.
+    "o_proj: 0 in yours, 272 expected (missing o_proj.weight (16, 16), o_proj.bias (16,))".
+    Each differing sub-module is followed down while only one of its children differs, so a
+    mistake is named at the layer that holds it. None when nothing differs."""
+    got, expected = _subtotals(got_shapes), _subtotals(expected_shapes)
+    lines = []
+
+    def entries(prefix):
+        inside = lambda name: not prefix or name == prefix or name.startswith(prefix + ".")
+        missing = [f"{n} {tuple(s)}" for n, s in expected_shapes.items() if inside(n) and n not in got_shapes]
+        extra = [f"{n} {tuple(s)}" for n, s in got_shapes.items() if inside(n) and n not in expected_shapes]
+        reshaped = [f"{n} {tuple(got_shapes[n])} where {tuple(s)} is expected" for n, s in expected_shapes.items()
+                    if inside(n) and n in got_shapes and tuple(got_shapes[n]) != tuple(s)]
+        said = [f"missing {', '.join(missing[:4])}" if missing else "", f"extra {', '.join(extra[:4])}" if extra else "",
+                ", ".join(reshaped[:4])]
+        return "; ".join(part for part in said if part)
+
+    def visit(prefix):
+        children = sorted(_children(got, prefix) | _children(expected, prefix))
+        differing = [c for c in children if got.get(c, 0) != expected.get(c, 0)]
+        if len(differing) == 1:
+            return visit(differing[0])
+        whole = not differing or (prefix and len(differing) == len(children))
+        for name in [prefix] if whole else differing:
+            where = name or "the module"
+            lines.append(f"{where}: {got.get(name, 0)} in yours, {expected.get(name, 0)} expected"
+                         + (f" ({entries(name)})" if entries(name) else ""))
+
+    if got.get("", 0) == expected.get("", 0) and set(got_shapes) == set(expected_shapes):
+        return None
+    visit("")
+    return "; ".join(lines[:6])
