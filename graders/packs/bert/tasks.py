@@ -19,12 +19,15 @@ from graders.sandbox.harness import TaskContext, task
 
 class _PerfectOnInputs(torch.nn.Module):
     """Stand-in for BertModel in the pre-training step: predicts, with logit `scale`, the id it is
-    given (uniform on <mask> = vocab_size). Its loss on a token it sees unchanged is ~0, so the sum
-    of the per-token losses is known from its inputs alone (checks/bert.py)."""
+    given, and on <mask> (= vocab_size) logits `scale * mask_tilt * j / vocab_size` leaning towards
+    the high ids j. Its loss on a token it sees unchanged is ~0, so the sum of the per-token losses
+    is known from its inputs alone (checks/bert.py); every <mask> it sees carries gradient, so a
+    batch masked only with <mask> still moves `scale`."""
 
-    def __init__(self, vocab_size: int, scale: float, stale_grad: float | None = None) -> None:
+    def __init__(self, vocab_size: int, scale: float, stale_grad: float | None = None, mask_tilt: float = 0.0) -> None:
         super().__init__()
         self.vocab_size = vocab_size
+        self.mask_tilt = mask_tilt
         self.scale = torch.nn.Parameter(torch.tensor(float(scale)))
         if stale_grad is not None:  # left over from an earlier step: the step must clear it
             self.scale.grad = torch.tensor(float(stale_grad))
@@ -36,7 +39,8 @@ class _PerfectOnInputs(torch.nn.Module):
         self.masks_seen.append(mask.detach().clone() if isinstance(mask, torch.Tensor) else None)
         ids = batch_text.long().clamp(0, self.vocab_size)
         onehot = torch.nn.functional.one_hot(ids, self.vocab_size + 1)[..., : self.vocab_size].float()
-        return self.scale * onehot
+        tilt = self.mask_tilt * torch.arange(self.vocab_size, dtype=torch.float32) / self.vocab_size
+        return self.scale * (onehot + (ids == self.vocab_size).float()[..., None] * tilt)
 
     def scale_grad(self) -> float | None:
         """Only to name a mistake (no backward / no step), never to score."""
@@ -44,10 +48,11 @@ class _PerfectOnInputs(torch.nn.Module):
 
 
 @task("bert.probe_model")
-def bert_probe_model(ctx: TaskContext, vocab_size: int, scale: float, stale_grad: float | None = None) -> Any:
+def bert_probe_model(ctx: TaskContext, vocab_size: int, scale: float, stale_grad: float | None = None,
+                     mask_tilt: float = 0.0) -> Any:
     """The pre-training stand-in model (above), in training mode, with a gradient left from an
     earlier step if `stale_grad` is given."""
-    return _PerfectOnInputs(vocab_size, scale, stale_grad).train()
+    return _PerfectOnInputs(vocab_size, scale, stale_grad, mask_tilt).train()
 
 
 class _Batches:

@@ -372,6 +372,8 @@ def split(ctx):
             diagnosis = "mlm_labels_not_ignored"
         elif shares["mask"] < 0.05 and changed_to.numel() and (changed_to == changed_to.mode().values).double().mean() > 0.7:
             diagnosis = "mlm_wrong_mask_id"  # most selected tokens become one id, not mask_token_ind
+        elif shares["mask"] > 0.95:
+            diagnosis = "mlm_always_mask"
         elif shares["random"] < 0.06 and shares["unchanged"] > 0.14:
             diagnosis = "mlm_random_share_too_low"
         elif shares["unchanged"] < 0.05:
@@ -441,8 +443,9 @@ def random_tokens(ctx):
                           diagnosis="mlm_random_out_of_range")
     n = values.numel()
     if n < 100:
+        always_mask = bool(selected.any()) and (is_mask & selected).sum().item() > 0.95 * selected.sum().item()
         raise CheckFailed(f"only {n} of {int(selected.sum())} selected tokens were replaced by another token",
-                          diagnosis="mlm_wrong_split")
+                          diagnosis="mlm_always_mask" if always_mask else "mlm_wrong_split")
     # A replacement equal to the original looks unchanged: value v is seen with weight 1 - f(v),
     # f(v) the share of selected tokens whose original id is v.
     originals = torch.bincount(text[selected], minlength=V)[:V].double()
@@ -521,12 +524,20 @@ def _loss_value(value):
 
 
 PROBE_SCALE, PROBE_LR = 20.0, 0.1
+# On <mask> the stand-in's logits lean towards the high ids (scale * MASK_TILT * j / V), so that a
+# batch whatever mask_inputs returns (even <mask> at every selected token) gives its weight a
+# gradient: pretrain_step is judged by what it does with any masking, and a step is always seen.
+MASK_TILT = 0.5
+NO_STEP = 2e-5  # a movement this small is no step at all
 
 
 def _stand_in_logits(inputs, vocab_size, scale):
-    """What the stand-in model predicts: `scale` on the id it sees, 0 elsewhere; uniform on <mask>."""
-    onehot = F.one_hot(inputs.clamp(0, vocab_size), vocab_size + 1)[..., :vocab_size].double()
-    return scale * onehot
+    """What the stand-in model predicts: `scale` on the id it sees, 0 elsewhere; on <mask>,
+    scale * MASK_TILT * j / vocab_size for every id j."""
+    ids = inputs.clamp(0, vocab_size)
+    onehot = F.one_hot(ids, vocab_size + 1)[..., :vocab_size].double()
+    tilt = MASK_TILT * torch.arange(vocab_size, dtype=torch.float64) / vocab_size
+    return scale * (onehot + (ids == vocab_size).double()[..., None] * tilt)
 
 
 @dataclass
@@ -558,12 +569,20 @@ class ProbeStep:
         forms = {"selected": per_token[selected].mean(), "all": per_token.mean(), "real": per_token[real].mean()}
         return {name: (loss, scale) for name, loss in forms.items()}
 
+    def steps(self):
+        """{name: the SGD step of the stand-in's weight}, for the right loss and the known wrong ones."""
+        steps = {}
+        for name, (loss, scale) in self.loss_forms(requires_grad=True).items():
+            (grad,) = torch.autograd.grad(loss, scale, retain_graph=True)
+            steps[name] = -PROBE_LR * float(grad)
+        return steps
+
 
 def probe_step(ctx, text, vocab_size, seed, stale_grad=None):
     """pretrain_step on the stand-in, with SGD: reproduces its masking and reads its weight back.
     `stale_grad`: the stand-in starts with this gradient, as after an earlier step."""
     V = vocab_size
-    model = ctx.student.task("bert.probe_model", V, PROBE_SCALE, stale_grad)
+    model = ctx.student.task("bert.probe_model", V, PROBE_SCALE, stale_grad, MASK_TILT)
     optimizer = ctx.student.task("optimizer", model, "SGD", PROBE_LR, ["scale"])
     ctx.student.seed(seed)
     masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15)
@@ -604,34 +623,31 @@ STALE_GRAD = 5.0  # the stand-in's gradient left from an earlier step; one SGD s
 @check("pretraining.step_updates_parameters", "One pretrain_step call moves the model's parameters by one step along "
        "the loss's gradient (gradients cleared, backward, step)")
 def step_updates(ctx):
-    # 32 x 32 tokens: some selected token is a random replacement (the stand-in's gradient comes from
-    # those) unless the split is far off.
+    # Graded on the batch the student's own mask_inputs gives under the step's seed: a masking
+    # mistake is charged in the masking checks, not here.
     V = 20
     text = big_batch(ctx.seed, B=32, T=32, vocab_size=V)
     probe = probe_step(ctx, text, V, ctx.seed, stale_grad=STALE_GRAD)
     moved = probe.scale_after - PROBE_SCALE
-    steps = {}
-    for name, (loss, scale) in probe.loss_forms(requires_grad=True).items():
-        (grad,) = torch.autograd.grad(loss, scale, retain_graph=True)
-        steps[name] = -PROBE_LR * float(grad)
+    steps = probe.steps()
     numbers = {"numbers": {"moved": moved, "expected": steps["selected"]}}
-    if not _unchanged(probe) and any(math.isclose(moved, step, rel_tol=1e-3, abs_tol=2e-5) for step in steps.values()):
-        return
-    evaluation = _evaluation_masking(ctx, probe, ctx.seed)
-    loss, scale = evaluation.loss_forms(requires_grad=True)["selected"]
-    (grad,) = torch.autograd.grad(loss, scale)
-    evaluation_step = -PROBE_LR * float(grad)
-    if _unchanged(probe):  # a step of the right size is never 0 on this batch (some token is a random one)
-        # An all-<mask> batch gives the stand-in no gradient: a step taken on such a batch leaves it
-        # unchanged too, with a gradient of (about) zero, where a skipped step leaves a real one.
-        only_mask = probe.scale_grad is not None and abs(probe.scale_grad) < 1e-6 and abs(evaluation_step) < 2e-5
-        raise CheckFailed("after one pretrain_step with SGD the model's parameter did not change"
-                          + (" and it has no gradient" if probe.scale_grad is None else " although it has a gradient"),
-                          diagnosis="pretrain_only_mask" if only_mask else _step_diagnosis(probe), details=numbers)
-    if math.isclose(moved, evaluation_step, rel_tol=1e-3, abs_tol=2e-5):
+    if any(math.isclose(moved, step, rel_tol=1e-3, abs_tol=NO_STEP) for step in steps.values()):
+        if abs(steps["selected"]) > NO_STEP:
+            return
+        raise CheckFailed(_unseen_step(probe), details=numbers)
+    evaluation_step = _evaluation_masking(ctx, probe, ctx.seed).steps()["selected"]
+    if math.isclose(moved, evaluation_step, rel_tol=1e-3, abs_tol=NO_STEP):
         raise CheckFailed(f"one pretrain_step moved the parameter by {moved:.6g}, the step of the batch masked with "
-                          f"only_mask=True; with the 80/10/10 masking it moves by {steps['selected']:.6g}",
+                          f"only_mask=True; with the batch mask_inputs gives it moves by {steps['selected']:.6g}",
                           diagnosis="pretrain_only_mask", details=numbers)
+    problem = _not_reproduced(probe)
+    if problem:
+        raise CheckFailed(problem, details=numbers)
+    if _unchanged(probe):  # the expected step is not zero here, or the first test above had passed
+        raise CheckFailed(f"after one pretrain_step with SGD the model's parameter did not change, where one step "
+                          f"moves it by {steps['selected']:.6g}"
+                          + (" (it has no gradient)" if probe.scale_grad is None else " (it has a gradient)"),
+                          diagnosis=_step_diagnosis(probe), details=numbers)
     if math.isclose(moved, -PROBE_LR * STALE_GRAD, rel_tol=1e-3):
         # Only the old gradient was applied: the new one never reached the parameter (no backward),
         # or was computed but never stepped on (the step ran before it, e.g. inside zero_grad).
@@ -639,13 +655,23 @@ def step_updates(ctx):
         raise CheckFailed(f"one pretrain_step moved the parameter by {moved:.6g}, the step of the gradient {STALE_GRAD} the "
                           "model came with from an earlier step: no step on this batch's gradient was taken",
                           diagnosis="pretrain_no_backward" if no_backward else "pretrain_no_step", details=numbers)
-    accumulated = any(math.isclose(moved, step - PROBE_LR * STALE_GRAD, rel_tol=1e-3, abs_tol=2e-5)
+    accumulated = any(math.isclose(moved, step - PROBE_LR * STALE_GRAD, rel_tol=1e-3, abs_tol=NO_STEP)
                       for step in steps.values())
     raise CheckFailed(f"one pretrain_step with SGD (lr={PROBE_LR}) moved the parameter by {moved:.6g}; one step "
                       f"along the gradient of the cross-entropy moves it by {steps['selected']:.6g}"
                       + (f" (the model came with a gradient {STALE_GRAD} left from an earlier step, which was "
                          "added to the new one)" if accumulated else ""),
                       diagnosis="zero_grad_missing" if accumulated else None, details=numbers)
+
+
+def _unseen_step(probe):
+    """The failure when the batch mask_inputs gave leaves nothing to learn (a gate, graders/checks/gates.py):
+    whether pretrain_step steps cannot be seen, so the check earns nothing yet, and claims nothing of the step."""
+    n_selected = int((probe.labels != IGNORE).sum())
+    n_changed = int(((probe.masked != probe.text) & (probe.labels != IGNORE)).sum())
+    return (f"mask_inputs selected {n_selected} tokens of this batch and changed {n_changed} of them: the loss has no "
+            "gradient, so whether pretrain_step takes a step cannot be seen; this check earns its points once "
+            "mask_inputs masks (graded in the masking checks)")
 
 
 def _evaluation_masking(ctx, probe, seed):
@@ -664,7 +690,9 @@ def loss_on_selected(ctx):
     probe = probe_step(ctx, text, V, ctx.seed)
     loss = probe.loss
     forms = {name: float(value) for name, (value, _) in probe.loss_forms().items()}
-    if math.isclose(loss, forms["selected"], rel_tol=1e-4, abs_tol=1e-6) and not _unchanged(probe):
+    expected_step = probe.steps()["selected"]
+    stepped = not _unchanged(probe) or not abs(expected_step) > NO_STEP  # a step of 0 is the right one
+    if math.isclose(loss, forms["selected"], rel_tol=1e-4, abs_tol=1e-6) and stepped:
         return
     eval_loss = float(_evaluation_masking(ctx, probe, ctx.seed).loss_forms()["selected"][0])
     if math.isclose(loss, eval_loss, rel_tol=1e-4, abs_tol=1e-6) and not math.isclose(loss, forms["selected"], rel_tol=1e-3):
@@ -672,8 +700,9 @@ def loss_on_selected(ctx):
                           f"({eval_loss:.4f}); with the 80/10/10 masking it is {forms['selected']:.4f}",
                           diagnosis="pretrain_only_mask",
                           details={"numbers": {"returned_loss": loss, "expected_loss": forms["selected"]}})
-    if _unchanged(probe):
-        raise CheckFailed("pretrain_step did not update the model", diagnosis=_step_diagnosis(probe))
+    if not stepped:
+        raise CheckFailed(f"pretrain_step did not update the model, where one step moves its weight by "
+                          f"{expected_step:.6g}", diagnosis=_step_diagnosis(probe))
     problem = _not_reproduced(probe)
     if problem:
         raise CheckFailed(problem)

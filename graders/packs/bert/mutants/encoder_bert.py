@@ -143,6 +143,9 @@ MUTANTS = [
         "    category = order.float() / max(int(selected.sum()), 1)",
         "mlm_order_dependent"),
     one("mlm_only_mask_ignored", "pretraining", BERT, ONLY_MASK, "if False:", "mlm_only_mask_ignored"),
+    # <mask> at every selected token, as only_mask=True: charged in the masking checks only, never
+    # in pretrain_step's (tests/test_bert_charged_once.py)
+    one("mlm_always_mask", "pretraining", BERT, ONLY_MASK, "if True:", "mlm_always_mask"),
     one("mlm_rate_hardcoded", "pretraining", BERT, SELECT,
         "selected = (torch.rand(text.shape) < 0.15) & (text != pad_ind)", "mlm_wrong_rate"),
     one("mlm_thresholds_swapped", "pretraining", BERT, "to_mask = selected & (category < 0.8)",
