@@ -24,7 +24,25 @@ class OracleUnavailable(Exception):
     """The golden oracle has no recorded answer for this input."""
 
 
+def trace_reference(assignment, build, state, inputs, kwargs=None, method="__call__"):
+    """The reference's sub-module calls (graders/sandbox/tasks.py `trace_calls`) for the module
+    `build = (name, args, kwargs)` makes (a reference class, "attention.MultiHeadAttention", or a
+    computation of the pack that returns a module), under the weights `state`."""
+    from graders.sandbox.tasks import trace_calls
+
+    target, args, build_kwargs = build
+    module = _resolve(assignment, target)(*args, **build_kwargs)
+    module.load_state_dict(state, strict=False)
+    return trace_calls(module, tuple(inputs), dict(kwargs or {}), method)
+
+
+# Computations every assignment has, besides its pack's own.
+ENGINE_COMPUTATIONS = {"trace_reference": trace_reference}
+
+
 def _resolve(assignment, name):
+    if name in ENGINE_COMPUTATIONS:
+        return functools.partial(ENGINE_COMPUTATIONS[name], assignment)
     computations = assignment.computations()
     if name in computations:
         return functools.partial(computations[name], assignment.reference_module)

@@ -5,6 +5,7 @@ import math
 import torch
 
 from graders.checks.framework import CheckFailed, UnusableReturn, describe_returned
+from graders.checks.localise import describe_difference
 
 DTYPE_KINDS = {
     "float": lambda t: t.is_floating_point(),
@@ -92,8 +93,11 @@ def is_close(got, expected, *, atol=1e-5, rtol=1e-4):
     )
 
 
-def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, details=None):
-    """got equals expected up to float32 rounding, or the check fails with the numbers."""
+def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, details=None, axes=None, locate=None):
+    """got equals expected up to float32 rounding, or the check fails with the numbers and, in
+    words, how they differ (`describe_difference`, its axes named by `axes`). `locate`: a function
+    that says where in the student's module the difference arises (`module_divergence`), called
+    once the failure is final (graders/checks/framework.py)."""
     expect_tensor(got, what, shape=expected.shape)
     if is_close(got, expected, atol=atol, rtol=rtol):
         return
@@ -105,11 +109,15 @@ def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, d
         summary = f"{what} contain NaN where the expected values are finite (first at index {where})"
     else:
         summary = f"{what} differ from the expected values (max abs error {numbers.get('max_abs_error', float('nan')):.3g})"
-    raise CheckFailed(
+        how = describe_difference(got, expected, axes=axes, atol=atol, rtol=rtol)
+        summary += f": {how}" if how else ""
+    failure = CheckFailed(
         summary,
         diagnosis=diagnosis,
         details={"numbers": numbers, "expected": _short(expected), "got": _short(got), **(details or {})},
     )
+    failure.locate = locate
+    raise failure
 
 
 def tolerance_margin(got, expected, *, atol, rtol):

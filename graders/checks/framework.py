@@ -89,6 +89,9 @@ class CheckFailed(Exception):
         self.details = dict(details or {})
         self.fraction = fraction  # partial credit in [0, 1), for graded-by-degree checks
         self.counterexample: str | None = None
+        # says where in the student's module the failure arises (graders/checks/localise.py):
+        # asked once, for the final (shrunk) failure, never to score
+        self.locate: Callable[[], str | None] | None = None
 
 
 class UnusableReturn(CheckFailed):
@@ -535,6 +538,10 @@ def _run(chk: Check, ctx: Context, before: Callable[[], None] | None, recorder: 
             label, value = culprit  # a check's own "must return ...": say what came back
             if describe_returned(value) not in message:
                 message = f"{message}; {label} returned {describe_returned(value)}"
+        where = _where(failure)
+        if where:
+            message = f"{message}; where: {where}"
+            failure.details["where"] = where
         return CheckResult(
             chk, ERROR if unusable else FAILED, 0.0 if unusable else failure.fraction, message,
             failure.diagnosis, failure.counterexample, failure.details,
@@ -573,6 +580,16 @@ def _run(chk: Check, ctx: Context, before: Callable[[], None] | None, recorder: 
                            getattr(error, "counterexample", None), _output_details(error), worker_failed=True)
     except Exception as error:  # noqa: BLE001 - the check's own code failed on what the student returned
         return unusable_return_result(chk, error, recorder)
+
+
+def _where(failure: CheckFailed) -> str | None:
+    """What `failure.locate` says; nothing when it fails (it only ever adds words to a failure)."""
+    if failure.locate is None:
+        return None
+    try:
+        return failure.locate()
+    except Exception:  # noqa: BLE001 - the student's code may break a second run in any way
+        return None
 
 
 def _output_details(error: BaseException) -> dict[str, str]:

@@ -56,3 +56,59 @@ def optimizer(ctx: TaskContext, model: Any, kind: str, lr: float, names: list | 
         named = dict(model.named_parameters())
         params = [named[name] for name in names]
     return kinds[kind](params, lr=lr, **options)
+
+
+# ---------------------------------------------------------------- tracing
+#
+# What localises a wrong output (graders/checks/localise.py): the input and output of every
+# sub-module as one forward pass runs, run alike on the student's module (here, in the worker)
+# and on the reference (in the grader). What comes back describes, it never scores.
+
+TRACED_CALLS = 400  # a forward pass of the homework's small models makes a few dozen
+TRACED_ELEMENTS = 2**20  # per tensor: a larger one is left out of the trace
+
+
+def first_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
+    """The first tensor in a value (an argument tuple, an `(embedding, mask)` pair, `(logits, loss)`)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone() if value.numel() <= TRACED_ELEMENTS else None
+    if isinstance(value, (tuple, list)) and depth < 3:
+        for item in value:
+            found = first_tensor(item, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def trace_calls(model: torch.nn.Module, inputs: tuple, kwargs: dict, method: str = "__call__") -> dict:
+    """Run `model.<method>(*inputs, **kwargs)` in evaluation mode without gradients, recording each
+    sub-module call as it returns: `{"calls": [{name, kind, input, output}], "modules": {name: kind}}`.
+    Calls are in the order they return (inner before outer); the module itself is the name ""."""
+    calls: list[dict] = []
+    names = {id(module): name for name, module in model.named_modules()}
+
+    def record(module: torch.nn.Module, args: tuple, output: Any) -> None:
+        if len(calls) < TRACED_CALLS and id(module) in names:
+            calls.append({"name": names[id(module)], "kind": type(module).__name__,
+                          "input": first_tensor(args), "output": first_tensor(output)})
+
+    hooks = [module.register_forward_hook(record) for module in model.modules()]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            output = getattr(model, method)(*inputs, **kwargs)
+    finally:
+        model.train(was_training)
+        for hook in hooks:
+            hook.remove()
+    if method != "__call__":  # the method itself is no module call: record it as the module's
+        calls.append({"name": "", "kind": type(model).__name__, "input": first_tensor(inputs),
+                      "output": first_tensor(output)})
+    return {"calls": calls, "modules": {name: type(module).__name__ for name, module in model.named_modules()}}
+
+
+@task("trace")
+def trace(ctx: TaskContext, model: Any, *inputs: Any, method: str = "__call__", **kwargs: Any) -> dict:
+    """`trace_calls` on the student's module."""
+    return trace_calls(model, inputs, kwargs, method)
