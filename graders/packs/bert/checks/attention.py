@@ -1,6 +1,7 @@
 """Checks for scaled dot-product attention and multi-head attention (seed 004, parts 1 and 2)."""
 
 import math
+import re
 
 import torch
 from hypothesis import strategies as st
@@ -15,6 +16,33 @@ from graders.sandbox import StudentError
 MODULE = "attention"
 SDP = "attention.scaled_dot_product"
 SDP_RETURNS = "a tuple (values, attention) of tensors"
+
+
+# ---------------------------------------------------------------- the student's exceptions
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n[ \t]+([^\n]+)')
+
+
+def student_line(error):
+    """" (in <function>, <file> line <n>: <code>)" of the last frame of the student's code in the traceback."""
+    frames = [f for f in _FRAME.findall(error.traceback or "")
+              if "site-packages" not in f[0] and "/torch/" not in f[0] and "/graders/" not in f[0]]
+    if not frames:
+        return ""
+    path, line, function, code = frames[-1]
+    return f" (in {function}, {path.rsplit('/', 1)[-1]} line {line}: {code.strip()})"
+
+
+def explained(error, call):
+    """The student's exception, saying which call on which input raised it and at which line of theirs."""
+    return StudentError(error.exc_type, f"{error.message}; raised by {call}{student_line(error)}"[:900],
+                        error.traceback, output=error.output, debug_traceback=error.debug_traceback)
+
+
+def sdp_call_text(q, k, v, drop, mask):
+    masked = "None" if mask is None else f"a mask of shape {tuple(mask.shape)}"
+    return (f"scaled_dot_product(q of shape {tuple(q.shape)}, k of shape {tuple(k.shape)}, v of shape "
+            f"{tuple(v.shape)}, attn_drop_rate={drop}, {masked})")
 
 
 # ---------------------------------------------------------------- known mistakes, as behaviour
@@ -77,7 +105,7 @@ def _student_attention(ctx, ex, *, drop=0.0, mask="padding"):
         result = ctx.student.call(MODULE, "scaled_dot_product", ex.q, ex.k, ex.v, drop, mask_value)
     except StudentError as error:
         if mask_value is None or mask_value.dim() != 2 or not _works_with_4d_mask(ctx, ex, drop, mask_value):
-            raise
+            raise explained(error, sdp_call_text(ex.q, ex.k, ex.v, drop, mask_value)) from None
         B, _, T, _ = ex.q.shape
         raise CheckFailed(
             f"a (B, T) padding mask with B={B}, T={T} makes your code raise {error.exc_type}: {error.message}; "
@@ -348,6 +376,64 @@ def _mha_variants(ex, weights):
     return variants
 
 
+def _heads_of(ex, weights):
+    """q, k, v (B, H, T, hd) as a right MultiHeadAttention computes them under the reference-layout weights."""
+    B, T, E = ex.x.shape
+    q, k, v = (ex.x @ weights["qkv_proj.weight"].T + weights["qkv_proj.bias"]).split(E, dim=-1)
+    return [t.reshape(B, T, ex.n_heads, E // ex.n_heads).transpose(1, 2).contiguous() for t in (q, k, v)]
+
+
+def _own_attention(ctx, ex, weights):
+    """The student's own scaled_dot_product (graded in part attention) on the q, k, v a right
+    MultiHeadAttention gives it: (values, None), or (None, the StudentError) when it raises, or
+    (None, None) when it returns nothing usable."""
+    q, k, v = _heads_of(ex, weights)
+    try:
+        result = ctx.student.call(MODULE, "scaled_dot_product", q, k, v, 0.0, ex.padding)
+    except StudentError as error:
+        return None, error
+    values = result[0] if isinstance(result, (tuple, list)) and result else None
+    return (values, None) if type(values) is torch.Tensor and values.shape == q.shape else (None, None)
+
+
+def through_own_attention(ctx, ex, weights):
+    """A right MultiHeadAttention's output computed with the student's own scaled_dot_product: what
+    the student's module must give, whatever that function gets wrong (charged in part attention
+    only). None when it raises or returns nothing usable."""
+    values, _ = _own_attention(ctx, ex, weights)
+    if values is None:
+        return None
+    B, T, E = ex.x.shape
+    merged = values.transpose(1, 2).reshape(B, T, E)
+    return merged @ weights["o_proj.weight"].T + weights["o_proj.bias"]
+
+
+def mha_call_text(embed_dim, n_heads, x, padding):
+    padding = "None" if padding is None else f"a padding mask of shape {tuple(padding.shape)}"
+    return f"MultiHeadAttention(embed_dim={embed_dim}, n_heads={n_heads})(x of shape {tuple(x.shape)}, {padding})"
+
+
+def call_mha(ctx, handle, embed_dim, n_heads, x, padding=None):
+    """The student's module on x; an exception says on which input and at which line."""
+    try:
+        return ctx.student.call(handle, "__call__", x, padding)
+    except StudentError as error:
+        raise explained(error, mha_call_text(embed_dim, n_heads, x, padding)) from None
+
+
+def _student_mha(ctx, handle, ex, weights):
+    """The student's module on ex.x; when it raises, the error says on which input and at which
+    line, and an error its own scaled_dot_product raises on the same q, k, v is not charged here
+    (None: the example shows nothing of the module's own code)."""
+    try:
+        return ctx.student.call(handle, "__call__", ex.x, ex.padding)
+    except StudentError as error:
+        _, own_error = _own_attention(ctx, ex, weights)
+        if own_error is not None and own_error.exc_type == error.exc_type:
+            return None
+        raise explained(error, mha_call_text(ex.embed_dim, ex.n_heads, ex.x, ex.padding)) from None
+
+
 def _mha_matches(ctx, ex):
     weights = reference_weights(ex)
     expected = ctx.oracle.call("mha_forward", weights, ex.embed_dim, ex.n_heads, ex.x, ex.padding)
@@ -356,10 +442,18 @@ def _mha_matches(ctx, ex):
     outputs = []  # one per accepted layout: a mistake shows under the layout the student reads
     for layout in QKV_LAYOUTS:
         _load_weights(ctx, handle, to_layout(weights, ex.n_heads, layout))
-        got = expect_tensor(ctx.student.call(handle, "__call__", ex.x, ex.padding), "output", shape=ex.x.shape)
+        got = _student_mha(ctx, handle, ex, weights)
+        if got is None:
+            return
+        got = expect_tensor(got, "output", shape=ex.x.shape)
         if is_close(got, expected):
             return
         outputs.append(got)
+    # Graded on its own code: with the student's scaled_dot_product in place of the reference's,
+    # a right module gives this (a module that calls something else is held to the reference).
+    own = through_own_attention(ctx, ex, weights)
+    if own is not None and any(is_close(got, own.to(got.dtype)) for got in outputs):
+        return
     # A student reading its qkv_proj in layout L gets, under the weights loaded in layout L, the
     # q, k, v the variants read from the reference weights.
     variants = _mha_variants(ex, weights)
@@ -367,9 +461,19 @@ def _mha_matches(ctx, ex):
                       if is_close(got, out, atol=1e-4)), None)
     if diagnosis is None and torch.isnan(got).any():
         diagnosis = "mask_on_query_axis"
-    if diagnosis is None and not torch.equal(got, ctx.student.call(handle, "__call__", ex.x, ex.padding)):
+    if diagnosis is None and _varies_in_eval(ctx, handle, ex, got):
         diagnosis = "dropout_in_eval"
     expect_close(got, expected, "multi-head attention outputs (under every accepted qkv layout)", diagnosis=diagnosis)
+
+
+def _varies_in_eval(ctx, handle, ex, got):
+    """Whether eval-mode passes with other seeds give another output (on a tiny input one pass of
+    dropout can draw the same mask as another)."""
+    for salt in range(1, 9):
+        ctx.student.seed(ctx.seed + salt)
+        if not torch.equal(got, call_mha(ctx, handle, ex.embed_dim, ex.n_heads, ex.x, ex.padding)):
+            return True
+    return False
 
 
 def mha_gate(ctx):
@@ -381,7 +485,9 @@ def mha_gate(ctx):
     ctx.student.call(handle, "eval")
 
     def call(inp):
-        return expect_tensor(ctx.student.call(handle, "__call__", inp, None), "output", shape=x.shape)
+        # reseeded first: dropout left on in eval mode is charged in mha.eval_deterministic, not by the gate
+        ctx.student.seed(ctx.seed)
+        return expect_tensor(call_mha(ctx, handle, E, H, inp), "output", shape=x.shape)
 
     def change_at(inp, t):
         changed = inp.clone()
@@ -433,7 +539,8 @@ def mha_output_projection_applied(ctx):
         for scale in (1.0, -2.0):
             _load_weights(ctx, handle, {**weights, "o_proj.weight": weights["o_proj.weight"] * scale})
             ctx.student.seed(ctx.seed)  # the same dropout draws, should the code use any in eval
-            outputs.append(expect_tensor(ctx.student.call(handle, "__call__", ex.x, None), "output", shape=ex.x.shape))
+            outputs.append(expect_tensor(call_mha(ctx, handle, ex.embed_dim, ex.n_heads, ex.x), "output",
+                                         shape=ex.x.shape))
         if torch.equal(outputs[0], outputs[1]):
             raise CheckFailed("changing o_proj's weights does not change the output", diagnosis="output_projection_missing")
 
@@ -446,8 +553,8 @@ def mha_eval_deterministic(ctx):
     def prop(ex):
         handle = build_student_mha(ctx, ex, drop=0.5)
         ctx.student.call(handle, "eval")
-        first = ctx.student.call(handle, "__call__", ex.x, None)
-        second = ctx.student.call(handle, "__call__", ex.x, None)
+        first = call_mha(ctx, handle, ex.embed_dim, ex.n_heads, ex.x)
+        second = call_mha(ctx, handle, ex.embed_dim, ex.n_heads, ex.x)
         expect_tensor(first, "output", shape=ex.x.shape)
         if not torch.equal(first, second):
             raise CheckFailed("two eval-mode forward passes on the same input differ", diagnosis="dropout_in_eval")
@@ -460,9 +567,22 @@ def mha_dropout_in_training(ctx):
     (x,) = tensors_from(ctx.seed, (4, 8, 16))
     handle = ctx.student.construct(MODULE, "MultiHeadAttention", 16, 4, 0.9)
     ctx.student.call(handle, "train")
-    first = expect_tensor(ctx.student.call(handle, "__call__", x, None), "output", shape=x.shape)
-    second = ctx.student.call(handle, "__call__", x, None)
-    if torch.equal(first, second):
+    first = expect_tensor(call_mha(ctx, handle, 16, 4, x), "output", shape=x.shape)
+    second = call_mha(ctx, handle, 16, 4, x)
+    if torch.equal(first, second) and _own_attention_drops(ctx):
         raise CheckFailed("with attn_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
                           diagnosis="dropout_ignored_in_training")
     mha_gate(ctx)
+
+
+def _own_attention_drops(ctx):
+    """Whether the student's scaled_dot_product drops out at attn_drop_rate=0.9: a module that
+    hands its rate to one that never drops is right (the function is charged in part attention)."""
+    q, k, v = tensors_from(ctx.seed + 1, (4, 4, 8, 4), (4, 4, 8, 4), (4, 4, 8, 4))
+    try:
+        first, second = (ctx.student.call(MODULE, "scaled_dot_product", q, k, v, 0.9, None) for _ in range(2))
+    except StudentError:
+        return True
+    return not (isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second)
+                and all(type(a) is torch.Tensor and type(b) is torch.Tensor and torch.equal(a, b)
+                        for a, b in zip(first, second)))

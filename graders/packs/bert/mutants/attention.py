@@ -86,6 +86,10 @@ MUTANTS = [
     one("mha_mask_inverted", "mha", CALL_SDP,  # Hugging Face's attention_mask convention (1 = attend)
         "values, _ = scaled_dot_product(q, k, v, drop, None if mask is None else mask == 0)", "mask_inverted"),
     one("mha_never_drops", "mha", DROP_RATE, "drop = 0.0", "dropout_ignored_in_training"),
+    # the rate not passed on: scaled_dot_product's default 0.1 drops out in eval mode too; charged
+    # in mha.eval_deterministic and the comparisons, never by a gate or the parameter count
+    one("mha_drop_rate_not_passed", "mha", CALL_SDP, "values, _ = scaled_dot_product(q, k, v, mask=mask)",
+        "dropout_in_eval"),
 ]
 
 ALTERNATIVES = [
