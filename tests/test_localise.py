@@ -17,6 +17,8 @@ from graders.checks.localise import describe_difference, first_divergence, parse
 from graders.checks.weights import count_difference
 from graders.sandbox.tasks import trace_calls
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 # ---------------------------------------------------------------- how a tensor differs
 
 BASE = torch.randn(2, 3, 5, 5, generator=torch.Generator().manual_seed(0))
@@ -264,3 +266,29 @@ def test_other_sub_module_names_are_matched_by_class_and_order():
 def test_a_trace_from_the_worker_is_checked_before_use():
     assert parse_trace({"calls": [{"name": 3}], "modules": {}}) is None
     assert parse_trace(["not", "a", "trace"]) is None
+
+
+def test_the_worker_traces_the_students_module_as_the_grader_traces_the_reference(tmp_path):
+    import shutil
+
+    from graders.checks.localise import module_divergence
+    from graders.oracles import ReferenceOracle
+    from graders.sandbox import Limits, Worker
+    from tests.course import BERT as pack
+
+    folder = tmp_path / "submission"
+    shutil.copytree(pack.reference_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    attention = folder / "attention.py"
+    attention.write_text(attention.read_text().replace("return self.o_proj(", "return 2 * self.o_proj("))
+    state = reference("bert", "attention").MultiHeadAttention(8, 2, 0.0).state_dict()
+
+    class Ctx:
+        oracle = ReferenceOracle(pack)
+
+    with Worker(folder, limits=Limits(), task_modules=pack.task_modules) as worker:
+        Ctx.student = worker
+        handle = worker.construct("attention", "MultiHeadAttention", 8, 2, 0.0)
+        worker.load_state_dict(handle, state)
+        where = module_divergence(Ctx, handle, ("attention.MultiHeadAttention", [8, 2, 0.0], {}), state, [X, PADDING])
+    assert where.startswith("first difference in the module's own forward (MultiHeadAttention)")
+    assert "2 times the expected values" in where
