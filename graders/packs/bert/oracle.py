@@ -13,4 +13,13 @@ def mha_forward(reference, state_dict, embed_dim, n_heads, x, mask=None):
         return layer(x, mask)
 
 
-COMPUTATIONS = {"mha_forward": mha_forward}
+def state_shapes(reference, module, class_name, *args):
+    """{name: shape} of the entries of a reference module's state_dict that can be trained
+    parameters (floating point and finite): what a parameter count's failure compares the student's with."""
+    with torch.random.fork_rng(devices=[]):
+        layer = getattr(reference(module), class_name)(*args)
+    return {name: list(t.shape) for name, t in layer.state_dict().items()
+            if t.is_floating_point() and bool(torch.isfinite(t).all())}
+
+
+COMPUTATIONS = {"mha_forward": mha_forward, "state_shapes": state_shapes}

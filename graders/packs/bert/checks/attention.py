@@ -10,7 +10,8 @@ from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
 from .strategies import attention_inputs, mha_inputs, tensors_from
-from graders.checks.weights import learnable, numel, state_tensors
+from graders.checks.weights import count_difference, learnable, numel, state_tensors
+from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
 
 MODULE = "attention"
@@ -409,7 +410,7 @@ def through_own_attention(ctx, ex, weights):
 
 
 def mha_call_text(embed_dim, n_heads, x, padding):
-    padding = "None" if padding is None else f"a padding mask of shape {tuple(padding.shape)}"
+    padding = "mask=None" if padding is None else f"a padding mask of shape {tuple(padding.shape)}"
     return f"MultiHeadAttention(embed_dim={embed_dim}, n_heads={n_heads})(x of shape {tuple(x.shape)}, {padding})"
 
 
@@ -418,7 +419,21 @@ def call_mha(ctx, handle, embed_dim, n_heads, x, padding=None):
     try:
         return ctx.student.call(handle, "__call__", x, padding)
     except StudentError as error:
-        raise explained(error, mha_call_text(embed_dim, n_heads, x, padding)) from None
+        raise mha_error(error, embed_dim, n_heads, x, padding) from None
+
+
+def mha_error(error, embed_dim, n_heads, x, padding):
+    """A failure naming the mistake when the exception shows one (heads viewed with embed_dim
+    features each: view(B, T, n_heads, embed_dim) holds n_heads times too many elements), else the
+    student's error, with the call and the line."""
+    call = mha_call_text(embed_dim, n_heads, x, padding)
+    viewed = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size", error.message)
+    dims = [int(d) for d in viewed.group(1).split(",")] if viewed else []
+    if n_heads > 1 and any(a == n_heads and b == embed_dim for a, b in zip(dims, dims[1:])):
+        return CheckFailed(f"{call} raised {error.exc_type}: {error.message}{student_line(error)}. Each of the "
+                           f"{n_heads} heads gets head_dim = embed_dim // n_heads = {embed_dim // n_heads} features, "
+                           f"not embed_dim = {embed_dim}"[:900], diagnosis="mha_head_dim_wrong")
+    return explained(error, call)
 
 
 def _student_mha(ctx, handle, ex, weights):
@@ -431,7 +446,7 @@ def _student_mha(ctx, handle, ex, weights):
         _, own_error = _own_attention(ctx, ex, weights)
         if own_error is not None and own_error.exc_type == error.exc_type:
             return None
-        raise explained(error, mha_call_text(ex.embed_dim, ex.n_heads, ex.x, ex.padding)) from None
+        raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
 
 
 def _mha_matches(ctx, ex):
@@ -498,6 +513,19 @@ def mha_gate(ctx):
                                          f"input of shape {(B, T, E)})")
 
 
+def count_explained(ctx, state, module, class_name, *args):
+    """Where the module's learnable entries differ from the reference's, sub-module by sub-module
+    (graders/checks/weights.py `count_difference`), as a clause to append to a failure; the reference's
+    shapes are asked for on every draw, so that the golden answers hold them; "" without them."""
+    try:
+        expected = ctx.oracle.call("state_shapes", module, class_name, *args)
+    except OracleUnavailable:
+        return ""
+    where = count_difference({name: tuple(t.shape) for name, t in state.items()},
+                             {name: tuple(shape) for name, shape in expected.items()})
+    return f": {where}" if where else ""
+
+
 @check("mha.parameter_count", "MultiHeadAttention has qkv_proj and o_proj: 4E^2 + 4E parameters")
 def mha_parameter_count(ctx):
     @ctx.given(st.integers(1, 4), st.integers(1, 4))
@@ -505,11 +533,14 @@ def mha_parameter_count(ctx):
         E = n_heads * head_dim
         handle = ctx.student.construct(MODULE, "MultiHeadAttention", E, n_heads, 0.1)
         # counted from the tensors its state_dict returns (not the worker's description of it)
-        count = numel(learnable(state_tensors(ctx, handle, "MultiHeadAttention")))
+        state = learnable(state_tensors(ctx, handle, "MultiHeadAttention"))
+        count = numel(state)
+        where = count_explained(ctx, state, MODULE, "MultiHeadAttention", E, n_heads, 0.1)
         expected = 4 * E * E + 4 * E
         if count != expected:
             diagnosis = "output_projection_missing" if count == 3 * E * E + 3 * E else "wrong_parameter_count_mha"
-            raise CheckFailed(f"embed_dim={E}: {count} parameters in its state_dict, expected {expected}", diagnosis=diagnosis)
+            raise CheckFailed(f"embed_dim={E}: {count} parameters in its state_dict, expected {expected}{where}",
+                              diagnosis=diagnosis)
 
     mha_gate(ctx)  # parameters earn points in a module that uses them
 

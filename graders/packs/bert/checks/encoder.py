@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
+from .attention import explained
 from .strategies import tensors_from
 from graders.checks.weights import shared_entries, state_tensors
 from graders.sandbox import StudentError
@@ -301,7 +302,12 @@ def block_forward(ctx, handle, ex, x=None, padding="same", seed=RNG_SEED):
     ctx.student.seed(seed)
     x = ex.x if x is None else x
     padding = ex.padding if padding == "same" else padding
-    result = ctx.student.call(handle, "__call__", (x, padding))
+    try:
+        result = ctx.student.call(handle, "__call__", (x, padding))
+    except StudentError as error:
+        masked = "None" if padding is None else f"a padding mask of shape {tuple(padding.shape)}"
+        raise explained(error, f"TransformerBlock(embed_dim={ex.embed_dim}, n_heads={ex.n_heads})((x of shape "
+                               f"{tuple(x.shape)}, {masked})), its self_attn the grader's stand-in") from None
     if isinstance(result, torch.Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
         raise CheckFailed(f"the block returned {_kind(result)}, expected a pair (embedding, mask)",
                           diagnosis="block_drops_mask")

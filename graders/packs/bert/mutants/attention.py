@@ -86,6 +86,18 @@ MUTANTS = [
     one("mha_mask_inverted", "mha", CALL_SDP,  # Hugging Face's attention_mask convention (1 = attend)
         "values, _ = scaled_dot_product(q, k, v, drop, None if mask is None else mask == 0)", "mask_inverted"),
     one("mha_never_drops", "mha", DROP_RATE, "drop = 0.0", "dropout_ignored_in_training"),
+    # an exception explained: view(B, T, H, E) raises whenever H > 1
+    Mutant("mha_split_by_embed_dim", "mha",
+           (Edit(F, SPLIT_Q, "q = q.view(B, T, H, E).transpose(1, 2)"),
+            Edit(F, SPLIT_K, "k = k.view(B, T, H, E).transpose(1, 2)"),
+            Edit(F, SPLIT_V, "v = v.view(B, T, H, E).transpose(1, 2)")),
+           "mha_head_dim_wrong"),
+    # the count's failure names the sub-module that differs: "qkv_proj: 48 in yours, 60 expected (missing qkv_proj.bias (12,))"
+    Mutant("mha_qkv_without_bias", "mha",
+           (Edit(F, "self.qkv_proj = nn.Linear(embed_dim, 3 * embed_dim)",
+                 "self.qkv_proj = nn.Linear(embed_dim, 3 * embed_dim, bias=False)"),
+            Edit(F, "        self.qkv_proj.bias.data.fill_(0)\n", "")),
+           "wrong_parameter_count_mha"),
     # the rate not passed on: scaled_dot_product's default 0.1 drops out in eval mode too; charged
     # in mha.eval_deterministic and the comparisons, never by a gate or the parameter count
     one("mha_drop_rate_not_passed", "mha", CALL_SDP, "values, _ = scaled_dot_product(q, k, v, mask=mask)",
