@@ -1,6 +1,8 @@
 """Checks for the causal Transformer LM on nn.TransformerEncoder (seeds 000 and 001)."""
 
+import itertools
 import math
+import re
 from typing import NamedTuple
 
 import torch
@@ -10,7 +12,8 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
-from graders.checks.weights import learnable, numel, shared_entries, state_shapes, state_tensors
+from graders.checks.weights import count_difference, learnable, numel, shared_entries, state_shapes, state_tensors
+from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
 
 MODULE = "causal_lm"
@@ -90,9 +93,12 @@ def _model(ctx, config):
     return handle
 
 
-def _hidden(ctx, handle, ids, d_model):
-    out = ctx.student.call(handle, "__call__", ids)
-    return expect_tensor(out, "TransformerModel output", shape=(*ids.shape, d_model))
+def _hidden(ctx, handle, ids, config):
+    try:
+        out = ctx.student.call(handle, "__call__", ids)
+    except StudentError as error:
+        raise explain_model_error(ctx, handle, config, ids, error) from None
+    return expect_tensor(out, "TransformerModel output", shape=(*ids.shape, config[1]))
 
 
 PROBE_CONFIG = (10, 8, 2, 16, 1)  # a TransformerModel big enough for a clear diagnosis
@@ -117,9 +123,160 @@ def _rows_interact(ctx, T=3):
     return not torch.allclose(a[1:], b[1:], atol=1e-5)
 
 
-def _state_count(ctx, handle, what):
-    """Elements in the module's learnable state_dict entries (read back, not described by the worker)."""
-    return numel(learnable(state_tensors(ctx, handle, what)))
+# ---------------------------------------------------------------- the student's exceptions, explained
+#
+# A raw "The size of tensor a (3) must match the size of tensor b (5)" says what torch saw, not what
+# the student did. An exception whose cause the input shows (a batch size where the sequence length
+# belongs, an embedding or a Linear built with its sizes swapped) becomes a failure that says so,
+# with the call, its input and the student's line; any other stays the student's error.
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n[ \t]+([^\n]+)')
+
+
+def student_line(error):
+    """" (in <function>, <file> line <n>: <code>)" of the last frame of the student's code, or ""."""
+    frames = [f for f in _FRAME.findall(error.traceback or "")
+              if "site-packages" not in f[0] and "/torch/" not in f[0] and "/graders/" not in f[0]]
+    if not frames:
+        return ""
+    path, line, function, code = frames[-1]
+    return f" (in {function}, {path.rsplit('/', 1)[-1]} line {line}: {code.strip()})"
+
+
+def _raised(what, error):
+    return f"{what} raised {error.exc_type}: {error.message}"[:300] + student_line(error)
+
+
+def _sizes_met(message):
+    """The two sizes a shape mismatch put against each other, or None."""
+    found = (re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", message)
+             or re.search(r"attn_mask is torch.Size\(\[(\d+), \d+\]\), but should be \((\d+), \d+\)", message))
+    return {int(found.group(1)), int(found.group(2))} if found else None
+
+
+def _pe_right_on_square(ctx, pos_encoder, d_model, T):
+    """The positional encoding adds PE[:T] to a batch of T sequences of length T (eval mode)."""
+    x = torch.randn(T, T, d_model, generator=torch.Generator().manual_seed(5))
+    try:
+        got = ctx.student.call(pos_encoder, "__call__", x)
+    except StudentError:
+        return False
+    return is_close(got, x.double() + _sinusoid(T, d_model), atol=1e-4)
+
+
+def _sliced_by_batch(ctx, pos_encoder, d_model, B, T, error):
+    """Why a positional encoding that raised `error` on x (B, T, d_model) did: it slices its table by
+    the batch size (it adds the right table to a square batch); None otherwise."""
+    if B != T and _sizes_met(error.message) == {B, T} and _pe_right_on_square(ctx, pos_encoder, d_model, T):
+        return (f"On a batch of {T} sequences of length {T} it adds the right table: the table is sliced by x.size(0), "
+                f"the batch size {B}; batch-first x (B, T, d_model) takes pe[:, :x.size(1)]")
+    return None
+
+
+def explain_pe_error(ctx, pos_encoder, d_model, x_shape, error, what):
+    """A CheckFailed for a positional encoding that raised on x of `x_shape` because it slices its
+    table by the batch size; the StudentError otherwise."""
+    why = _sliced_by_batch(ctx, pos_encoder, d_model, x_shape[0], x_shape[1], error)
+    if why is None:
+        return error
+    return CheckFailed(f"{_raised(what, error)}. {why}"[:900], diagnosis="pe_sliced_by_batch")
+
+
+def explain_model_error(ctx, handle, config, ids, error):
+    """A CheckFailed that says what TransformerModel did with `ids`, when the exception is a known
+    consequence of a known mistake; the StudentError itself otherwise."""
+    ntoken, d_model = config[0], config[1]
+    B, T = ids.shape
+    what = f"TransformerModel{tuple(config)} on ids of shape {(B, T)}"
+    raised = _raised(what, error)
+    if _rows_interact(ctx):
+        return CheckFailed(f"{raised}. On a square batch it runs, and changing one sequence changes the others: the "
+                           "encoder reads the batch-first (B, T, d_model) input as sequence-first"[:900],
+                           diagnosis="not_batch_first")
+    if B != T and _sizes_met(error.message) == {B, T}:
+        pos_encoder = _sub_module(ctx, handle, "pos_encoder")
+        if pos_encoder is not None:
+            x = torch.randn(B, T, d_model, generator=torch.Generator().manual_seed(5))
+            try:
+                ctx.student.call(pos_encoder, "__call__", x)
+            except StudentError as inner:
+                why = _sliced_by_batch(ctx, pos_encoder, d_model, B, T, inner)
+                if why is not None:
+                    return CheckFailed(f"{raised}. Its positional encoding raises on its own on x of shape "
+                                       f"{(B, T, d_model)}. {why}"[:900], diagnosis="pe_sliced_by_batch")
+        if _square_batches_only(ctx, config, ids):
+            return CheckFailed(f"{raised}. On a batch of {T} sequences it runs: the causal mask is sized by the batch "
+                               "size, src.size(0), not by the sequence length src.size(1)"[:900],
+                               diagnosis="causal_mask_wrong_size")
+        return CheckFailed(f"{raised}. The batch size {B} met the sequence length {T}: the ids are batch-first (B, T), "
+                           "so the sequence runs along axis 1 (src.size(1), x.size(1))"[:900])
+    if "index out of range" in error.message or _sizes_met(error.message) == {ntoken, d_model}:
+        embedding = _sub_module(ctx, handle, "embedding")
+        weights = [] if embedding is None else [t for t in _state_or_empty(ctx, embedding).values() if t.dim() == 2]
+        if len(weights) == 1:
+            rows, width = weights[0].shape
+            return CheckFailed(f"{raised}. Its embedding has {rows} rows of {width} features (a weight of shape "
+                               f"{(rows, width)}) for ids up to {int(ids.max())}: nn.Embedding(ntoken, d_model) = nn.Embedding({ntoken}, {d_model}) has "
+                               "one row of d_model features per token"[:900],
+                               diagnosis="layer_sizes_swapped" if (rows, width) == (d_model, ntoken) else None)
+    return error
+
+
+def explain_head_error(ctx, handle, error, hidden, n_out, what):
+    """A CheckFailed for a head whose Linear does not take d_model features in (built with its sizes
+    swapped: nn.Linear(n_out, d_model)); the StudentError otherwise."""
+    d_model = hidden.size(-1)
+    found = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", error.message)
+    if not found:
+        return error
+    takes, gives = int(found.group(3)), int(found.group(4))
+    swapped = any(tuple(t.shape) == (d_model, n_out) for t in _state_or_empty(ctx, handle).values())
+    return CheckFailed(f"{_raised(f'{what} on hidden states of shape {tuple(hidden.shape)}', error)}. Its Linear takes "
+                       f"{takes} features in and gives {gives}; the hidden states have d_model = {d_model}: "
+                       f"nn.Linear(in_features, out_features) is nn.Linear({d_model}, {n_out}) here"[:900],
+                       diagnosis="layer_sizes_swapped" if swapped else None)
+
+
+def _head_call(ctx, handle, hidden, n_out, what, shape):
+    try:
+        out = ctx.student.call(handle, "__call__", hidden)
+    except StudentError as error:
+        raise explain_head_error(ctx, handle, error, hidden, n_out, what) from None
+    return expect_tensor(out, f"{what} output", shape=shape)
+
+
+def _state_or_empty(ctx, handle):
+    try:
+        return state_tensors(ctx, handle)
+    except (StudentError, CheckFailed):
+        return {}
+
+
+def _sub_module(ctx, handle, role):
+    try:
+        return sub_modules(ctx, handle)[role]
+    except (StudentError, CheckFailed):
+        return None
+
+
+def reference_shapes(ctx, class_name, *args):
+    """The parameter shapes of the reference's `class_name(*args)`, asked on every draw so that the
+    self-check's golden answers hold them; None where the golden answers have no record (a shrunk
+    input): a failure then goes without the sub-module explanation."""
+    try:
+        return ctx.oracle.call("parameter_shapes", class_name, *args)
+    except OracleUnavailable:
+        return None
+
+
+def by_sub_module(state, expected_shapes):
+    """"; by sub-module: ..." where the counts of the student's `state` and the reference's shapes
+    differ (graders/checks/weights.py `count_difference`; names of another layout are listed on
+    each side), or "" without the reference's shapes."""
+    if expected_shapes is None:
+        return ""
+    difference = count_difference({name: tuple(t.shape) for name, t in state.items()}, expected_shapes)
+    return f"; by sub-module: {difference}" if difference else ""
 
 
 def _sinusoid(T, E):
@@ -175,7 +332,7 @@ GATE_CONFIG = (20, 8, 2, 16, 1)  # the TransformerModel lm_gate probes, on (2, 5
 def lm_gate(ctx):
     """TransformerModel does its job (graders/checks/gates.py), on a model and ids of the gate's own:
     in eval mode its hidden states are repeatable, not constant, and the last position reads the first."""
-    ntoken, d_model = GATE_CONFIG[0], GATE_CONFIG[1]
+    ntoken = GATE_CONFIG[0]
     ids = torch.randint(0, ntoken, (2, 5), generator=torch.Generator().manual_seed(31))
     handle = _model(ctx, GATE_CONFIG)
 
@@ -184,7 +341,7 @@ def lm_gate(ctx):
         changed[:, t] = (x[:, t] + 1) % ntoken
         return changed
 
-    sequence_gate(lambda x: _hidden(ctx, handle, x, d_model), ids, change_at,
+    sequence_gate(lambda x: _hidden(ctx, handle, x, GATE_CONFIG), ids, change_at,
                   f"hidden states of TransformerModel{GATE_CONFIG} (eval mode, ids of shape {tuple(ids.shape)})")
 
 
@@ -238,16 +395,10 @@ def causal(ctx):
     def prop(ex):
         config, ids, j = ex
         handle = _model(ctx, config)
-        try:
-            hidden = _hidden(ctx, handle, ids, config[1])
-        except StudentError as error:
-            if _rows_interact(ctx):
-                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: "
-                                  f"{error.message}"[:500], diagnosis="not_batch_first") from None
-            raise
+        hidden = _hidden(ctx, handle, ids, config)
         row = ids.size(0) - 1
         other = _changed(ids, row, j, config[0])
-        changed = _hidden(ctx, handle, other, config[1])
+        changed = _hidden(ctx, handle, other, config)
         close = torch.isclose(hidden[row, :j], changed[row, :j], atol=1e-5, equal_nan=True).all(-1)  # (j,)
         if not bool(close.all()):
             moved = (hidden[row, :j] - changed[row, :j]).abs().amax(-1)
@@ -268,10 +419,10 @@ def rows_independent(ctx):
     def prop(ex):
         config, ids, _ = ex
         handle = _model(ctx, config)
-        hidden = _hidden(ctx, handle, ids, config[1])
+        hidden = _hidden(ctx, handle, ids, config)
         other = ids.clone()
         other[0] = (ids[0] + 1) % config[0]
-        changed = _hidden(ctx, handle, other, config[1])
+        changed = _hidden(ctx, handle, other, config)
         if not torch.allclose(hidden[1:], changed[1:], atol=1e-5, equal_nan=True):
             raise CheckFailed(
                 f"with a batch of {ids.size(0)} sequences of length {ids.size(1)}, changing sequence 0 changed the outputs "
@@ -291,10 +442,7 @@ def batch_first_shape(ctx):
         try:
             out = ctx.student.call(handle, "__call__", ids)
         except StudentError as error:
-            if _rows_interact(ctx):
-                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: {error.message}"[:500],
-                                  diagnosis="not_batch_first") from None
-            raise
+            raise explain_model_error(ctx, handle, config, ids, error) from None
         B, T = ids.shape
         if type(out) is torch.Tensor and out.shape == (T, B, config[1]):
             raise CheckFailed(f"output of shape {tuple(out.shape)} for ids {tuple(ids.shape)}: expected (B, T, d_model) = "
@@ -354,14 +502,20 @@ def positional_table(ctx):
         handle = ctx.student.construct(MODULE, "PositionalEncoding", d_model, 0.1)
         ctx.student.call(handle, "eval")
         B, T, _ = x.shape
-        got = expect_tensor(ctx.student.call(handle, "__call__", x), f"PositionalEncoding({d_model}) output",
-                            shape=(B, T, d_model))
+        try:
+            got = ctx.student.call(handle, "__call__", x)
+        except StudentError as error:
+            raise explain_pe_error(ctx, handle, d_model, x.shape, error,
+                                   f"PositionalEncoding({d_model}) on x of shape {(B, T, d_model)}") from None
+        got = expect_tensor(got, f"PositionalEncoding({d_model}) output", shape=(B, T, d_model))
         expected = x.double() + _sinusoid(T, d_model)
         if is_close(got, expected, atol=1e-4):
             return
         added = got.double() - x.double()
-        diagnosis = next((name for name, table in _table_variants(T, d_model)
-                          if is_close(added, table.expand_as(added), atol=1e-4)), None)
+        variants = _table_variants(T, d_model)
+        if B == 1:  # the table sliced by x.size(0): one row, position 0's, added at every position
+            variants.append(("pe_sliced_by_batch", _sinusoid(1, d_model).expand(T, d_model)))
+        diagnosis = next((name for name, table in variants if is_close(added, table.expand_as(added), atol=1e-4)), None)
         expect_close(got, expected, f"PositionalEncoding({d_model}) (eval mode) on x of shape {(B, T, d_model)}: x + "
                                     "PE[:T]", atol=1e-4, diagnosis=diagnosis)
 
@@ -437,14 +591,7 @@ def forward_wiring(ctx):
         config, ids, _ = ex
         d_model = config[1]
         handle = _model(ctx, config)
-        try:
-            got = _hidden(ctx, handle, ids, d_model)
-        except StudentError as error:
-            if _square_batches_only(ctx, config, ids):
-                raise CheckFailed(f"on ids of shape {tuple(ids.shape)} your model raised {error.exc_type}: {error.message}; "
-                                  f"on a batch of {ids.size(1)} sequences it runs: the causal mask is sized by the batch "
-                                  "size, not by the sequence length"[:600], diagnosis="causal_mask_wrong_size") from None
-            raise
+        got = _hidden(ctx, handle, ids, config)
         right, mistakes = forward_variants(ctx, handle, ids, d_model, config[0])
         if is_close(got, right, atol=1e-4):
             return
@@ -476,8 +623,11 @@ def src_mask_argument(ctx):
         T = ids.size(1)
         # every position sees every other one: the encoder's output without a mask
         open_mask = torch.zeros(T, T)
-        got = expect_tensor(ctx.student.call(handle, "__call__", ids, open_mask), "TransformerModel output",
-                            shape=(*ids.shape, d_model))
+        try:
+            got = ctx.student.call(handle, "__call__", ids, open_mask)
+        except StudentError as error:
+            raise explain_model_error(ctx, handle, config, ids, error) from None
+        got = expect_tensor(got, "TransformerModel output", shape=(*ids.shape, d_model))
         causal_out, mistakes = forward_variants(ctx, handle, ids, d_model, ntoken)
         expected = dict(mistakes)["not_causal"]
         if is_close(got, expected, atol=1e-4):
@@ -534,10 +684,11 @@ def lm_head(ctx):
         handle = ctx.student.construct(MODULE, "LMHead", d_model, ntoken)
         ctx.student.call(handle, "eval")
         B, T, _ = hidden.shape
-        out = expect_tensor(ctx.student.call(handle, "__call__", hidden), "LMHead output", shape=(B, T, ntoken))
+        what = f"LMHead({d_model}, {ntoken})"
+        out = _head_call(ctx, handle, hidden, ntoken, what, (B, T, ntoken))
         other = hidden.clone()
         other[:, 0] += 1.0
-        changed = expect_tensor(ctx.student.call(handle, "__call__", other), "LMHead output", shape=(B, T, ntoken))
+        changed = _head_call(ctx, handle, other, ntoken, what, (B, T, ntoken))
         if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
             raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
                               "the head must map every position on its own")
@@ -545,10 +696,12 @@ def lm_head(ctx):
         expect_repeatable(out, ctx.student.call(handle, "__call__", hidden), "LMHead logits")
         expect_changes(out[:, 0], changed[:, 0], "LMHead logits at position 0", "the hidden state there changes")
         expect_varies(out, "LMHead logits", dim=-1)
-        count = _state_count(ctx, handle, "LMHead")
-        if count != d_model * ntoken + ntoken:
-            raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {count} parameters, expected "
-                              f"{d_model * ntoken + ntoken} (Linear(d_model, ntoken) with bias)", diagnosis="parameter_count_off")
+        state = learnable(state_tensors(ctx, handle, "LMHead"))
+        shapes = reference_shapes(ctx, "LMHead", d_model, ntoken)
+        if numel(state) != d_model * ntoken + ntoken:
+            raise CheckFailed(f"LMHead({d_model}, {ntoken}) has {numel(state)} parameters, expected "
+                              f"{d_model * ntoken + ntoken} (Linear(d_model, ntoken) with bias)" + by_sub_module(state, shapes),
+                              diagnosis="parameter_count_off")
 
 
 @check("causal_lm.classification_head", "ClassificationHead reads the last position: (B, T, d_model) -> (B, n_classes)")
@@ -559,20 +712,41 @@ def classification_head(ctx):
         handle = ctx.student.construct(MODULE, "ClassificationHead", d_model, n_classes)
         ctx.student.call(handle, "eval")
         B, T, _ = hidden.shape
-        out = expect_tensor(ctx.student.call(handle, "__call__", hidden), "ClassificationHead output", shape=(B, n_classes))
+        what = f"ClassificationHead({d_model}, {n_classes})"
+        out = _class_logits(ctx, handle, hidden, n_classes, what)
         earlier = hidden.clone()
         earlier[:, :-1] = torch.randn(B, T - 1, d_model, generator=torch.Generator().manual_seed(99)) * 3
-        same = expect_tensor(ctx.student.call(handle, "__call__", earlier), "ClassificationHead output", shape=(B, n_classes))
+        same = _class_logits(ctx, handle, earlier, n_classes, what)
         if not torch.allclose(out, same, atol=1e-5):
             raise CheckFailed(f"on hidden states of shape {(B, T, d_model)}, changing positions 0..{T - 2} changed the class "
                               "logits: only the last position may count", diagnosis="head_wrong_position")
         expect_linear(ctx, handle, out, hidden[:, -1], n_classes, f"ClassificationHead({d_model}, {n_classes})")
         last = hidden.clone()
         last[:, -1] += 1.0
-        moved = expect_tensor(ctx.student.call(handle, "__call__", last), "ClassificationHead output", shape=(B, n_classes))
+        moved = _class_logits(ctx, handle, last, n_classes, what)
         if torch.allclose(out, moved, atol=1e-7):
             raise CheckFailed("changing the last position's hidden state did not change the class logits",
                               diagnosis="head_wrong_position")
+
+
+def _class_logits(ctx, handle, hidden, n_classes, what):
+    """The head's (B, n_classes) logits, or the check fails saying that it read the batch's last sequence."""
+    try:
+        out = ctx.student.call(handle, "__call__", hidden)
+    except StudentError as error:
+        raise explain_head_error(ctx, handle, error, hidden, n_classes, what) from None
+    B, T, d_model = hidden.shape
+    found = _linear_weights(ctx, handle, n_classes, d_model, what) if type(out) is torch.Tensor else None
+    if found is not None and not (B == T and is_close(out, F.linear(hidden[:, -1].double(), found[0].double(),
+                                                                   None if found[1] is None else found[1].double()),
+                                                      atol=1e-5)):
+        last_row = F.linear(hidden[-1].double(), found[0].double(), None if found[1] is None else found[1].double())
+        if is_close(out, last_row, atol=1e-5):
+            raise CheckFailed(f"{what} on hidden states of shape {(B, T, d_model)} gave logits of shape {tuple(out.shape)}: "
+                              f"those of the batch's last sequence, hidden[-1], at each of its {T} positions; batch-first "
+                              "hidden states (B, T, d_model) take the last position of every sequence, hidden[:, -1]",
+                              diagnosis="head_reads_batch_axis")
+    return expect_tensor(out, f"{what} output", shape=(B, n_classes))
 
 
 # ---------------------------------------------------------------- counting
@@ -588,9 +762,10 @@ def count_parameters(ctx):
         ctx.student.call(handle, "requires_grad_", False)
         got = _as_int(ctx.student.call(MODULE, "count_parameters", handle), "count_parameters(model)")
         if got != 0:
+            said, diagnosis = _frozen_model_count(ctx, handle, got, d_model)
             raise CheckFailed(f"count_parameters(TransformerModel{config}) = {got} after model.requires_grad_(False); "
-                              "expected 0: only parameters that require gradients count, and buffers never",
-                              diagnosis="parameter_count_off", details={"numbers": {"expected": 0, "got": got}})
+                              f"expected 0: only parameters that require gradients count, and buffers never{said}",
+                              diagnosis=diagnosis, details={"numbers": {"expected": 0, "got": got}})
         # a module built in the worker from torch.nn only, with frozen layers and a buffer; its state,
         # read back, must be what the grader asked for
         sizes = (d_model, d_hid, ntoken)
@@ -603,9 +778,48 @@ def count_parameters(ctx):
         got = _as_int(ctx.student.call(MODULE, "count_parameters", module), "count_parameters")
         expected = _partly_frozen_count(sizes, frozen)
         if got != expected:
+            said, diagnosis = _probe_count(sizes, frozen, got)
             raise CheckFailed(f"count_parameters of Sequential(Linear{sizes[:2]}, Linear{sizes[1:]}) with the first {frozen} "
-                              f"layer(s) frozen and a buffer = {got}, expected {expected} (only requires_grad parameters count)",
-                              diagnosis="parameter_count_off", details={"numbers": {"expected": expected, "got": got}})
+                              f"layer(s) frozen and a buffer of 100 elements = {got}, expected {expected} (only "
+                              f"requires_grad parameters count){said}",
+                              diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}})
+
+
+def _frozen_model_count(ctx, handle, got, d_model):
+    """(what the count of the fully frozen model matches, its diagnosis): the whole state_dict
+    (frozen parameters and buffers) or the frozen parameters."""
+    state = state_tensors(ctx, handle, "TransformerModel")
+    tables = _positional_tables(ctx, d_model)
+    parameters = numel({n: t for n, t in learnable(state).items() if not _is_table(t, tables, d_model)})
+    if got == parameters:
+        return f": it counted the model's {parameters} parameters, all frozen", "count_includes_frozen"
+    if got == numel(state):
+        return (f": it counted all {got} elements of the model's state_dict, its {parameters} frozen parameters and "
+                f"{got - parameters} of buffers (the positional table)"), "count_from_state_dict"
+    return "", "parameter_count_off"
+
+
+def _probe_count(sizes, frozen, got):
+    """(which of the probe's layers and buffer the count `got` adds up, its diagnosis)."""
+    a, b, c = sizes
+    pieces = [(f"layer 0 Linear{(a, b)} ({a * b + b}{', frozen' if frozen >= 1 else ''})", a * b + b, frozen >= 1),
+              (f"layer 1 Linear{(b, c)} ({b * c + c}{', frozen' if frozen >= 2 else ''})", b * c + c, frozen >= 2),
+              ("the buffer table (100)", 100, None)]
+    sums = [combo for r in range(len(pieces) + 1) for combo in itertools.combinations(pieces, r)
+            if sum(n for _, n, _ in combo) == got]
+    if got == 0:
+        return ": it counted nothing", "count_state_dict_requires_grad"
+    if len(sums) != 1:
+        return "", "parameter_count_off"
+    counted = sums[0]
+    said = f": it counted {' + '.join(name for name, _, _ in counted)}"
+    buffer = any(kind is None for _, _, kind in counted)
+    frozen_counted = sum(1 for _, _, kind in counted if kind)
+    if buffer and frozen_counted == frozen and len(counted) == len(pieces):
+        return said, "count_from_state_dict"
+    if not buffer and frozen_counted and len(counted) == 2:
+        return said, "count_includes_frozen"
+    return said, "parameter_count_off"
 
 
 def _partly_frozen_count(sizes, frozen):
@@ -626,12 +840,14 @@ def model_parameters(ctx):
                  if not _is_table(t, tables, d_model)}
         got = numel(state)
         expected = ctx.oracle.call("causal_lm.closed_form_parameter_count", *config)["base"]
+        shapes = reference_shapes(ctx, "TransformerModel", *config)
         if got != expected:
             layer = _layer_count(d_model, d_hid)
             diagnosis = "extra_layer_copy" if got == expected + layer else "parameter_count_off"
             raise CheckFailed(f"TransformerModel{config} has {got} parameters in its state_dict (besides the positional "
                               f"encoding), expected {expected}"
-                              + (" (one encoder layer too many)" if diagnosis == "extra_layer_copy" else ""),
+                              + (" (one encoder layer too many)" if diagnosis == "extra_layer_copy" else "")
+                              + by_sub_module(state, shapes),
                               diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}})
         shared = shared_entries(ctx, handle, state, ctx.seed)
         if shared:

@@ -40,9 +40,9 @@ MUTANTS = [
     one("lm_head_mean_pool", "causal_lm", LM, CLS_FORWARD,
         "return self.classifier(hidden.mean(dim=1))", "head_wrong_position"),
     one("lm_count_all_parameters", "causal_lm", LM, COUNT,
-        "return sum(p.numel() for p in module.parameters())", "parameter_count_off"),
+        "return sum(p.numel() for p in module.parameters())", "count_includes_frozen"),
     one("lm_count_with_buffers", "causal_lm", LM, COUNT,
-        "return sum(t.numel() for t in module.state_dict().values())", "parameter_count_off"),
+        "return sum(t.numel() for t in module.state_dict().values())", "count_from_state_dict"),
     one("lm_closed_form_no_biases", "causal_lm", LM, FF_FORMULA,
         "feed_forward = (d_model * d_hid) + (d_hid * d_model)", "closed_form_wrong"),
     one("lm_closed_form_times_nhead", "causal_lm", LM, ATTENTION_FORMULA,
@@ -85,6 +85,18 @@ MUTANTS = [
     one("lm_pe_exponent_i", "causal_lm", LM, DIV_TERM,
         "div_term = torch.exp(torch.arange(0, (embed_dim + 1) // 2) * (-math.log(10000.0) / embed_dim))",
         "pe_wrong_exponent"),
+    # state_dict() tensors are detached: requires_grad is False for every one of them
+    one("lm_count_state_dict_requires_grad", "causal_lm", LM, COUNT,
+        "return sum(t.numel() for t in module.state_dict().values() if t.requires_grad)", "count_state_dict_requires_grad"),
+    # the tutorial's sequence-first habits in batch-first code
+    one("lm_pe_sliced_by_batch", "causal_lm", LM, "x = x + self.pe[:, : x.size(1)]", "x = x + self.pe[:, : x.size(0)]",
+        "pe_sliced_by_batch"),
+    one("lm_classifier_last_batch_row", "causal_lm", LM, CLS_FORWARD, "return self.classifier(hidden[-1])",
+        "head_reads_batch_axis"),
+    # sizes in the wrong order: raises on most inputs
+    one("lm_head_linear_swapped", "causal_lm", LM, LM_HEAD, "self.decoder = nn.Linear(ntoken, d_model)", "layer_sizes_swapped"),
+    one("lm_embedding_sizes_swapped", "causal_lm", LM, "self.embedding = nn.Embedding(ntoken, d_model)",
+        "self.embedding = nn.Embedding(d_model, ntoken)", "layer_sizes_swapped"),
 ]
 
 ALTERNATIVES = [
