@@ -20,8 +20,13 @@ TRACEBACK = ('Traceback (most recent call last):\n  File "gpt.py", line 171, in 
              '    kth_best = torch.topk(logits, top_k, dim=1).values[:, [-1]]\n')
 
 
+class _Student:
+    def call(self, *args, **kwargs):
+        """Plain sampling (no top_k) runs: only a sampler given logits raises there."""
+
+
 class _Context:
-    student = None
+    student = _Student()
 
 
 def _explain(message, *, exc_type="RuntimeError", **kwargs):
@@ -47,6 +52,27 @@ def test_no_token_left_at_top_k_one():
 def test_the_mask_of_block_size_against_a_shorter_sequence():
     _, explained = _explain("The size of tensor a (8) must match the size of tensor b (3) at non-singleton dimension 3")
     assert isinstance(explained, CheckFailed) and explained.diagnosis == "attention_mask_not_cropped"
+
+
+def test_sampling_from_logits_raises_without_top_k_too():
+    class Raising:
+        def call(self, *args, **kwargs):
+            raise StudentError("RuntimeError", "probability tensor contains either `inf`, `nan` or element < 0", TRACEBACK)
+
+    ctx, handle = _Context(), object()
+    ctx.student = Raising()
+    CHECKS._remember(ctx, handle, CONFIG)
+    error = StudentError("RuntimeError", "probability tensor contains either `inf`, `nan` or element < 0", TRACEBACK)
+    explained = CHECKS.explain_error(ctx, handle, error, torch.tensor([[1, 2, 3]]), "generate", max_new_tokens=1,
+                                     do_sample=True, top_k=1)
+    assert isinstance(explained, CheckFailed) and explained.diagnosis == "sample_from_logits"
+
+
+def test_a_loss_over_unflattened_logits():
+    _, explained = _explain("Expected target size [1, 12], got [1, 3]")
+    assert isinstance(explained, CheckFailed) and explained.diagnosis == "loss_class_dim"
+    _, explained = _explain("Expected target size (1, 12), got torch.Size([1, 3])")
+    assert isinstance(explained, CheckFailed) and explained.diagnosis == "loss_class_dim"
 
 
 def test_other_exceptions_stay_the_students():

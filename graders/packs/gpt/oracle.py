@@ -1,5 +1,5 @@
-"""Reference behaviour under weights a check chooses: the computation the minGPT checks ask the
-oracle for (`ctx.oracle.call("gpt_forward", ...)`). `reference` gives a module of the solution
+"""Reference behaviour under weights a check chooses: the computations the minGPT checks ask the
+oracle for (`ctx.oracle.call("gpt_forward", ...)`, the state's shapes for a configuration). `reference` gives a module of the solution
 by its name."""
 
 import torch
@@ -37,4 +37,11 @@ def gpt_forward(reference, state_dict, config, idx, positions=True, final_norm=T
         return model(idx)[0]
 
 
-COMPUTATIONS = {"gpt_forward": gpt_forward}
+def gpt_state_shapes(reference, config):
+    """{name: shape} of the reference GPT's state_dict for `config`: what a failed count of the
+    heads is explained against, sub-module by sub-module."""
+    gpt = reference("gpt")
+    return {name: tuple(t.shape) for name, t in gpt.GPT(gpt.GPTConfig(**config)).state_dict().items()}
+
+
+COMPUTATIONS = {"gpt_forward": gpt_forward, "gpt_state_shapes": gpt_state_shapes}

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate
-from graders.checks.weights import is_float_entry, parameter_entries, state_shapes
+from graders.checks.weights import count_difference, is_float_entry, parameter_entries, state_shapes
 from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
 
@@ -183,6 +183,16 @@ def _runs(ctx, handle, idx):
     return True
 
 
+def _samples_from_logits(ctx, handle, context):
+    """Plain sampling (no top_k, temperature 1) raises that the probabilities hold something negative or
+    infinite, as torch.multinomial does when it is given logits."""
+    try:
+        ctx.student.call(handle, "generate", context, 1, do_sample=True)
+    except StudentError as error:
+        return "probability tensor contains" in error.message
+    return False
+
+
 def explain_error(ctx, handle, error, idx, what, **kwargs):
     """A CheckFailed that says what the student's code did with `idx`, when the exception is a known
     consequence of a known mistake; the StudentError itself otherwise."""
@@ -212,6 +222,16 @@ def explain_error(ctx, handle, error, idx, what, **kwargs):
             return CheckFailed(f"{raised}. Attention over {min(a, b)} positions met the causal mask of all block_size={block} "
                                f"positions: a sequence shorter than block_size needs the mask cropped to it, "
                                "bias[:, :, :T, :T]"[:900], diagnosis="attention_mask_not_cropped")
+    target_size = re.search(r"Expected target size [(\[](\d+), (\d+)[)\]], got (?:torch\.Size\()?\[(\d+), (\d+)\]",
+                            error.message)
+    B, T = idx.shape
+    if target_size and tuple(int(n) for n in target_size.groups()) == (B, V, B, T):
+        return CheckFailed(f"{raised}. F.cross_entropy read the logits {(B, T, V)} as (batch, classes, positions), the "
+                           f"classes on dimension 1, so it wanted targets {(B, V)}: flatten the logits to (B*T, vocab_size) "
+                           "and the targets to (B*T,)"[:900], diagnosis="loss_class_dim")
+    if kwargs.get("do_sample") and "probability tensor contains" in error.message and _samples_from_logits(ctx, handle, context):
+        return CheckFailed(f"{raised}. Sampling raises the same without top_k, at temperature 1: torch.multinomial got the "
+                           "logits (negative, -inf where masked), not probabilities"[:900], diagnosis="sample_from_logits")
     if top_k is not None:
         selected = re.search(r"selected index (\d+) out of range", error.message)
         if selected or ("out of bounds" in error.message and error.exc_type == "IndexError"):
@@ -325,7 +345,8 @@ def dataset_shifted(ctx):
         dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", corpus)
         n = ctx.student.call(dataset, "__len__")
         if n != len(corpus):
-            raise CheckFailed(f"{len(corpus)} sentences of two tokens or more gave a dataset of length {n}")
+            raise CheckFailed(f"{len(corpus)} sentences of two tokens or more gave a dataset of length {n}"
+                              + _two_token_sentences(ctx, corpus, n), diagnosis=_length_mistake(ctx, corpus, n))
         for i, ids in enumerate(corpus):
             item = ctx.student.call(dataset, "__getitem__", i)
             if not isinstance(item, (tuple, list)) or len(item) != 2:
@@ -356,7 +377,8 @@ def dataset_drops_short(ctx):
         n = ctx.student.call(dataset, "__len__")
         if n != len(corpus):
             raise CheckFailed(f"the corpus {mixed} holds {len(corpus)} sentences of two tokens or more, but the dataset "
-                              f"has length {n!r}", diagnosis="dataset_keeps_short" if n == len(mixed) else None)
+                              f"has length {n!r}" + _two_token_sentences(ctx, corpus, n),
+                              diagnosis="dataset_keeps_short" if n == len(mixed) else _length_mistake(ctx, corpus, n))
         for i, ids in enumerate(corpus):
             x, y = _pair(ctx.student.call(dataset, "__getitem__", i))
             x, y = expect_tensor(x, f"X of item {i}"), expect_tensor(y, f"Y of item {i}")
@@ -365,6 +387,27 @@ def dataset_drops_short(ctx):
                                   f"of two tokens or more, in order, give X = {ids[:-1]}, Y = {ids[1:]} there")
 
     dataset_gate(ctx)
+
+
+def _drops_two_tokens(ctx):
+    """A sentence of two tokens, one (X, Y) pair, is left out where a longer one is kept."""
+    try:
+        return ctx.student.call(ctx.student.construct(MODULE, "LanguageModelingDataset", [[5, 7], [1, 2, 3]]), "__len__") == 1
+    except StudentError:
+        return False
+
+
+def _two_token_sentences(ctx, corpus, n):
+    """What the dataset's length `n` says about the sentences of exactly two tokens, or ""."""
+    longer = sum(len(ids) > 2 for ids in corpus)
+    if n == longer != len(corpus):
+        return (f": the {len(corpus) - longer} of exactly two tokens are left out, yet a sentence of two tokens gives "
+                "one (X, Y) pair")
+    return ""
+
+
+def _length_mistake(ctx, corpus, n):
+    return "dataset_drops_two_tokens" if _two_token_sentences(ctx, corpus, n) and _drops_two_tokens(ctx) else None
 
 
 def _pairs(corpus):
@@ -381,11 +424,26 @@ def collate(ctx, batch):
     for name, got in zip("XY", result):
         if type(got) is not torch.Tensor or tuple(got.shape) != (B, T):
             shape = tuple(got.shape) if type(got) is torch.Tensor else type(got).__name__
-            raise CheckFailed(f"{name} of a batch with lengths {lengths} should have shape {(B, T)}, got {shape}",
-                              diagnosis="collate_not_padded")
+            transposed = shape == (T, B)
+            raise CheckFailed(f"{name} of a batch with lengths {lengths} should have shape {(B, T)}, got {shape}"
+                              + (": (T_max, B), the sequences along the columns (pad_sequence without batch_first=True)"
+                                 if transposed else ""),
+                              diagnosis="collate_not_batch_first" if transposed else "collate_not_padded")
         if got.is_floating_point():
             raise CheckFailed(f"{name} must hold token ids (a long tensor), got dtype {got.dtype}", diagnosis="returns_wrong_type")
     return result[0].long(), result[1].long()
+
+
+def _collate_layout(X, Y, batch):
+    """(what the rows of a collated batch hold instead of their sequences, its diagnosis): the padding
+    put in front of each sequence, or the sequences along the columns."""
+    T = X.size(1)
+    if all(torch.equal(X[i, T - len(x):], x) and torch.equal(Y[i, T - len(y):], y) for i, (x, y) in enumerate(batch)):
+        return ": every sequence ends the row, its padding is in front (left padding); pad after it", "collate_pads_left"
+    if X.size(0) == T and all(torch.equal(X[: len(x), i], x) and torch.equal(Y[: len(y), i], y)
+                              for i, (x, y) in enumerate(batch)):
+        return ": the sequences run along the columns (pad_sequence without batch_first=True)", "collate_not_batch_first"
+    return "", "collate_not_padded"
 
 
 @check("gpt.collate_pads", "lm_collate_fn pads X with PAD_ID and Y with IGNORE_INDEX to the longest sequence")
@@ -396,7 +454,9 @@ def collate_pads(ctx):
         X, Y = collate(ctx, batch)
         for i, (x, y) in enumerate(batch):
             if not (torch.equal(X[i, : len(x)].long(), x) and torch.equal(Y[i, : len(y)].long(), y)):
-                raise CheckFailed(f"row {i} of the batch does not start with its own sequence", diagnosis="collate_not_padded")
+                seen, diagnosis = _collate_layout(X, Y, batch)
+                raise CheckFailed(f"row {i} of the batch does not start with its own sequence: X row {i} is {X[i].tolist()} "
+                                  f"for the sequence {x.tolist()}{seen}", diagnosis=diagnosis)
             if not bool((X[i, len(x):] == PAD_ID).all()):
                 raise CheckFailed(f"X must be padded with PAD_ID = {PAD_ID}, got {X[i].tolist()}", diagnosis="collate_x_pad_wrong")
             if not bool((Y[i, len(y):] == IGNORE_INDEX).all()):
@@ -435,8 +495,11 @@ def padding_not_in_loss(ctx):
         got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 else None
         if got is None or not math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
             padded_y = Y[torch.arange(Y.size(1))[None, :] >= torch.tensor([len(i) - 1 for i in corpus])[:, None]]
-            diagnosis = ("collate_padding_counts" if bool((padded_y != IGNORE_INDEX).any()) else
-                         "loss_not_mean" if got is not None and math.isclose(got, total, rel_tol=1e-4) else None)
+            left = _collate_layout(X, Y, _pairs(corpus))[1] == "collate_pads_left"
+            diagnosis = ("collate_pads_left" if left else
+                         "collate_padding_counts" if bool((padded_y != IGNORE_INDEX).any()) else
+                         "loss_not_mean" if got is not None and math.isclose(got, total, rel_tol=1e-4) else
+                         "loss_class_dim" if got is not None and _loss_over_positions(ctx, handle, X, Y, got) else None)
             raise CheckFailed(
                 f"sentences of lengths {lengths}: the batch loss is {got}, but the mean cross-entropy over the real tokens "
                 f"(each sentence run alone) is {expected:.6g}",
@@ -444,6 +507,15 @@ def padding_not_in_loss(ctx):
             )
 
     forward_gate(ctx)
+
+
+def _loss_over_positions(ctx, handle, X, Y, got):
+    """The loss is F.cross_entropy on the unflattened (B, T, vocab_size) logits, the positions taken for
+    the classes: it runs when vocab_size == T."""
+    logits, _ = forward(ctx, handle, X)
+    if type(logits) is not torch.Tensor or logits.shape != (*X.shape, logits.size(-1)) or logits.size(-1) != X.size(1):
+        return False
+    return math.isclose(got, F.cross_entropy(logits.double(), Y, ignore_index=IGNORE_INDEX).item(), rel_tol=1e-4)
 
 
 def _loss_runs_without_ignore_index(ctx, handle, X, Y):
@@ -463,6 +535,12 @@ def heads(ctx):
     config = {"vocab_size": 11, "block_size": 6, "n_layer": 1, "n_head": 2, "n_embd": 8, "n_classification_class": 3, "weights_seed": 0}
     handle = build_gpt(ctx, config, grader_weights=False)
     shapes = state_shapes(ctx, handle, "GPT")
+    try:
+        reference = ctx.oracle.call("gpt_state_shapes", {k: v for k, v in config.items() if k != "weights_seed"})
+    except OracleUnavailable:
+        reference = None
+    difference = count_difference(shapes, reference) if reference is not None else None
+    by_sub_module = f"; by sub-module: {difference}" if difference else ""
     expected = {"lm_head.weight": (11, 8), "classifier_head.weight": (3, 8), "classifier_head.bias": (3,)}
     for name, shape in expected.items():
         if shapes.get(name) != shape:
@@ -471,9 +549,10 @@ def heads(ctx):
             found = ", ".join(f"{n} {tuple(s)}" for n, s in outside.items()) or "none"
             raise CheckFailed(f"expected a parameter {name} of shape {shape}, got {shapes.get(name)}; the GPT docstring "
                               f"names the heads lm_head and classifier_head. Outside transformer the model's state holds: "
-                              f"{found}"[:600])
+                              f"{found}{by_sub_module}"[:900])
     if "lm_head.bias" in shapes:
-        raise CheckFailed("lm_head must have no bias (minGPT: Linear(n_embd, vocab_size, bias=False))", diagnosis="parameter_count_off")
+        raise CheckFailed("lm_head must have no bias (minGPT: Linear(n_embd, vocab_size, bias=False))" + by_sub_module,
+                          diagnosis="parameter_count_off")
     # the constructor alone earns nothing: the model must also compute (a stubbed forward)
     forward_gate(ctx)
 
@@ -890,9 +969,12 @@ def temperature_small_is_greedy(ctx):
         out = generate(ctx, handle, idx, 1, temperature=1e-4, do_sample=True)
         differs = (out[:, -1] != logits.argmax(-1)) & clear
         if differs.any():
+            from_logits = _samples_from_logits(ctx, handle, idx)
             raise CheckFailed(f"sampling with temperature=1e-4 drew a token other than the argmax in {int(differs.sum())} "
-                              f"of {int(clear.sum())} rows: at that temperature softmax(logits / T) is the argmax",
-                              diagnosis="temperature_ignored")
+                              f"of {int(clear.sum())} rows: at that temperature softmax(logits / T) is the argmax"
+                              + ("; plain sampling (temperature 1) raises that the probabilities hold a negative value: "
+                                 "torch.multinomial got the logits" if from_logits else ""),
+                              diagnosis="sample_from_logits" if from_logits else "temperature_ignored")
 
     forward_gate(ctx)
 

@@ -95,6 +95,19 @@ MUTANTS = [
          Edit(GPT, CLS_LOGITS, "logits = self.classifier_head(hidden[:, -1, :])")),
         "classifier_skips_final_norm",
     ),
+    # an off-by-one in the length filter: a sentence of two tokens gives one (X, Y) pair
+    one("gpt_dataset_drops_two_token_sentences", "gpt", GPT, KEEP_SENTENCES, KEEP_SENTENCES.replace(">= 2", "> 2"),
+        "dataset_drops_two_tokens"),
+    one("gpt_collate_pads_left", "gpt", GPT, COLLATE, """    xs, ys = zip(*batch)
+    T = max(len(x) for x in xs)
+    X = torch.stack([torch.cat([torch.full((T - len(x),), PAD_ID, dtype=torch.long), x]) for x in xs])
+    Y = torch.stack([torch.cat([torch.full((T - len(y),), IGNORE_INDEX, dtype=torch.long), y]) for y in ys])
+    return X, Y""", "collate_pads_left"),
+    one("gpt_collate_not_batch_first", "gpt", GPT, COLLATE, COLLATE.replace("batch_first=True, ", ""), "collate_not_batch_first"),
+    one("gpt_loss_logits_not_flattened", "gpt", GPT, LM_LOSS,
+        "loss = F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX)", "loss_class_dim"),
+    one("gpt_sample_from_logits", "gpt", GPT, SAMPLE, "next_id = torch.multinomial(logits, num_samples=1)",
+        "sample_from_logits"),
 ]
 
 ALTERNATIVES = [
