@@ -4,14 +4,16 @@ where it finds them, next to honest submissions graded at the same time. The hon
 be graded exactly as on their own; nothing of theirs may be read or changed."""
 
 import csv
+import json
 import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from graders.batch.cli import cmd_batch
-from graders.grading import grade
 
 from test_isolation_layers import FULL, SPAWN_MANY
 
@@ -51,6 +53,17 @@ GREEDY_SNOOP = SPAWN_MANY + """
 """
 
 
+# The honest submission graded on its own, by grade() in a process of its own: it runs beside the
+# batch, whose greedy student spends most of its time asleep.
+ALONE = r"""
+import json, sys
+from graders.assignment import select
+from graders.grading import grade
+select("bert")
+print(json.dumps(grade(sys.argv[1], only_parts=json.loads(sys.argv[2]))["score"]))
+"""
+
+
 def test_a_greedy_snooping_student_harms_no_neighbour(tmp_path):
     course = tmp_path / "course"
     course.mkdir()
@@ -60,12 +73,21 @@ def test_a_greedy_snooping_student_harms_no_neighbour(tmp_path):
     shutil.copytree(HONEST, greedy)
     with (greedy / "attention.py").open("a") as handle:
         handle.write(textwrap.dedent(GREEDY_SNOOP))
-    honest_alone = grade(HONEST, only_parts=PARTS)["score"]
     before = {path: path.read_bytes() for path in course.rglob("*.py") if "honest" in str(path)}
 
-    out = tmp_path / "out"
-    status = cmd_batch([str(course), "--out", str(out), "--jobs", "2", "--parts", *PARTS,
-                        "--timeout", "10", "--no-progress"])
+    alone = subprocess.Popen([sys.executable, "-c", ALONE, str(HONEST), json.dumps(PARTS)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        out = tmp_path / "out"
+        status = cmd_batch([str(course), "--out", str(out), "--jobs", "2", "--parts", *PARTS,
+                            "--timeout", "10", "--no-progress"])
+        printed, errors = alone.communicate(timeout=600)
+    finally:
+        if alone.poll() is None:
+            alone.kill()
+            alone.wait()
+    assert alone.returncode == 0, errors[-3000:]
+    honest_alone = json.loads(printed.splitlines()[-1])
     assert status == 0
     with (out / "gradebook.csv").open() as handle:
         book = {row["student_id"]: row for row in csv.DictReader(handle)}
