@@ -64,6 +64,16 @@ def test_says_where_parameter_counts_differ_by_sub_module():
     assert count_difference(expected, expected) is None
 
 
+def test_a_sub_module_under_another_name_is_no_difference():
+    expected = {"embedding.weight": (7, 8), "transformer_encoder.layers.0.w": (8, 8)}
+    renamed = {"encoder.weight": (7, 8), "transformer_encoder.layers.0.w": (8, 8)}
+    assert count_difference(renamed, expected) is None
+    with_head = {**renamed, "decoder.weight": (7, 8), "decoder.bias": (7,)}
+    assert count_difference(with_head, expected) == (
+        "decoder: 63 in yours, 0 expected (extra decoder.weight (7, 8), decoder.bias (7,)); "
+        "the same under other names: your encoder for embedding")
+
+
 # ---------------------------------------------------------------- where in a module
 
 

@@ -84,11 +84,18 @@ def _children(totals, prefix):
             if name.count(".") >= depth and (not prefix or name.startswith(prefix + "."))} - {""}
 
 
+def _signature(shapes, prefix):
+    """The shapes of the entries under `prefix`, with their names below it."""
+    return sorted((name[len(prefix):], tuple(shape)) for name, shape in shapes.items()
+                  if name == prefix or name.startswith(prefix + "."))
+
+
 def count_difference(got_shapes, expected_shapes):
     """Where two modules' parameter counts differ, sub-module by sub-module: e.g.
     "o_proj: 0 in yours, 272 expected (missing o_proj.weight (16, 16), o_proj.bias (16,))".
     Each differing sub-module is followed down while only one of its children differs, so a
-    mistake is named at the layer that holds it. None when nothing differs."""
+    mistake is named at the layer that holds it; a sub-module under another name than the
+    expected one, with the same tensors, is no difference. None when nothing differs."""
     got, expected = _subtotals(got_shapes), _subtotals(expected_shapes)
     lines = []
 
@@ -102,11 +109,30 @@ def count_difference(got_shapes, expected_shapes):
                 ", ".join(reshaped[:4])]
         return "; ".join(part for part in said if part)
 
+    renamed = []
+
+    def same_under_other_names(children):
+        """Pairs (yours, expected) of sub-modules only one side has, with the same tensors: one
+        sub-module under another name (`encoder` for `embedding`), which is no difference."""
+        only_got = [c for c in children if c not in expected]
+        pairs = []
+        for name in (c for c in children if c not in got):
+            twin = next((c for c in only_got if _signature(got_shapes, c) == _signature(expected_shapes, name)), None)
+            if twin is not None:
+                only_got.remove(twin)
+                pairs.append((twin, name))
+        return pairs
+
     def visit(prefix):
         children = sorted(_children(got, prefix) | _children(expected, prefix))
-        differing = [c for c in children if got.get(c, 0) != expected.get(c, 0)]
+        pairs = same_under_other_names(children)
+        renamed.extend(pairs)
+        paired = {name for pair in pairs for name in pair}
+        differing = [c for c in children if got.get(c, 0) != expected.get(c, 0) and c not in paired]
         if len(differing) == 1:
             return visit(differing[0])
+        if not differing and not prefix:
+            return  # every difference was a name
         whole = not differing or (prefix and len(differing) == len(children))
         for name in [prefix] if whole else differing:
             where = name or "the module"
@@ -116,4 +142,8 @@ def count_difference(got_shapes, expected_shapes):
     if got.get("", 0) == expected.get("", 0) and set(got_shapes) == set(expected_shapes):
         return None
     visit("")
+    if not lines:
+        return None
+    if renamed:
+        lines.append("the same under other names: " + ", ".join(f"your {a} for {b}" for a, b in renamed[:4]))
     return "; ".join(lines[:6])
