@@ -15,6 +15,7 @@ weight read back: nothing the worker measures about the step is scored.
 """
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -587,7 +588,7 @@ def probe_step(ctx, text, vocab_size, seed, stale_grad=None):
     ctx.student.seed(seed)
     masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15)
     ctx.student.seed(seed)
-    loss = _loss_value(ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15))
+    loss = _loss_value(call_pretrain_step(ctx, model, optimizer, text, V, masked, labels))
     after = state_tensors(ctx, model, "the stand-in model").get("scale")
     if after is None or after.numel() != 1:
         raise CheckFailed("the stand-in model lost its weight during pretrain_step")
@@ -598,6 +599,37 @@ def probe_step(ctx, text, vocab_size, seed, stale_grad=None):
     grad = ctx.student.call(model, "scale_grad")
     return ProbeStep(text, masked, labels, loss, float(after.reshape(())), grad if isinstance(grad, float) else None,
                      seen, V, mask_seen)
+
+
+class MaskingFault(Exception):
+    """pretrain_step raised on a batch its mask_inputs made outside the docstring's ranges."""
+
+
+def call_pretrain_step(ctx, model, optimizer, text, V, masked, labels):
+    """pretrain_step(model, optimizer, text, V, mask_token_ind=V, pad_ind=0, mask_rate=0.15), whose
+    masking, under the seed it runs with, is (masked, labels). An exception that mask_inputs'
+    output explains (a label outside [0, V) other than -100, an id outside [0, V]) is a MaskingFault:
+    charged in the masking checks, not to the step."""
+    try:
+        return ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15)
+    except StudentError:
+        bad_labels = (labels != IGNORE) & ((labels < 0) | (labels >= V))
+        if bad_labels.any() or ((masked < 0) | (masked > V)).any():
+            raise MaskingFault() from None
+        raise
+
+
+def judged_on_own_masking(check_fn):
+    """A step check passes where the step raised on a batch mask_inputs made out of range: the
+    step's own code cannot be seen there, and the masking checks charge the mistake."""
+    @functools.wraps(check_fn)
+    def run(ctx):
+        try:
+            return check_fn(ctx)
+        except MaskingFault:
+            return None
+
+    return run
 
 
 def _not_reproduced(probe):
@@ -622,6 +654,7 @@ STALE_GRAD = 5.0  # the stand-in's gradient left from an earlier step; one SGD s
 
 @check("pretraining.step_updates_parameters", "One pretrain_step call moves the model's parameters by one step along "
        "the loss's gradient (gradients cleared, backward, step)")
+@judged_on_own_masking
 def step_updates(ctx):
     # Graded on the batch the student's own mask_inputs gives under the step's seed: a masking
     # mistake is charged in the masking checks, not here.
@@ -684,6 +717,7 @@ def _evaluation_masking(ctx, probe, seed):
 
 
 @check("pretraining.loss_on_selected_tokens", "The loss is the mean cross-entropy over the selected tokens only")
+@judged_on_own_masking
 def loss_on_selected(ctx):
     V, B, T = 50, 32, 64
     text = big_batch(ctx.seed, B=B, T=T, vocab_size=V)
@@ -733,6 +767,7 @@ def loss_on_selected(ctx):
 
 
 @check("pretraining.step_passes_padding_mask", "pretrain_step passes the model the padding mask text == pad_ind")
+@judged_on_own_masking
 def step_passes_padding_mask(ctx):
     V = 20
     text = big_batch(ctx.seed, B=8, T=16, vocab_size=V)  # every row ends in padding
@@ -749,6 +784,7 @@ def step_passes_padding_mask(ctx):
 
 
 @check("pretraining.first_loss", "The first loss of a freshly initialised masked-LM model is about ln(vocab_size)")
+@judged_on_own_masking
 def first_loss(ctx):
     V = 100
 
@@ -756,9 +792,11 @@ def first_loss(ctx):
         """pretrain_step's loss on a fresh model (the grader's: BertModel is graded in part bert), the
         worker seeded as for the other batch."""
         ctx.student.seed(ctx.seed)
+        masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15)
         model = ctx.student.task("bert.fresh_model", V, 64, ctx.seed)
         optimizer = ctx.student.task("optimizer", model, "AdamW", 1e-4, None, weight_decay=0.01)
-        return _loss_value(ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15))
+        ctx.student.seed(ctx.seed)
+        return _loss_value(call_pretrain_step(ctx, model, optimizer, text, V, masked, labels))
 
     loss = fresh_step(big_batch(ctx.seed, B=16, T=32, vocab_size=V, padded=False))
     # ln(V) is what a constant (or a draw from the seeded generators) returns as easily as a real
