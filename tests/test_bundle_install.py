@@ -94,6 +94,9 @@ def test_the_environment_holds_the_bundle_alone(installed):
 
 
 def test_a_correct_homework_passes_every_public_check(installed):
+    """The reference's modules in the bundle's homework folder: every public check passes (none
+    skipped for want of a golden answer, none needing the reference or the fixtures, which the
+    installed environment cannot see), and the self-check writes its report."""
     root, bin_dir = installed
     homework = perfect_homework(root / HOMEWORK, root / "correct")
 
@@ -102,6 +105,8 @@ def test_a_correct_homework_passes_every_public_check(installed):
     not_passed = [(c["id"], c["status"], c["message"]) for c in checks_of(results)
                   if c["status"] not in ("passed", "pending_manual")]
     assert check.returncode == 0 and not not_passed, f"{not_passed}\n{check.stdout[-3000:]}\n{check.stderr[-3000:]}"
+    assert results["mode"] == "self-check" and results["parts"]
+    assert (homework / ".grade" / "report.html").is_file()
     assert any(c["id"].startswith("sentiment.") and c["status"] == "passed" for c in checks_of(results))
 
     tests = in_venv(bin_dir, ["pytest", "-q", "-p", "no:cacheprovider"], cwd=homework)
