@@ -75,6 +75,11 @@ def test_a_loss_over_unflattened_logits():
     assert isinstance(explained, CheckFailed) and explained.diagnosis == "loss_class_dim"
 
 
+def test_a_next_token_without_its_column():
+    _, explained = _explain("Tensors must have same number of dimensions: got 2 and 1")
+    assert isinstance(explained, CheckFailed) and explained.diagnosis == "generate_next_token_shape"
+
+
 def test_other_exceptions_stay_the_students():
     for message, kwargs in [("boom", {}), ("selected index 4 out of range", {}),  # no top_k: not generate's top-k
                             ("The size of tensor a (9) must match the size of tensor b (3) at non-singleton dimension 3", {})]:

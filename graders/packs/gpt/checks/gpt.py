@@ -229,6 +229,11 @@ def explain_error(ctx, handle, error, idx, what, **kwargs):
         return CheckFailed(f"{raised}. F.cross_entropy read the logits {(B, T, V)} as (batch, classes, positions), the "
                            f"classes on dimension 1, so it wanted targets {(B, V)}: flatten the logits to (B*T, vocab_size) "
                            "and the targets to (B*T,)"[:900], diagnosis="loss_class_dim")
+    dims = re.search(r"Tensors must have same number of dimensions: got (\d+) and (\d+)", error.message)
+    if what == "generate" and dims and {int(dims.group(1)), int(dims.group(2))} == {1, 2}:
+        return CheckFailed(f"{raised}. The new token of each row must be a (B, 1) column to append to idx (B, T) with "
+                           "torch.cat(..., dim=1): argmax(dim=-1, keepdim=True) (torch.multinomial already gives (B, 1))"[:900],
+                           diagnosis="generate_next_token_shape")
     if kwargs.get("do_sample") and "probability tensor contains" in error.message and _samples_from_logits(ctx, handle, context):
         return CheckFailed(f"{raised}. Sampling raises the same without top_k, at temperature 1: torch.multinomial got the "
                            "logits (negative, -inf where masked), not probabilities"[:900], diagnosis="sample_from_logits")

@@ -106,6 +106,7 @@ MUTANTS = [
     one("gpt_collate_not_batch_first", "gpt", GPT, COLLATE, COLLATE.replace("batch_first=True, ", ""), "collate_not_batch_first"),
     one("gpt_loss_logits_not_flattened", "gpt", GPT, LM_LOSS,
         "loss = F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX)", "loss_class_dim"),
+    one("gpt_argmax_without_keepdim", "gpt", GPT, GREEDY, "next_id = logits.argmax(dim=-1)", "generate_next_token_shape"),
     one("gpt_sample_from_logits", "gpt", GPT, SAMPLE, "next_id = torch.multinomial(logits, num_samples=1)",
         "sample_from_logits"),
 ]
