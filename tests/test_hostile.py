@@ -84,6 +84,19 @@ def honest_score():
     return _score(grade(HONEST, only_parts=PARTS, limits=LIMITS))
 
 
+def _attention_checks(results):
+    (part,) = [part for part in results["parts"] if part["id"] == "attention"]
+    return part["checks"]
+
+
+# The attacks that break the code must show up as errors, with a clear message (asserted on the
+# attack's own grade below: its attention part is graded as it would be alone).
+SEEN_FAILING = {
+    "infinite_loop": lambda checks: any("timed out" in (c["message"] or "") for c in checks),
+    "exit_at_import": lambda checks: all(c["status"] == "error" for c in checks),
+}
+
+
 @pytest.mark.parametrize("attack", sorted(p.name for p in HOSTILE.iterdir()))
 def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path):
     folder = _submission(tmp_path, HOSTILE / attack)
@@ -95,6 +108,9 @@ def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path)
     written = {path.name: path.read_bytes() for path in out.iterdir()}
     assert results["status"] == "graded"
     assert _score(results) <= honest_score, f"{attack} raised the score"
+    if attack in SEEN_FAILING:
+        checks = _attention_checks(results)
+        assert SEEN_FAILING[attack](checks), [(c["id"], c["status"], c["message"]) for c in checks]
     rendered = json.dumps(results) + render_html(results) + json.dumps(to_gradescope(results))
     for marker in SOLUTION_MARKERS:
         assert marker not in rendered, f"{attack}: the reference solution leaked into the output"
@@ -109,13 +125,8 @@ def test_attack_gains_nothing_and_leaves_nothing(attack, honest_score, tmp_path)
     assert {path.name: path.read_bytes() for path in out.iterdir()} == written, f"{attack} rewrote an output"
 
 
-def test_the_attacks_are_each_seen_failing(tmp_path):
-    """The attacks that break the code must show up as errors, with a clear message."""
-    results = grade(_submission(tmp_path, HOSTILE / "infinite_loop"), only_parts=["attention"], limits=LIMITS)
-    messages = [c["message"] or "" for c in results["parts"][0]["checks"]]
-    assert any("timed out" in m for m in messages)
-    results = grade(_submission(tmp_path / "b", HOSTILE / "exit_at_import"), only_parts=["attention"], limits=LIMITS)
-    assert all(c["status"] == "error" for c in results["parts"][0]["checks"])
+def test_the_attacks_that_break_the_code_are_seen_failing_on_their_own_grades():
+    assert set(SEEN_FAILING) <= {p.name for p in HOSTILE.iterdir()}
 
 
 def test_a_worker_cannot_read_the_mutants_which_are_edits_of_the_solution(tmp_path):
