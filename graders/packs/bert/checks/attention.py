@@ -40,8 +40,15 @@ def explained(error, call):
                         error.traceback, output=error.output, debug_traceback=error.debug_traceback)
 
 
+def call_sdp(ctx, q, k, v, drop, mask):
+    try:
+        return ctx.student.call(MODULE, "scaled_dot_product", q, k, v, drop, mask)
+    except StudentError as error:
+        raise explained(error, sdp_call_text(q, k, v, drop, mask)) from None
+
+
 def sdp_call_text(q, k, v, drop, mask):
-    masked = "None" if mask is None else f"a mask of shape {tuple(mask.shape)}"
+    masked = "mask=None" if mask is None else f"a mask of shape {tuple(mask.shape)}"
     return (f"scaled_dot_product(q of shape {tuple(q.shape)}, k of shape {tuple(k.shape)}, v of shape "
             f"{tuple(v.shape)}, attn_drop_rate={drop}, {masked})")
 
@@ -135,16 +142,22 @@ def attention_gate(ctx, ex, values, weights):
     if torch.isnan(weights).any() or torch.isnan(values).any():  # a property that NaN outputs satisfy
         raise CheckFailed("NaN in the output although every row keeps at least one key",
                           diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights) or "nan_fully_masked")
-    again_values, again_weights = _student_attention(ctx, ex)
-    expect_repeatable(weights, again_weights, "attention weights")
-    expect_repeatable(values, again_values, "values")
+
+    def attend(inputs):  # reseeded: weights dropped out at rate 0 are charged by the comparisons, not here
+        ctx.student.seed(ctx.seed)
+        return _student_attention(ctx, inputs)
+
+    first_values, first_weights = attend(ex)
+    again_values, again_weights = attend(ex)
+    expect_repeatable(first_weights, again_weights, "attention weights")
+    expect_repeatable(first_values, again_values, "values")
     plain = type(ex)(ex.q, ex.k, ex.v, None)
-    plain_values, plain_weights = _student_attention(ctx, plain)
+    plain_values, plain_weights = attend(plain)
     noise_q, noise_v = tensors_from(5, ex.q.shape, ex.v.shape)
     if ex.q.size(2) >= 2:
-        _, moved = _student_attention(ctx, type(ex)(3 * noise_q, ex.k, ex.v, None))
+        _, moved = attend(type(ex)(3 * noise_q, ex.k, ex.v, None))
         expect_changes(plain_weights, moved, "attention weights (no mask)", "the queries change")
-    moved_values, _ = _student_attention(ctx, type(ex)(ex.q, ex.k, ex.v + 3 * noise_v, None))
+    moved_values, _ = attend(type(ex)(ex.q, ex.k, ex.v + 3 * noise_v, None))
     expect_changes(plain_values, moved_values, "values (no mask)", "v changes")
 
 
@@ -258,8 +271,7 @@ def dropout(ctx):
     p = 0.5
     q, k, v = tensors_from(ctx.seed, (8, 4, 16, 8), (8, 4, 16, 8), (8, 4, 16, 8))
     ctx.student.seed(ctx.seed)
-    result = ctx.student.call(MODULE, "scaled_dot_product", q, k, v, p, None)
-    plain = ctx.student.call(MODULE, "scaled_dot_product", q, k, v, 0.0, None)
+    result, plain = call_sdp(ctx, q, k, v, p, None), call_sdp(ctx, q, k, v, 0.0, None)
     dropped = expect_tensor(expect_tuple(result, "scaled_dot_product", 2, SDP_RETURNS)[1], "attention weights",
                             shape=(8, 4, 16, 16))
     undropped = expect_tensor(expect_tuple(plain, "scaled_dot_product", 2, SDP_RETURNS)[1],
@@ -389,6 +401,7 @@ def _own_attention(ctx, ex, weights):
     MultiHeadAttention gives it: (values, None), or (None, the StudentError) when it raises, or
     (None, None) when it returns nothing usable."""
     q, k, v = _heads_of(ex, weights)
+    ctx.student.seed(ctx.seed)
     try:
         result = ctx.student.call(MODULE, "scaled_dot_product", q, k, v, 0.0, ex.padding)
     except StudentError as error:
@@ -457,6 +470,7 @@ def _mha_matches(ctx, ex):
     outputs = []  # one per accepted layout: a mistake shows under the layout the student reads
     for layout in QKV_LAYOUTS:
         _load_weights(ctx, handle, to_layout(weights, ex.n_heads, layout))
+        ctx.student.seed(ctx.seed)  # the draws of _own_attention, should its function drop out at rate 0
         got = _student_mha(ctx, handle, ex, weights)
         if got is None:
             return
@@ -587,7 +601,7 @@ def mha_eval_deterministic(ctx):
         first = call_mha(ctx, handle, ex.embed_dim, ex.n_heads, ex.x)
         second = call_mha(ctx, handle, ex.embed_dim, ex.n_heads, ex.x)
         expect_tensor(first, "output", shape=ex.x.shape)
-        if not torch.equal(first, second):
+        if not torch.equal(first, second) and not _own_attention_varies(ctx, 0.0):
             raise CheckFailed("two eval-mode forward passes on the same input differ", diagnosis="dropout_in_eval")
 
     mha_gate(ctx)
@@ -600,20 +614,21 @@ def mha_dropout_in_training(ctx):
     ctx.student.call(handle, "train")
     first = expect_tensor(call_mha(ctx, handle, 16, 4, x), "output", shape=x.shape)
     second = call_mha(ctx, handle, 16, 4, x)
-    if torch.equal(first, second) and _own_attention_drops(ctx):
+    if torch.equal(first, second) and _own_attention_varies(ctx, 0.9):
         raise CheckFailed("with attn_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
                           diagnosis="dropout_ignored_in_training")
     mha_gate(ctx)
 
 
-def _own_attention_drops(ctx):
-    """Whether the student's scaled_dot_product drops out at attn_drop_rate=0.9: a module that
-    hands its rate to one that never drops is right (the function is charged in part attention)."""
+def _own_attention_varies(ctx, rate):
+    """Whether two calls of the student's scaled_dot_product at attn_drop_rate=`rate` differ: a
+    module that hands its rate to one that never drops (or drops at rate 0) is right, and the
+    function is charged in part attention."""
     q, k, v = tensors_from(ctx.seed + 1, (4, 4, 8, 4), (4, 4, 8, 4), (4, 4, 8, 4))
     try:
-        first, second = (ctx.student.call(MODULE, "scaled_dot_product", q, k, v, 0.9, None) for _ in range(2))
+        first, second = (ctx.student.call(MODULE, "scaled_dot_product", q, k, v, rate, None) for _ in range(2))
     except StudentError:
-        return True
+        return rate > 0
     return not (isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)) and len(first) == len(second)
                 and all(type(a) is torch.Tensor and type(b) is torch.Tensor and torch.equal(a, b)
                         for a, b in zip(first, second)))

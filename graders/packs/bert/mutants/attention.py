@@ -47,6 +47,8 @@ MUTANTS = [
         "dropout_not_inverted",
     ),
     one("sdp_mask_read_as_square", "attention", MASK_2D, "mask = mask[None, None, :, :]", "mask_as_square"),
+    # the rate ignored: drops out at 0.1 whatever it is given, in eval mode too; charged here, not in mha
+    one("sdp_dropout_rate_fixed", "attention", DROPOUT, "attention = F.dropout(attention, p=0.1)", "dropout_not_applied"),
     one("mha_no_output_projection", "mha", PROJECT, "return values", "output_projection_missing"),
     one("mha_dropout_in_eval", "mha", DROP_RATE, "drop = self.attn_drop_rate", "dropout_in_eval"),
     Mutant(
