@@ -612,9 +612,10 @@ def call_pretrain_step(ctx, model, optimizer, text, V, masked, labels):
     charged in the masking checks, not to the step."""
     try:
         return ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15)
-    except StudentError:
+    except StudentError as error:
         bad_labels = (labels != IGNORE) & ((labels < 0) | (labels >= V))
-        if bad_labels.any() or ((masked < 0) | (masked > V)).any():
+        out_of_range = bool(bad_labels.any() or ((masked < 0) | (masked > V)).any())
+        if out_of_range and error.exc_type != "NotImplementedError":  # a step not written yet earns nothing
             raise MaskingFault() from None
         raise
 
