@@ -92,28 +92,12 @@ def test_draws_do_not_depend_on_what_the_process_imported(tmp_path):
     assert runs[0].stdout == runs[1].stdout
 
 
-def test_a_self_check_finds_every_golden_answer(tmp_path, monkeypatch):
+def test_a_self_check_finds_every_golden_answer(reference_check):
     """Every oracle call of a passing homework's self-check is answered from the golden fixtures
-    (a miss would be skipped by hypothesis: less coverage, and minutes of drawing)."""
-    import graders.oracles
-    import graders.reports  # noqa: F401  (what the CLI has imported by then)
-
-    calls = {"hits": 0, "misses": 0}
-    real = graders.oracles.GoldenOracle.call
-
-    def counting(self, name, *args, **kwargs):
-        try:
-            result = real(self, name, *args, **kwargs)
-        except graders.oracles.OracleUnavailable:
-            calls["misses"] += 1
-            raise
-        calls["hits"] += 1
-        return result
-
-    monkeypatch.setattr(graders.oracles.GoldenOracle, "call", counting)
-    folder = _copy(REFERENCE_DIR, tmp_path / "homework")
-    results = self_check(folder, QUICK_PARTS)
-    assert not not_passing(results)
+    (a miss would be skipped by hypothesis: less coverage, and minutes of drawing): counted during
+    the `grade check` of the perfect homework below."""
+    folder, status, calls = reference_check
+    assert status == 0 and not not_passing(_results(folder))
     assert calls["hits"] > 0 and calls["misses"] == 0, calls
 
 
@@ -161,14 +145,31 @@ def test_golden_fixtures_hold_no_hidden_check():
 
 @pytest.fixture(scope="module")
 def reference_check(tmp_path_factory):
-    """`grade check` on a perfect homework folder (the reference's modules), quick parts only."""
+    """`grade check` on a perfect homework folder (the reference's modules), quick parts only:
+    (folder, exit status, {"hits": n, "misses": n} of the calls to the golden oracle)."""
+    import graders.oracles
+
+    calls = {"hits": 0, "misses": 0}
+    real = graders.oracles.GoldenOracle.call
+
+    def counting(self, name, *args, **kwargs):
+        try:
+            result = real(self, name, *args, **kwargs)
+        except graders.oracles.OracleUnavailable:
+            calls["misses"] += 1
+            raise
+        calls["hits"] += 1
+        return result
+
     folder = _copy(REFERENCE_DIR, tmp_path_factory.mktemp("perfect") / "homework")
-    status = cmd_check([*QUICK_PARTS, "answers", "--path", str(folder)])
-    return folder, status
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graders.oracles.GoldenOracle, "call", counting)
+        status = cmd_check([*QUICK_PARTS, "answers", "--path", str(folder)])
+    return folder, status, calls
 
 
 def test_all_public_checks_pass_exit_zero(reference_check):
-    folder, status = reference_check
+    folder, status, _ = reference_check
     results = _results(folder)
     assert status == 0, not_passing(results)
     assert results["mode"] == "self-check"
@@ -178,7 +179,7 @@ def test_all_public_checks_pass_exit_zero(reference_check):
 
 
 def test_only_public_checks_run(reference_check):
-    folder, _ = reference_check
+    folder, _, _ = reference_check
     results = _results(folder)
     checks = [c for part in results["parts"] for c in part["checks"]]
     assert checks and all(c["visibility"] == "public" for c in checks)
@@ -186,14 +187,14 @@ def test_only_public_checks_run(reference_check):
 
 
 def test_reports_go_to_dot_grade(reference_check):
-    folder, _ = reference_check
+    folder, _, _ = reference_check
     html = (folder / ".grade" / "report.html").read_text()
     assert "public checks passed" in html
     assert "hidden checks run after the deadline" in html
 
 
 def test_answers_are_not_shown_in_self_check(reference_check):
-    folder, _ = reference_check
+    folder, _, _ = reference_check
     for part in _results(folder)["parts"]:
         for check in part["checks"]:
             assert "rubric" not in (check.get("details") or {})
