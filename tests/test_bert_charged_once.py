@@ -168,5 +168,5 @@ def test_a_parameter_count_names_the_sub_module(oracle, tmp_path):
 def test_an_exception_says_the_call_its_input_and_the_line(edit, part, said, tmp_path):
     lost = _lost(_grade(tmp_path, (edit,), part))
     assert lost, f"{edit} raised nowhere in {part}"
-    for status, _, message in lost.values():
+    for _, _, message in lost.values():
         assert all(text in message for text in said), message
