@@ -684,11 +684,12 @@ def step_updates(ctx):
                           diagnosis=_step_diagnosis(probe), details=numbers)
     if math.isclose(moved, -PROBE_LR * STALE_GRAD, rel_tol=1e-3):
         # Only the old gradient was applied: the new one never reached the parameter (no backward),
-        # or was computed but never stepped on (the step ran before it, e.g. inside zero_grad).
+        # or was computed but never stepped on (the step ran before it, e.g. inside zero_grad: the
+        # step is called, so pretrain_no_step would claim what is not true).
         no_backward = probe.scale_grad is None or math.isclose(probe.scale_grad, STALE_GRAD, rel_tol=1e-6)
         raise CheckFailed(f"one pretrain_step moved the parameter by {moved:.6g}, the step of the gradient {STALE_GRAD} the "
                           "model came with from an earlier step: no step on this batch's gradient was taken",
-                          diagnosis="pretrain_no_backward" if no_backward else "pretrain_no_step", details=numbers)
+                          diagnosis="pretrain_no_backward" if no_backward else None, details=numbers)
     accumulated = any(math.isclose(moved, step - PROBE_LR * STALE_GRAD, rel_tol=1e-3, abs_tol=NO_STEP)
                       for step in steps.values())
     raise CheckFailed(f"one pretrain_step with SGD (lr={PROBE_LR}) moved the parameter by {moved:.6g}; one step "
