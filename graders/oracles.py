@@ -27,13 +27,16 @@ class OracleUnavailable(Exception):
 def trace_reference(assignment, build, state, inputs, kwargs=None, method="__call__"):
     """The reference's sub-module calls (graders/sandbox/tasks.py `trace_calls`) for the module
     `build = (name, args, kwargs)` makes (a reference class, "attention.MultiHeadAttention", or a
-    computation of the pack that returns a module), under the weights `state`."""
+    computation of the pack that returns a module), under the weights `state`; "not_loaded" lists
+    the reference's parameters `state` has no value for (a student's layout of other names)."""
     from graders.sandbox.tasks import trace_calls
 
     target, args, build_kwargs = build
     module = _resolve(assignment, target)(*args, **build_kwargs)
-    module.load_state_dict(state, strict=False)
-    return trace_calls(module, tuple(inputs), dict(kwargs or {}), method)
+    loaded = module.load_state_dict(state, strict=False)
+    parameters = {name for name, _ in module.named_parameters()}
+    trace = trace_calls(module, tuple(inputs), dict(kwargs or {}), method)
+    return {**trace, "not_loaded": sorted(set(loaded.missing_keys) & parameters)}
 
 
 # Computations every assignment has, besides its pack's own.

@@ -19,8 +19,9 @@ A catalogued diagnosis names a known mistake; this says where, whatever the mist
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,6 +236,16 @@ def _how(got: torch.Tensor | None, expected: torch.Tensor | None) -> str:
     return describe_difference(got, expected, atol=TRACE_ATOL, rtol=TRACE_RTOL) or "differs"
 
 
+def _caller(name: str, called: set[str]) -> str:
+    """The nearest enclosing module that runs code of its own (a ModuleDict or ModuleList is
+    never called: its owner's forward calls what it holds); "" for the module itself."""
+    while "." in name:
+        name = name.rsplit(".", 1)[0]
+        if name in called:
+            return name
+    return ""
+
+
 def first_divergence(student: Trace, reference: Trace) -> str | None:
     """Where the student's forward pass first departs from the reference's (see the module
     docstring), in words; None when every matched call agrees."""
@@ -251,7 +262,7 @@ def first_divergence(student: Trace, reference: Trace) -> str | None:
             continue
         kind = f" (yours is a {mine.kind}, the reference's a {ref.kind})" if mine.kind != ref.kind else ""
         if not _agree(mine.input, ref.input):
-            parent = ref.name.rsplit(".", 1)[0] if "." in ref.name else ""
+            parent = _caller(ref.name, {c.name for c in reference.calls})
             owner = f"`{parent}` ({reference.modules.get(parent, '?')})" if parent else "the module's own forward"
             after = f", after {last_agreeing.label}, which agrees" if last_agreeing else ""
             text = (f"first difference in {owner}, in its own code before it calls {ref.label}{after}: the input "
@@ -280,9 +291,41 @@ def module_divergence(ctx: Any, handle: Any, build: tuple[str, Sequence[Any], di
 
     try:
         theirs = parse_trace(ctx.student.task("trace", handle, *inputs, method=method, **(kwargs or {})))
-        expected = parse_trace(ctx.oracle.call("trace_reference", list(build), state, list(inputs), kwargs or {}, method))
+        expected_trace = ctx.oracle.call("trace_reference", list(build), state, list(inputs), kwargs or {}, method)
+        expected = parse_trace(expected_trace)
     except (OracleUnavailable, StudentError, SandboxError):
         return None
     if theirs is None or expected is None:
         return None
+    not_loaded = expected_trace.get("not_loaded") or []
+    if not_loaded:  # the two modules do not run under the same weights: no sub-module can agree
+        return (f"your module's parameters are laid out under other names than the reference's ({', '.join(not_loaded[:3])} "
+                "has no counterpart in yours), so the grader cannot follow the difference sub-module by sub-module")
     return first_divergence(theirs, expected)
+
+
+def against_reference(ctx: Any, handle: Any, build: tuple[str, Sequence[Any], dict], inputs: Sequence[Any],
+                      kwargs: dict | None = None, *, method: str = "__call__") -> str | None:
+    """`module_divergence` under the student's own weights (read back with `state_dict()`): where a
+    module that fails a property departs from the reference holding the same weights."""
+    try:
+        state = ctx.student.state_dict(handle)
+    except Exception:  # noqa: BLE001 - a module whose state_dict raises says nothing here
+        return None
+    if not isinstance(state, dict):
+        return None
+    state = {name: value for name, value in state.items() if isinstance(name, str) and type(value) is torch.Tensor}
+    return module_divergence(ctx, handle, build, state, inputs, kwargs, method=method)
+
+
+@contextlib.contextmanager
+def located(locate: Callable[[], str | None]) -> Iterator[None]:
+    """A failure raised inside says where by `locate` (unless it already has a way to)."""
+    from graders.checks.framework import CheckFailed
+
+    try:
+        yield
+    except CheckFailed as failure:
+        if failure.locate is None:
+            failure.locate = locate
+        raise

@@ -11,18 +11,25 @@ from torch import nn
 GELU_FLAVOURS = ("none", "tanh")
 
 
+def gpt_model(reference, config, gelu="none"):
+    """The reference GPT for `config`, its MLPs with the given GELU flavour (what a failed forward
+    is traced against, graders/checks/localise.py)."""
+    if gelu not in GELU_FLAVOURS:
+        raise ValueError(f"gelu must be one of {GELU_FLAVOURS}, got {gelu!r}")
+    gpt = reference("gpt")
+    model = gpt.GPT(gpt.GPTConfig(**config))
+    for block in model.transformer.h:
+        block.mlp["act"] = nn.GELU(approximate=gelu)
+    return model
+
+
 def gpt_forward(reference, state_dict, config, idx, positions=True, final_norm=True, gelu="none"):
     """The reference GPT's eval-mode logits under the given weights, its MLPs with the given GELU
     flavour; with positions=False, positions="ids" or final_norm=False, what a forward without the
     position embeddings, with the token ids fed to the position embedding, or without ln_f gives
     (the mistakes a check names)."""
-    gpt = reference("gpt")
-    model = gpt.GPT(gpt.GPTConfig(**config)).eval()
+    model = gpt_model(reference, config, gelu).eval()
     model.load_state_dict(state_dict, strict=False)
-    if gelu not in GELU_FLAVOURS:
-        raise ValueError(f"gelu must be one of {GELU_FLAVOURS}, got {gelu!r}")
-    for block in model.transformer.h:
-        block.mlp["act"] = nn.GELU(approximate=gelu)
     if positions is False:
         nn.init.zeros_(model.transformer.wpe.weight)
     if not final_norm:
@@ -44,4 +51,4 @@ def gpt_state_shapes(reference, config):
     return {name: tuple(t.shape) for name, t in gpt.GPT(gpt.GPTConfig(**config)).state_dict().items()}
 
 
-COMPUTATIONS = {"gpt_forward": gpt_forward, "gpt_state_shapes": gpt_state_shapes}
+COMPUTATIONS = {"gpt_forward": gpt_forward, "gpt_model": gpt_model, "gpt_state_shapes": gpt_state_shapes}

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
+from graders.checks.localise import module_divergence
 from .strategies import attention_inputs, mha_inputs, tensors_from
 from graders.checks.weights import count_difference, learnable, numel, state_tensors
 from graders.oracles import OracleUnavailable
@@ -339,7 +340,16 @@ def build_student_mha(ctx, ex, drop=0.0):
 
 
 def _load_weights(ctx, handle, weights):
-    ctx.student.load_state_dict(handle, weights, strict=False)
+    """Load reference-named weights into the student's module, or fail saying which of the
+    template's names it lacks and what it has instead (the weights would not reach it)."""
+    result = ctx.student.load_state_dict(handle, weights, strict=False)
+    unused = sorted(result.get("unexpected_keys", [])) if isinstance(result, dict) else []
+    if any(name.endswith(".weight") for name in unused):  # a missing bias is a count, graded as one
+        has = sorted(state_tensors(ctx, handle, "MultiHeadAttention"))
+        raise CheckFailed(f"MultiHeadAttention has no {', '.join(unused[:4])}: the grader loads its weights under the "
+                          f"template's names qkv_proj and o_proj, and your module has {', '.join(has[:6]) or 'no parameters'}"
+                          f"{', ...' if len(has) > 6 else ''}, so its outputs cannot be compared",
+                          diagnosis="mha_template_names")
 
 
 def _attend(q, k, v, blocked=None):
@@ -497,7 +507,15 @@ def _mha_matches(ctx, ex):
         diagnosis = "mask_on_query_axis"
     if diagnosis is None and _varies_in_eval(ctx, handle, ex, got):
         diagnosis = "dropout_in_eval"
-    expect_close(got, expected, "multi-head attention outputs (under every accepted qkv layout)", diagnosis=diagnosis)
+    expect_close(got, expected, "multi-head attention outputs (under every accepted qkv layout)", diagnosis=diagnosis,
+                 axes=("batch", "position", "feature"), locate=lambda: _where_mha(ctx, handle, ex, weights))
+
+
+def _where_mha(ctx, handle, ex, weights):
+    """Where the module departs from the reference, its weights in the reference's layout."""
+    _load_weights(ctx, handle, to_layout(weights, ex.n_heads, QKV_LAYOUTS[0]))
+    return module_divergence(ctx, handle, (f"{MODULE}.MultiHeadAttention", [ex.embed_dim, ex.n_heads, 0.0], {}),
+                             weights, [ex.x, ex.padding])
 
 
 def _varies_in_eval(ctx, handle, ex, got):

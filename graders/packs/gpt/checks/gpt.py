@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate
+from graders.checks.localise import module_divergence
 from graders.checks.weights import count_difference, is_float_entry, parameter_entries, state_shapes
 from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
@@ -597,8 +598,12 @@ def forward_matches_reference(ctx):
         expected = reference_logits(ctx, state, cfg, idx)
         if any(is_close(got, e, atol=1e-4, rtol=1e-3) for e in expected.values()):
             return
-        expect_close(got, closest(got, expected.values()), "logits (against the reference with exact and with tanh GELU, "
-                     "the nearer)", atol=1e-4, rtol=1e-3, diagnosis=_forward_mistake(ctx, got, state, cfg, idx))
+        nearer = closest(got, expected.values())
+        gelu = next(flavour for flavour, logits in expected.items() if logits is nearer)
+        expect_close(got, nearer, "logits (against the reference with exact and with tanh GELU, "
+                     "the nearer)", atol=1e-4, rtol=1e-3, diagnosis=_forward_mistake(ctx, got, state, cfg, idx),
+                     axes=("batch", "position", "vocabulary"),
+                     locate=lambda: module_divergence(ctx, handle, ("gpt_model", [cfg, gelu], {}), state, [idx]))
 
     forward_gate(ctx)
 
