@@ -19,9 +19,8 @@ A catalogued diagnosis names a known mistake; this says where, whatever the mist
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +136,8 @@ def _region(got: torch.Tensor, expected: torch.Tensor, axes, atol: float, rtol: 
             continue
         touched = wrong.movedim(a, 0).reshape(expected.size(a), -1).any(1).nonzero().flatten().tolist()
         if len(touched) < expected.size(a):
-            limits.append(f"{_axis(axes, a, ndim)} {_indices(touched)}")
+            named = axes is not None and len(axes) == ndim
+            limits.append(f"{axes[a]} {_indices(touched)}" if named else f"index {_indices(touched)} of axis {a}")
     if not limits:
         return f"{count} of {total} values differ, spread over every index"
     text = "only at " + ", ".join(limits) + f" ({count} of {total} values differ)"
@@ -176,6 +176,7 @@ class Call:
     input: torch.Tensor | None
     output: torch.Tensor | None
     nth: int  # 0 for its first call in the pass, 1 for the second ...
+    others: tuple[torch.Tensor | None, ...] = ()  # its further arguments (a mask)
 
     @property
     def label(self) -> str:
@@ -200,7 +201,9 @@ def parse_trace(value: Any) -> Trace | None:
             return None
         tensors = [entry.get(key) if type(entry.get(key)) is torch.Tensor else None for key in ("input", "output")]
         nth = seen[entry["name"]] = seen.get(entry["name"], -1) + 1
-        calls.append(Call(entry["name"][:200], entry["kind"][:100], *tensors, nth))
+        others = entry.get("others") if isinstance(entry.get("others"), list) else []
+        others = tuple(value if type(value) is torch.Tensor else None for value in others[:8])
+        calls.append(Call(entry["name"][:200], entry["kind"][:100], *tensors, nth, others))
     modules = {str(k)[:200]: str(v)[:100] for k, v in list(value["modules"].items())[:2000]}
     return Trace(calls, modules)
 
@@ -246,6 +249,29 @@ def _caller(name: str, called: set[str]) -> str:
     return ""
 
 
+def _first_to_see(call: Call, reference: Trace, match: Callable[[Call, Trace], Call | None]) -> Call:
+    """The outermost call whose input already differs, of those enclosing `call`: a wrong input to
+    `pos_encoder.dropout` that `pos_encoder` was already given came from whoever called `pos_encoder`."""
+    called = {c.name: c for c in reference.calls if c.nth == 0}
+    while call.name:
+        parent = called.get(_caller(call.name, set(called)))
+        mine = match(parent, reference) if parent is not None and parent.name else None
+        if mine is None or _agree(mine.input, parent.input):
+            return call
+        call = parent
+    return call
+
+
+def _other_argument(mine: Call, ref: Call) -> str | None:
+    """How a further argument (a mask) of two calls whose first input agrees differs, in words."""
+    for index, (got, expected) in enumerate(zip(mine.others + (None,) * len(ref.others), ref.others), start=2):
+        if got is None and expected is not None:
+            return f"but it is given no argument {index} where the reference passes a tensor of shape {tuple(expected.shape)} (a mask?)"
+        if expected is not None and not _agree(got, expected):
+            return f"but its argument {index} differs ({_how(got, expected)})"
+    return None
+
+
 def first_divergence(student: Trace, reference: Trace) -> str | None:
     """Where the student's forward pass first departs from the reference's (see the module
     docstring), in words; None when every matched call agrees."""
@@ -262,11 +288,15 @@ def first_divergence(student: Trace, reference: Trace) -> str | None:
             continue
         kind = f" (yours is a {mine.kind}, the reference's a {ref.kind})" if mine.kind != ref.kind else ""
         if not _agree(mine.input, ref.input):
-            parent = _caller(ref.name, {c.name for c in reference.calls})
+            fed = _first_to_see(ref, reference, match)
+            parent = _caller(fed.name, {c.name for c in reference.calls})
             owner = f"`{parent}` ({reference.modules.get(parent, '?')})" if parent else "the module's own forward"
             after = f", after {last_agreeing.label}, which agrees" if last_agreeing else ""
-            text = (f"first difference in {owner}, in its own code before it calls {ref.label}{after}: the input "
-                    f"it gives there already differs ({_how(mine.input, ref.input)})")
+            given = match(fed, reference) or mine
+            text = (f"first difference in {owner}, in its own code before it calls {fed.label}{after}: the input "
+                    f"it gives there already differs ({_how(given.input, fed.input)})")
+        elif (argument := _other_argument(mine, ref)) is not None:
+            text = f"first difference in the call of {ref.label}: its input agrees, {argument}"
         else:
             inner = [c for c in reference.calls if ref.name == "" or c.name.startswith(ref.name + ".")]
             inner = [c for c in inner if c.name != ref.name]
@@ -275,8 +305,8 @@ def first_divergence(student: Trace, reference: Trace) -> str | None:
             if mine.input is not None and mine.output is not None and _agree(mine.output, mine.input):
                 how = "its output equals its input, as if it were skipped"
             text = f"first difference in {ref.label}{kind}: its input agrees, its output differs{own} ({how})"
-        if never_called:
-            text += f"; your forward never calls {', '.join(never_called[:3])}"
+        if never_called:  # most often the mistake itself: said first
+            text = f"your forward never calls {', '.join(never_called[:3])}; {text}"
         return text
     return None
 
@@ -316,16 +346,3 @@ def against_reference(ctx: Any, handle: Any, build: tuple[str, Sequence[Any], di
         return None
     state = {name: value for name, value in state.items() if isinstance(name, str) and type(value) is torch.Tensor}
     return module_divergence(ctx, handle, build, state, inputs, kwargs, method=method)
-
-
-@contextlib.contextmanager
-def located(locate: Callable[[], str | None]) -> Iterator[None]:
-    """A failure raised inside says where by `locate` (unless it already has a way to)."""
-    from graders.checks.framework import CheckFailed
-
-    try:
-        yield
-    except CheckFailed as failure:
-        if failure.locate is None:
-            failure.locate = locate
-        raise

@@ -66,6 +66,7 @@ def optimizer(ctx: TaskContext, model: Any, kind: str, lr: float, names: list | 
 
 TRACED_CALLS = 400  # a forward pass of the homework's small models makes a few dozen
 TRACED_ELEMENTS = 2**20  # per tensor: a larger one is left out of the trace
+TRACED_ARGUMENTS = 3  # besides the first: a padding mask, a causal mask
 
 
 def first_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
@@ -82,17 +83,21 @@ def first_tensor(value: Any, depth: int = 0) -> torch.Tensor | None:
 
 def trace_calls(model: torch.nn.Module, inputs: tuple, kwargs: dict, method: str = "__call__") -> dict:
     """Run `model.<method>(*inputs, **kwargs)` in evaluation mode without gradients, recording each
-    sub-module call as it returns: `{"calls": [{name, kind, input, output}], "modules": {name: kind}}`.
+    sub-module call as it returns: `{"calls": [{name, kind, input, output, others}], "modules": {name:
+    kind}}`, `others` the tensors of its further arguments (None for an argument that is None).
     Calls are in the order they return (inner before outer); the module itself is the name ""."""
     calls: list[dict] = []
     names = {id(module): name for name, module in model.named_modules()}
 
-    def record(module: torch.nn.Module, args: tuple, output: Any) -> None:
+    def record(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         if len(calls) < TRACED_CALLS and id(module) in names:
+            packed = list(args[0][1:]) if args and isinstance(args[0], (tuple, list)) else []  # forward((x, mask))
+            given = [*packed, *args[1:], *kwargs.values()][:TRACED_ARGUMENTS]
             calls.append({"name": names[id(module)], "kind": type(module).__name__,
-                          "input": first_tensor(args), "output": first_tensor(output)})
+                          "input": first_tensor(args), "output": first_tensor(output),
+                          "others": [first_tensor(value) if value is not None else None for value in given]})
 
-    hooks = [module.register_forward_hook(record) for module in model.modules()]
+    hooks = [module.register_forward_hook(record, with_kwargs=True) for module in model.modules()]
     was_training = model.training
     model.eval()
     try:

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_tensor
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import sequence_gate
+from graders.checks.localise import against_reference
 from graders.checks.weights import state_shapes, state_tensors
 from graders.sandbox import StudentError
 
@@ -98,6 +99,14 @@ def build_bert(ctx, ex, drop=0.1, mode="eval"):
     ctx.student.task("stand_ins", handle, OTHER_PARTS)
     ctx.student.call(handle, mode)
     return handle
+
+
+def where_bert(ctx, handle, ex):
+    """Where the model departs from the reference model holding its weights (both with the
+    stand-ins for the other parts' modules), for a failure's message."""
+    build = ("with_stand_ins", ["bert", "BertModel", [ex.n_layers, ex.vocab_size, ex.embed_dim, ex.n_heads, 0.0, 0.0],
+                                OTHER_PARTS], {})
+    return against_reference(ctx, handle, build, [ex.text, ex.padding])
 
 
 def bert_forward(ctx, handle, ex, text=None, padding="same", seed=None):
@@ -189,9 +198,11 @@ def bert_mask_passed(ctx):
             diagnosis = ("bert_mask_not_passed" if torch.allclose(got, unmasked, atol=1e-6)
                          else "mask_inverted" if torch.allclose(inverted[0][real], inverted[1][real], atol=1e-5)
                          else None)
-            raise CheckFailed("changing the tokens at padded positions changed the predictions at real positions",
-                              diagnosis=diagnosis,
-                              details={"numbers": {"max_change": (got[real] - changed[real]).abs().max().item()}})
+            failure = CheckFailed("changing the tokens at padded positions changed the predictions at real positions",
+                                  diagnosis=diagnosis,
+                                  details={"numbers": {"max_change": (got[real] - changed[real]).abs().max().item()}})
+            failure.locate = lambda: where_bert(ctx, handle, ex)
+            raise failure
 
     bert_gate(ctx)
 
@@ -204,7 +215,9 @@ def bert_eval_deterministic(ctx):
         first = bert_forward(ctx, handle, ex)
         second = bert_forward(ctx, handle, ex)
         if not torch.equal(first, second):
-            raise CheckFailed("two eval-mode forward passes on the same text differ", diagnosis="dropout_in_eval")
+            failure = CheckFailed("two eval-mode forward passes on the same text differ", diagnosis="dropout_in_eval")
+            failure.locate = lambda: where_bert(ctx, handle, ex)
+            raise failure
 
     bert_gate(ctx)
 
@@ -222,10 +235,12 @@ def bert_positions_matter(ctx):
         reordered = bert_forward(ctx, handle, ex, text=ex.text[:, order], seed=ctx.seed)
         moved = (reordered - got[:, order]).abs().max().item()
         if not moved > 1e-4:
-            raise CheckFailed(
+            failure = CheckFailed(
                 f"the tokens in reverse order get exactly the predictions of the original order, reversed (they differ "
                 f"by {moved:.2g} at most): the model cannot tell positions apart",
                 diagnosis="bert_no_positional_encoding", details={"numbers": {"max_change": moved}})
+            failure.locate = lambda: where_bert(ctx, handle, ex)
+            raise failure
 
     bert_gate(ctx)
 

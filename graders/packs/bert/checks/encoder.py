@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
+from graders.checks.localise import against_reference
 from .attention import explained
 from .strategies import tensors_from
 from graders.checks.weights import shared_entries, state_tensors
@@ -192,9 +193,14 @@ def pe_buffer(ctx):
             raise CheckFailed(f"PositionalEncoding(embed_dim={E}, max_len={max_len}) has parameters: {names}; "
                               "it should have none", diagnosis="pe_parameter",
                               details={"numbers": {"parameters": sum(math.prod(p["shape"]) for p in params)}})
-        if not any(math.prod(b["shape"]) >= max_len * E for b in buffers):
+        tables = [b for b in buffers if math.prod(b["shape"]) >= max_len * E]
+        if not tables:
             raise CheckFailed(f"PositionalEncoding(embed_dim={E}, max_len={max_len}) registers no buffer holding "
                               f"the {max_len} x {E} table", diagnosis="pe_not_registered")
+        if not any(b.get("persistent", True) for b in tables):
+            raise CheckFailed(f"PositionalEncoding(embed_dim={E}, max_len={max_len}) registers its table "
+                              f"{tables[0]['name']} with persistent=False: the docstring says the table is saved in "
+                              "the state_dict", diagnosis="pe_not_persistent")
 
     pe_gate(ctx)  # a buffer earns points in a module that adds it
 
@@ -288,6 +294,14 @@ def block_inputs(draw, *, padded=None):
 RNG_SEED = 20_24
 
 
+def where_block(ctx, handle, ex):
+    """Where the block departs from the reference block holding its weights (both with the
+    stand-in attention), for a failure's message."""
+    build = ("with_stand_ins", ["encoder", "TransformerBlock", [ex.embed_dim, ex.n_heads, 0.0, 0.0],
+                                ["attention.MultiHeadAttention"]], {})
+    return against_reference(ctx, handle, build, [(ex.x, ex.padding)])
+
+
 def build_block(ctx, ex, attn_drop=0.0, layer_drop=0.3, mode="eval"):
     """The student's block with its multi-head attention (graded in part mha) replaced by the
     grader's stand-in (graders/sandbox/tasks.py): an attention mistake costs nothing here."""
@@ -322,12 +336,28 @@ def _kind(value):
     return type(value).__name__
 
 
+BLOCK_SUB_MODULES = ("self_attn", "linear_net", "norm1", "norm2")  # the names the block's docstring gives
+
+
 class SubModules:
     """The block's own sub-modules, called through the worker."""
 
     def __init__(self, ctx, handle):
         self.ctx = ctx
-        self.mods = {name: ctx.student.getattr(handle, name) for name in ("self_attn", "linear_net", "norm1", "norm2")}
+        self.mods = {name: self._sub_module(handle, name) for name in BLOCK_SUB_MODULES}
+
+    def _sub_module(self, handle, name):
+        """The block's sub-module `name`, or a failure that lists the sub-modules it has instead."""
+        try:
+            return self.ctx.student.getattr(handle, name)
+        except StudentError as error:
+            if error.exc_type != "AttributeError":
+                raise
+            has = sorted({key.split(".")[0] for key in state_tensors(self.ctx, handle, "TransformerBlock")})
+            raise CheckFailed(f"TransformerBlock has no {name}: the checks call its sub-modules by the names its "
+                              f"docstring gives ({', '.join(BLOCK_SUB_MODULES)}), and yours has "
+                              f"{', '.join(has[:8]) or 'no sub-module with weights'}",
+                              diagnosis="block_template_names") from None
 
     def __call__(self, name, *args):
         out = self.ctx.student.call(self.mods[name], "__call__", *args)
@@ -419,12 +449,14 @@ def block_post_ln(ctx):
         worst_std = (std - 1).abs().max().item()
         if worst_mean > 1e-3 or worst_std > 1e-2:
             variants = wirings(SubModules(ctx, handle), ex.x, None)
-            raise CheckFailed(
+            failure = CheckFailed(
                 f"output tokens have mean up to {worst_mean:.3g} away from 0 and standard deviation up to "
                 f"{worst_std:.3g} away from 1: the last operation of the block must be norm2",
                 diagnosis=diagnose_block(variants, got) or "pre_ln",
                 details={"numbers": {"max_abs_token_mean": worst_mean, "max_abs_token_std_minus_1": worst_std}},
             )
+            failure.locate = lambda: where_block(ctx, handle, ex)
+            raise failure
 
     block_gate(ctx)
 
@@ -442,7 +474,8 @@ def block_wiring(ctx):
             if diagnosis is None and not torch.equal(got, block_forward(ctx, handle, ex, seed=RNG_SEED + 1)[0]):
                 diagnosis = "dropout_in_eval"  # the block's own dropout is active in eval mode
             expect_close(got, variants["right"], "block outputs (eval mode) against its own sub-modules", atol=1e-4,
-                         diagnosis=diagnosis)
+                         diagnosis=diagnosis, axes=("batch", "position", "feature"),
+                         locate=lambda: where_block(ctx, handle, ex))
 
 
 @check("block.padding", "Outputs at real positions do not change when the content at padded positions changes")

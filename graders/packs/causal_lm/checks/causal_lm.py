@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
+from graders.checks.localise import against_reference
 from graders.checks.weights import count_difference, learnable, numel, shared_entries, state_shapes, state_tensors
 from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
@@ -84,6 +85,11 @@ def _changed(ids, row, j, ntoken):
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def where_model(ctx, handle, config, inputs):
+    """Where the model departs from the reference model holding its weights, for a failure's message."""
+    return against_reference(ctx, handle, (f"{MODULE}.TransformerModel", [*config, 0.1], {}), inputs)
 
 
 def _model(ctx, config):
@@ -597,7 +603,8 @@ def forward_wiring(ctx):
             return
         diagnosis = next((name for name, out in mistakes if is_close(got, out, atol=1e-4)), None)
         expect_close(got, right, f"hidden states of TransformerModel{config} (eval mode) against its own embedding, "
-                                 "pos_encoder and transformer_encoder", atol=1e-4, diagnosis=diagnosis)
+                                 "pos_encoder and transformer_encoder", atol=1e-4, diagnosis=diagnosis,
+                     axes=("batch", "position", "feature"), locate=lambda: where_model(ctx, handle, config, [ids]))
 
 
 def _square_batches_only(ctx, config, ids):
@@ -634,7 +641,9 @@ def src_mask_argument(ctx):
             return
         diagnosis = "src_mask_ignored" if is_close(got, causal_out, atol=1e-4) else None
         expect_close(got, expected, f"hidden states of TransformerModel{config} called with src_mask = zeros({T}, {T}) "
-                                    "(no position blocked) against its own sub-modules", atol=1e-4, diagnosis=diagnosis)
+                                    "(no position blocked) against its own sub-modules", atol=1e-4, diagnosis=diagnosis,
+                     axes=("batch", "position", "feature"),
+                     locate=lambda: where_model(ctx, handle, config, [ids, open_mask]))
 
     lm_gate(ctx)
 
@@ -653,8 +662,9 @@ def _linear_weights(ctx, handle, n_out, d_model, what):
     return weights[0], (biases[0] if biases else None)
 
 
-def expect_linear(ctx, handle, got, hidden, n_out, what):
-    """`got` is the head's own Linear applied to `hidden`: logits, not probabilities."""
+def expect_linear(ctx, handle, got, hidden, n_out, what, build, inputs):
+    """`got` is the head's own Linear applied to `hidden`: logits, not probabilities. `build`
+    and `inputs`: the reference head and its input, to say where a head that differs departs."""
     found = _linear_weights(ctx, handle, n_out, hidden.size(-1), what)
     if found is None:
         return
@@ -663,7 +673,8 @@ def expect_linear(ctx, handle, got, hidden, n_out, what):
         return
     probabilities = [torch.softmax(expected, -1), torch.log_softmax(expected, -1), torch.sigmoid(expected)]
     diagnosis = "head_returns_probabilities" if any(is_close(got, p, atol=1e-5) for p in probabilities) else None
-    expect_close(got, expected, f"{what} output against its own Linear weights", diagnosis=diagnosis)
+    expect_close(got, expected, f"{what} output against its own Linear weights", diagnosis=diagnosis,
+                 locate=lambda: against_reference(ctx, handle, build, inputs))
 
 
 @st.composite
@@ -692,7 +703,8 @@ def lm_head(ctx):
         if not torch.allclose(out[:, 1:], changed[:, 1:], atol=1e-5):
             raise CheckFailed("changing the hidden state at position 0 changed the logits at other positions: "
                               "the head must map every position on its own")
-        expect_linear(ctx, handle, out, hidden, ntoken, f"LMHead({d_model}, {ntoken})")
+        expect_linear(ctx, handle, out, hidden, ntoken, f"LMHead({d_model}, {ntoken})",
+                      (f"{MODULE}.LMHead", [d_model, ntoken], {}), [hidden])
         expect_repeatable(out, ctx.student.call(handle, "__call__", hidden), "LMHead logits")
         expect_changes(out[:, 0], changed[:, 0], "LMHead logits at position 0", "the hidden state there changes")
         expect_varies(out, "LMHead logits", dim=-1)
@@ -720,7 +732,8 @@ def classification_head(ctx):
         if not torch.allclose(out, same, atol=1e-5):
             raise CheckFailed(f"on hidden states of shape {(B, T, d_model)}, changing positions 0..{T - 2} changed the class "
                               "logits: only the last position may count", diagnosis="head_wrong_position")
-        expect_linear(ctx, handle, out, hidden[:, -1], n_classes, f"ClassificationHead({d_model}, {n_classes})")
+        expect_linear(ctx, handle, out, hidden[:, -1], n_classes, f"ClassificationHead({d_model}, {n_classes})",
+                      (f"{MODULE}.ClassificationHead", [d_model, n_classes], {}), [hidden])
         last = hidden.clone()
         last[:, -1] += 1.0
         moved = _class_logits(ctx, handle, last, n_classes, what)
