@@ -171,9 +171,32 @@ def _compare_with_reference(ctx, ex, mask):
     expected_values, expected_weights = ctx.oracle.call(SDP, ex.q, ex.k, ex.v, 0.0, mask)
     if not is_close(weights, expected_weights):
         diagnosis = diagnose_weights(ex.q, ex.k, mask if mask is not None and mask.dim() == 2 else None, weights)
+        if diagnosis is None and mask is not None and mask.dim() == 4:
+            diagnosis = _diagnose_full_mask(ctx, ex, mask, weights)
         expect_close(weights, expected_weights, "attention weights", diagnosis=diagnosis,
-                     details=_attention_maps(expected_weights, weights))
-    expect_close(values, expected_values, "values (attention @ v)")
+                     details=_attention_maps(expected_weights, weights), axes=("batch", "head", "query", "key"))
+    expect_close(values, expected_values, "values (attention @ v)", axes=("batch", "head", "query", "feature"))
+
+
+def _diagnose_full_mask(ctx, ex, mask, weights):
+    """The mask mistake whose weights equal the student's under a mask broadcastable to (B, H, T, T):
+    the mask read with the opposite polarity, not applied, applied after the softmax, or filled with 0."""
+    logits = ex.q.double() @ ex.k.double().transpose(-2, -1) / math.sqrt(ex.q.size(-1))
+    blocked = mask.bool()
+    computed = {"mask_after_softmax": torch.softmax(logits, -1).masked_fill(blocked, 0.0),
+                "mask_fill_zero": torch.softmax(logits.masked_fill(blocked, 0.0), -1),
+                # 1 read as "attend", with the large finite fill of the tutorials (no row goes NaN)
+                "mask_inverted": torch.softmax(logits.masked_fill(~blocked, -1e9), -1)}
+    for diagnosis, wrong in computed.items():
+        if is_close(weights, wrong.to(weights.dtype), atol=1e-4):
+            return diagnosis
+    for diagnosis, other in (("mask_inverted", 1 - mask), ("mask_ignored", None)):
+        try:
+            if is_close(weights, ctx.oracle.call(SDP, ex.q, ex.k, ex.v, 0.0, other)[1], atol=1e-4):
+                return diagnosis
+        except OracleUnavailable:  # a self-check has only the right answers: the mistake goes unnamed
+            return None
+    return None
 
 
 # ---------------------------------------------------------------- scaled_dot_product

@@ -104,6 +104,14 @@ MUTANTS = [
     # in mha.eval_deterministic and the comparisons, never by a gate or the parameter count
     one("mha_drop_rate_not_passed", "mha", CALL_SDP, "values, _ = scaled_dot_product(q, k, v, mask=mask)",
         "dropout_in_eval"),
+    # the annotated transformer's layout: projections under other names than the template's, which
+    # the grader's weights never reach; said as such, not as a numeric difference
+    Mutant("mha_projections_renamed", "mha",
+           (Edit(F, "self.qkv_proj = nn.Linear(embed_dim, 3 * embed_dim)", "self.in_proj = nn.Linear(embed_dim, 3 * embed_dim)"),
+            Edit(F, "nn.init.xavier_uniform_(self.qkv_proj.weight)", "nn.init.xavier_uniform_(self.in_proj.weight)"),
+            Edit(F, "self.qkv_proj.bias.data.fill_(0)", "self.in_proj.bias.data.fill_(0)"),
+            Edit(F, "q, k, v = self.qkv_proj(embedding)", "q, k, v = self.in_proj(embedding)")),
+           "mha_template_names"),
 ]
 
 ALTERNATIVES = [

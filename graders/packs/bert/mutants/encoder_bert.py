@@ -51,6 +51,9 @@ MUTANTS = [
     one("pe_tutorial_cos_odd_dim", "positional_encoding", ENC, PE_COS,  # the PyTorch tutorial's table
         "pe[0, :, 1::2] = torch.cos(position * div_term)", "pe_odd_embed_dim"),
     one("pe_is_parameter", "positional_encoding", ENC, PE_BUFFER, "self.pe = nn.Parameter(pe)", "pe_parameter"),
+    # the uvadlc tutorial's table: a buffer left out of the state_dict the docstring says it is saved in
+    one("pe_not_persistent", "positional_encoding", ENC, PE_BUFFER, 'self.register_buffer("pe", pe, persistent=False)',
+        "pe_not_persistent"),
     Mutant(
         "pe_along_batch_axis",  # the PyTorch tutorial's (max_len, 1, E) table, indexed by x.size(0)
         "positional_encoding",
@@ -167,6 +170,13 @@ MUTANTS = [
     one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
     one("pretrain_loss_on_all_tokens", "pretraining", BERT, LOSS,
         "loss = F.cross_entropy(logits.reshape(-1, vocab_size), text.flatten())", "pretrain_loss_on_all_tokens"),
+    # norms under other names than the docstring's: the block checks say which names they call
+    Mutant("block_norms_renamed", "block",
+           (Edit(ENC, "self.norm1 = nn.LayerNorm(embed_dim)", "self.ln1 = nn.LayerNorm(embed_dim)"),
+            Edit(ENC, "self.norm2 = nn.LayerNorm(embed_dim)", "self.ln2 = nn.LayerNorm(embed_dim)"),
+            Edit(ENC, NORM1, "embedding = self.ln1(embedding + self.dropout(attended))"),
+            Edit(ENC, NORM2, "embedding = self.ln2(embedding + self.linear_net(embedding))")),
+           "block_template_names"),
 ]
 
 

@@ -188,6 +188,14 @@ def explain_pe_error(ctx, pos_encoder, d_model, x_shape, error, what):
     return CheckFailed(f"{_raised(what, error)}. {why}"[:900], diagnosis="pe_sliced_by_batch")
 
 
+def _runs(ctx, handle, *args):
+    try:
+        ctx.student.call(handle, "__call__", *args)
+        return True
+    except StudentError:
+        return False
+
+
 def explain_model_error(ctx, handle, config, ids, error):
     """A CheckFailed that says what TransformerModel did with `ids`, when the exception is a known
     consequence of a known mistake; the StudentError itself otherwise."""
@@ -215,7 +223,7 @@ def explain_model_error(ctx, handle, config, ids, error):
                                "size, src.size(0), not by the sequence length src.size(1)"[:900],
                                diagnosis="causal_mask_wrong_size")
         return CheckFailed(f"{raised}. The batch size {B} met the sequence length {T}: the ids are batch-first (B, T), "
-                           "so the sequence runs along axis 1 (src.size(1), x.size(1))"[:900])
+                           "so the sequence runs along axis 1 (src.size(1), x.size(1))"[:900], diagnosis="not_batch_first")
     if "index out of range" in error.message or _sizes_met(error.message) == {ntoken, d_model}:
         embedding = _sub_module(ctx, handle, "embedding")
         weights = [] if embedding is None else [t for t in _state_or_empty(ctx, embedding).values() if t.dim() == 2]
@@ -633,6 +641,10 @@ def src_mask_argument(ctx):
         try:
             got = ctx.student.call(handle, "__call__", ids, open_mask)
         except StudentError as error:
+            if _runs(ctx, handle, ids):
+                call = f"TransformerModel{tuple(config)}(ids of shape {tuple(ids.shape)}, src_mask = zeros({T}, {T}))"
+                raise CheckFailed(f"{_raised(call, error)}; without the src_mask it runs: the second argument of "
+                                  "forward is the (T, T) additive mask"[:900], diagnosis="src_mask_not_a_mask") from None
             raise explain_model_error(ctx, handle, config, ids, error) from None
         got = expect_tensor(got, "TransformerModel output", shape=(*ids.shape, d_model))
         causal_out, mistakes = forward_variants(ctx, handle, ids, d_model, ntoken)
