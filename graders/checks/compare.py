@@ -111,6 +111,7 @@ def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, d
         summary = f"{what} differ from the expected values (max abs error {numbers.get('max_abs_error', float('nan')):.3g})"
         how = describe_difference(got, expected, axes=axes, atol=atol, rtol=rtol)
         summary += f": {how}" if how else ""
+        details = {**(details or {}), "how": how}
     failure = CheckFailed(
         summary,
         diagnosis=diagnosis,

@@ -145,6 +145,12 @@ def _region(got: torch.Tensor, expected: torch.Tensor, axes, atol: float, rtol: 
     return text + (f"; there {inside}" if inside else "")
 
 
+def is_pattern(how: str | None) -> bool:
+    """Whether a `describe_difference` text says where or how (a factor, a region, ...), rather
+    than that the values differ everywhere with no pattern."""
+    return bool(how) and "spread over every index" not in how
+
+
 def describe_difference(got: Any, expected: torch.Tensor, *, axes: Sequence[str] | None = None,
                         atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
     """In words, how `got` differs from `expected`; None when they agree or `got` is no tensor.

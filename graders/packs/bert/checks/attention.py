@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
-from graders.checks.localise import module_divergence
+from graders.checks.localise import describe_difference, module_divergence
 from .strategies import attention_inputs, mha_inputs, tensors_from
 from graders.checks.weights import count_difference, learnable, numel, state_tensors
 from graders.oracles import OracleUnavailable
@@ -217,10 +217,11 @@ def rows_sum_to_one(ctx):
         sums = weights.sum(-1)
         if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
             worst = (sums - 1).abs().max().item()
+            how = describe_difference(sums, torch.ones_like(sums), axes=("batch", "head", "query"), atol=1e-4)
             raise CheckFailed(
-                f"attention rows sum to values other than one (off by up to {worst:.3g})",
+                f"attention rows sum to values other than one (off by up to {worst:.3g}): the sums: {how}",
                 diagnosis=diagnose_weights(ex.q, ex.k, ex.padding, weights),
-                details={"got": str(sums[0, 0].tolist())},
+                details={"got": str(sums[0, 0].tolist()), "how": how},
             )
         attention_gate(ctx, ex, values, weights)
 

@@ -491,8 +491,13 @@ def block_padding(ctx):
         if not torch.allclose(got[real], changed[real], atol=1e-5, equal_nan=True):
             unmasked = wirings(SubModules(ctx, handle), ex.x, ex.padding)["block_ignores_mask"][0]
             diagnosis = "block_ignores_mask" if is_close(got, unmasked, atol=1e-4) else None
-            raise CheckFailed("changing the embeddings at padded positions changed the outputs at real positions",
-                              diagnosis=diagnosis)
+            moved = (got - changed).abs().amax(-1) > 1e-5  # (B, T): the positions whose output moved
+            rows = ", ".join(f"sequence {b}: positions {moved[b].nonzero().flatten().tolist()}"
+                             for b in range(moved.size(0)) if moved[b].any())
+            failure = CheckFailed(f"changing the embeddings at padded positions changed the outputs at real positions "
+                                  f"({rows}; padded: {ex.padding.int().tolist()})", diagnosis=diagnosis)
+            failure.locate = lambda: where_block(ctx, handle, ex)
+            raise failure
 
     block_gate(ctx)
 
