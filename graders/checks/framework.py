@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import inspect
 import math
+import re
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -334,6 +335,20 @@ def describe_value(value: Any, limit: int = 600, top: bool = False) -> str:
         return "(" + ", ".join(describe_value(v) for v in value) + ")"
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n[ \t]+([^\n]+)')
+
+
+def student_line(error: StudentError) -> str:
+    """" (in <function>, <file> line <n>: <code>)" of the last frame of the student's code in the
+    traceback of their exception, or "" (for a failure that says where the student's code raised)."""
+    frames = [f for f in _FRAME.findall(error.traceback or "")
+              if "site-packages" not in f[0] and "/torch/" not in f[0] and "/graders/" not in f[0]]
+    if not frames:
+        return ""
+    path, line, function, code = frames[-1]
+    return f" (in {function}, {path.rsplit('/', 1)[-1]} line {line}: {code.strip()})"
 
 
 def describe_returned(value: Any, depth: int = 0) -> str:

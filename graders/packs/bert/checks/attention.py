@@ -7,7 +7,7 @@ import torch
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is_close
-from graders.checks.framework import CheckFailed, check
+from graders.checks.framework import CheckFailed, check, student_line
 from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
 from graders.checks.localise import describe_difference, module_divergence
 from .strategies import attention_inputs, mha_inputs, tensors_from
@@ -21,18 +21,6 @@ SDP_RETURNS = "a tuple (values, attention) of tensors"
 
 
 # ---------------------------------------------------------------- the student's exceptions
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n[ \t]+([^\n]+)')
-
-
-def student_line(error):
-    """" (in <function>, <file> line <n>: <code>)" of the last frame of the student's code in the traceback."""
-    frames = [f for f in _FRAME.findall(error.traceback or "")
-              if "site-packages" not in f[0] and "/torch/" not in f[0] and "/graders/" not in f[0]]
-    if not frames:
-        return ""
-    path, line, function, code = frames[-1]
-    return f" (in {function}, {path.rsplit('/', 1)[-1]} line {line}: {code.strip()})"
 
 
 def explained(error, call):

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
-from graders.checks.framework import CheckFailed, check
+from graders.checks.framework import CheckFailed, check, student_line
 from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
 from graders.checks.localise import against_reference
 from graders.checks.weights import count_difference, learnable, numel, shared_entries, state_shapes, state_tensors
@@ -135,18 +135,6 @@ def _rows_interact(ctx, T=3):
 # the student did. An exception whose cause the input shows (a batch size where the sequence length
 # belongs, an embedding or a Linear built with its sizes swapped) becomes a failure that says so,
 # with the call, its input and the student's line; any other stays the student's error.
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n[ \t]+([^\n]+)')
-
-
-def student_line(error):
-    """" (in <function>, <file> line <n>: <code>)" of the last frame of the student's code, or ""."""
-    frames = [f for f in _FRAME.findall(error.traceback or "")
-              if "site-packages" not in f[0] and "/torch/" not in f[0] and "/graders/" not in f[0]]
-    if not frames:
-        return ""
-    path, line, function, code = frames[-1]
-    return f" (in {function}, {path.rsplit('/', 1)[-1]} line {line}: {code.strip()})"
 
 
 def _raised(what, error):
