@@ -112,13 +112,12 @@ def expect_close(got, expected, what, *, atol=1e-5, rtol=1e-4, diagnosis=None, d
         how = describe_difference(got, expected, axes=axes, atol=atol, rtol=rtol)
         summary += f": {how}" if how else ""
         details = {**(details or {}), "how": how}
-    failure = CheckFailed(
+    raise CheckFailed(
         summary,
         diagnosis=diagnosis,
         details={"numbers": numbers, "expected": _short(expected), "got": _short(got), **(details or {})},
+        locate=locate,
     )
-    failure.locate = locate
-    raise failure
 
 
 def tolerance_margin(got, expected, *, atol, rtol):

@@ -83,7 +83,7 @@ class CheckFailed(Exception):
     """The student's code ran but behaved wrongly."""
 
     def __init__(self, message: str, *, diagnosis: str | None = None, details: dict[str, Any] | None = None,
-                 fraction: float = 0.0) -> None:
+                 fraction: float = 0.0, locate: Callable[[], str | None] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.diagnosis = diagnosis
@@ -92,7 +92,7 @@ class CheckFailed(Exception):
         self.counterexample: str | None = None
         # says where in the student's module the failure arises (graders/checks/localise.py):
         # asked once, for the final (shrunk) failure, never to score
-        self.locate: Callable[[], str | None] | None = None
+        self.locate = locate
 
 
 class UnusableReturn(CheckFailed):

@@ -198,11 +198,10 @@ def bert_mask_passed(ctx):
             diagnosis = ("bert_mask_not_passed" if torch.allclose(got, unmasked, atol=1e-6)
                          else "mask_inverted" if torch.allclose(inverted[0][real], inverted[1][real], atol=1e-5)
                          else None)
-            failure = CheckFailed("changing the tokens at padded positions changed the predictions at real positions",
-                                  diagnosis=diagnosis,
-                                  details={"numbers": {"max_change": (got[real] - changed[real]).abs().max().item()}})
-            failure.locate = lambda: where_bert(ctx, handle, ex)
-            raise failure
+            raise CheckFailed("changing the tokens at padded positions changed the predictions at real positions",
+                              diagnosis=diagnosis,
+                              details={"numbers": {"max_change": (got[real] - changed[real]).abs().max().item()}},
+                              locate=lambda: where_bert(ctx, handle, ex))
 
     bert_gate(ctx)
 
@@ -215,9 +214,8 @@ def bert_eval_deterministic(ctx):
         first = bert_forward(ctx, handle, ex)
         second = bert_forward(ctx, handle, ex)
         if not torch.equal(first, second):
-            failure = CheckFailed("two eval-mode forward passes on the same text differ", diagnosis="dropout_in_eval")
-            failure.locate = lambda: where_bert(ctx, handle, ex)
-            raise failure
+            raise CheckFailed("two eval-mode forward passes on the same text differ", diagnosis="dropout_in_eval",
+                              locate=lambda: where_bert(ctx, handle, ex))
 
     bert_gate(ctx)
 
@@ -235,12 +233,11 @@ def bert_positions_matter(ctx):
         reordered = bert_forward(ctx, handle, ex, text=ex.text[:, order], seed=ctx.seed)
         moved = (reordered - got[:, order]).abs().max().item()
         if not moved > 1e-4:
-            failure = CheckFailed(
+            raise CheckFailed(
                 f"the tokens in reverse order get exactly the predictions of the original order, reversed (they differ "
                 f"by {moved:.2g} at most): the model cannot tell positions apart",
-                diagnosis="bert_no_positional_encoding", details={"numbers": {"max_change": moved}})
-            failure.locate = lambda: where_bert(ctx, handle, ex)
-            raise failure
+                diagnosis="bert_no_positional_encoding", details={"numbers": {"max_change": moved}},
+                locate=lambda: where_bert(ctx, handle, ex))
 
     bert_gate(ctx)
 

@@ -449,14 +449,12 @@ def block_post_ln(ctx):
         worst_std = (std - 1).abs().max().item()
         if worst_mean > 1e-3 or worst_std > 1e-2:
             variants = wirings(SubModules(ctx, handle), ex.x, None)
-            failure = CheckFailed(
+            raise CheckFailed(
                 f"output tokens have mean up to {worst_mean:.3g} away from 0 and standard deviation up to "
                 f"{worst_std:.3g} away from 1: the last operation of the block must be norm2",
                 diagnosis=diagnose_block(variants, got) or "pre_ln",
                 details={"numbers": {"max_abs_token_mean": worst_mean, "max_abs_token_std_minus_1": worst_std}},
-            )
-            failure.locate = lambda: where_block(ctx, handle, ex)
-            raise failure
+                locate=lambda: where_block(ctx, handle, ex))
 
     block_gate(ctx)
 
@@ -494,10 +492,9 @@ def block_padding(ctx):
             moved = (got - changed).abs().amax(-1) > 1e-5  # (B, T): the positions whose output moved
             rows = ", ".join(f"sequence {b}: positions {moved[b].nonzero().flatten().tolist()}"
                              for b in range(moved.size(0)) if moved[b].any())
-            failure = CheckFailed(f"changing the embeddings at padded positions changed the outputs at real positions "
-                                  f"({rows}; padded: {ex.padding.int().tolist()})", diagnosis=diagnosis)
-            failure.locate = lambda: where_block(ctx, handle, ex)
-            raise failure
+            raise CheckFailed(f"changing the embeddings at padded positions changed the outputs at real positions "
+                              f"({rows}; padded: {ex.padding.int().tolist()})", diagnosis=diagnosis,
+                              locate=lambda: where_block(ctx, handle, ex))
 
     block_gate(ctx)
 
