@@ -5,6 +5,7 @@ are well separated and argmax / top-k sets have no near-ties; every expectation 
 the student's own forward pass in eval mode, so no reference model is needed.
 """
 
+import itertools
 import math
 import re
 from typing import NamedTuple
@@ -78,31 +79,245 @@ def prompts(draw, *, max_len=None, longer_than_block=False):
 
 
 def build_gpt(ctx, config, *, grader_weights=True, scale=1.0):
-    """The student's GPT for `config`, in eval mode, with grader-chosen weights (seeded)."""
+    """The student's GPT for `config`, in eval mode, with grader-chosen weights (seeded): the
+    reference layout's weights (`reference_state`) mapped onto the student's parameters
+    (`student_candidates`), or, where no mapping exists, a seeded value by the student's names."""
     cfg = {k: v for k, v in config.items() if k != "weights_seed"}
     ctx.student.seed(config["weights_seed"])
     handle = ctx.student.construct(MODULE, "GPT", ctx.student.construct(MODULE, "GPTConfig", **cfg))
     ctx.student.call(handle, "eval")
     _remember(ctx, handle, config)
     if grader_weights:
-        ctx.student.load_state_dict(handle, grader_state(ctx, handle, config["weights_seed"], scale), strict=False)
+        ctx.student.load_state_dict(handle, grader_weights_of(ctx, handle, config["weights_seed"], scale).loaded,
+                                    strict=False)
     return handle
 
 
+def _draw(g, name, shape, scale):
+    """The seeded value of one parameter: LayerNorm gains near one, the rest scaled by fan-in (lm_head
+    three times larger, so that logits are well apart)."""
+    if name.endswith(".weight") and len(shape) == 1 and "ln" in name:
+        return 1.0 + 0.1 * torch.randn(shape, generator=g)  # LayerNorm gains near one
+    fan_in = shape[-1] if len(shape) > 1 else 1
+    return torch.randn(shape, generator=g) * scale / math.sqrt(max(fan_in, 1)) * (3.0 if "lm_head" in name else 1.0)
+
+
 def grader_state(ctx, handle, seed, scale=1.0):
-    """A seeded value for every floating parameter (not buffers: the causal mask stays)."""
+    """A seeded value for every floating parameter of the student's, by its own names (not buffers:
+    the causal mask stays): the weights of a model whose parameters match no reference layout."""
     g = torch.Generator().manual_seed(seed)
-    state = {}
-    for p in parameter_entries(ctx, handle):
-        if not is_float_entry(p):
+    return {p["name"]: _draw(g, p["name"], tuple(p["shape"]), scale)
+            for p in parameter_entries(ctx, handle) if is_float_entry(p)}
+
+
+def reference_layout(cfg):
+    """[(name, shape)] of the reference GPT's parameters, in its order (named_parameters): the layout
+    the template gives (transformer.wte / wpe / h / ln_f, c_attn, c_proj, mlp.c_fc, mlp.c_proj)."""
+    V, block, E = cfg["vocab_size"], cfg["block_size"], cfg["n_embd"]
+    layout = [("transformer.wte.weight", (V, E)), ("transformer.wpe.weight", (block, E))]
+    for i in range(cfg["n_layer"]):
+        h = f"transformer.h.{i}."
+        layout += [(h + "ln_1.weight", (E,)), (h + "ln_1.bias", (E,)),
+                   (h + "attn.c_attn.weight", (3 * E, E)), (h + "attn.c_attn.bias", (3 * E,)),
+                   (h + "attn.c_proj.weight", (E, E)), (h + "attn.c_proj.bias", (E,)),
+                   (h + "ln_2.weight", (E,)), (h + "ln_2.bias", (E,)),
+                   (h + "mlp.c_fc.weight", (4 * E, E)), (h + "mlp.c_fc.bias", (4 * E,)),
+                   (h + "mlp.c_proj.weight", (E, 4 * E)), (h + "mlp.c_proj.bias", (E,))]
+    C = cfg.get("n_classification_class", 2)
+    return layout + [("transformer.ln_f.weight", (E,)), ("transformer.ln_f.bias", (E,)), ("lm_head.weight", (V, E)),
+                     ("classifier_head.weight", (C, E)), ("classifier_head.bias", (C,))]
+
+
+def reference_state(cfg, seed, scale=1.0):
+    """The grader's weights in the reference's layout, drawn in its order: for a student of the
+    reference's names the same values `grader_state` draws."""
+    g = torch.Generator().manual_seed(seed)
+    return {name: _draw(g, name, shape, scale) for name, shape in reference_layout(cfg)}
+
+
+class GraderWeights(NamedTuple):
+    """The grader's weights for one model. `reference`: in the reference's layout (what the oracle
+    runs), or the student's own names where no mapping exists; `candidates`: the same weights under
+    the student's names, one per reading of an ambiguous layout (which of three separate
+    projections is the query, the key, the value), the likeliest first; `problem`: why the student's
+    parameters could not be matched to the reference's, or None."""
+
+    reference: dict
+    candidates: list
+    problem: str | None
+
+    @property
+    def loaded(self):
+        return self.candidates[0]
+
+
+def grader_weights_of(ctx, handle, seed, scale=1.0):
+    config = _config_of(ctx, handle)
+    entries = [(p["name"], tuple(p["shape"])) for p in parameter_entries(ctx, handle) if is_float_entry(p)]
+    if config is not None:
+        cfg = {k: v for k, v in config.items() if k != "weights_seed"}
+        reference = reference_state(cfg, seed, scale)
+        candidates, problem = student_candidates(entries, reference, cfg)
+        if candidates:
+            return GraderWeights(reference, candidates, None)
+    else:
+        problem = "the model's configuration is unknown"
+    own = grader_state(ctx, handle, seed, scale)
+    return GraderWeights(own, [own], problem)
+
+
+# ------------------------------------------------ the student's parameters, matched to the reference's
+#
+# The GPT docstring names only lm_head and classifier_head: any layout of the same computation is
+# right (a fused c_attn or separate query / key / value projections, an Embedding or a Parameter for
+# the positions, other names). The reference's weights are assigned to the student's parameters by
+# name where the layouts agree, else by role: the heads by their names; outside the blocks a
+# (vocab_size, E) table for the tokens, a (block_size, E) or (1, block_size, E) one for the positions
+# and a LayerNorm (weight and bias of shape (E,)) for ln_f; in block i (the i-th distinct index in
+# the names) its two LayerNorms in order, the (4E, E) and (E, 4E) Linears of the MLP, and either a
+# (3E, E) c_attn and an (E, E) projection, or four (E, E) Linears: the query, key, value and output
+# projections, in an order the names hint at (q / query, k / key, v / value, proj / out / o) and
+# otherwise every order is a candidate, which the student's own forward decides between.
+
+_ROLE_HINTS = {"q": ("q", "query", "queries"), "k": ("k", "key", "keys"), "v": ("v", "value", "values"),
+               "proj": ("proj", "c_proj", "out", "out_proj", "o", "o_proj", "output", "dense")}
+
+
+def _hint(module, role):
+    leaf = module.rsplit(".", 1)[-1].lower()
+    words = set(re.split(r"[_\W]+", leaf)) | {leaf}
+    return bool(words & set(_ROLE_HINTS[role]))
+
+
+def _modules(entries):
+    """{module prefix: {leaf: shape}} in the parameters' order."""
+    modules = {}
+    for name, shape in entries:
+        prefix, _, leaf = name.rpartition(".")
+        modules.setdefault(prefix, {})[leaf] = shape
+    return modules
+
+
+def _layer_of(name):
+    for part in name.split("."):
+        if part.isdigit():
+            return int(part)
+    return None
+
+
+def student_candidates(entries, reference, cfg):
+    """([{student name: tensor}], None): the reference-layout weights under the student's names, one
+    dict per candidate reading; or ([], why) when some parameter has no counterpart."""
+    shapes = dict(entries)
+    ref_shapes = {name: tuple(t.shape) for name, t in reference.items()}
+    if shapes == ref_shapes:
+        return [dict(reference)], None
+    V, block, E, L = cfg["vocab_size"], cfg["block_size"], cfg["n_embd"], cfg["n_layer"]
+    fixed, layers, outside = {}, {}, []
+    for head in ("lm_head.weight", "classifier_head.weight", "classifier_head.bias"):
+        if shapes.get(head) != ref_shapes[head]:
+            return [], f"the reference's {head} {ref_shapes[head]} has no counterpart in yours (the docstring's name)"
+        fixed[head] = reference[head]
+    for name, shape in entries:
+        if name in fixed:
             continue
-        shape = tuple(p["shape"])
-        if p["name"].endswith(".weight") and len(shape) == 1 and "ln" in p["name"]:
-            state[p["name"]] = 1.0 + 0.1 * torch.randn(shape, generator=g)  # LayerNorm gains near one
+        layer = _layer_of(name)
+        (outside if layer is None else layers.setdefault(layer, [])).append((name, shape))
+    if len(layers) != L:
+        return [], (f"your parameters hold {len(layers)} numbered blocks where the reference has n_layer={L} "
+                    f"(transformer.h.0 ... has no counterpart)")
+    # outside the blocks: the token and position tables, ln_f
+    remaining = list(outside)
+
+    def take(want, what):
+        for i, (name, shape) in enumerate(remaining):
+            if shape in want:
+                remaining.pop(i)
+                return name, shape
+        raise LookupError(f"the reference's {what} has no counterpart in yours")
+
+    try:
+        name, _ = take({(V, E)}, f"token embedding transformer.wte.weight {(V, E)}")
+        fixed[name] = reference["transformer.wte.weight"]
+        name, shape = take({(block, E), (1, block, E)}, f"position embedding transformer.wpe.weight {(block, E)}")
+        fixed[name] = reference["transformer.wpe.weight"].reshape(shape)
+        norms = [m for m, leaves in _modules(remaining).items() if leaves == {"weight": (E,), "bias": (E,)}]
+        if len(norms) != 1:
+            raise LookupError(f"the reference's final LayerNorm transformer.ln_f {(E,)} has no single counterpart "
+                              f"in yours ({len(norms)} weight-and-bias pairs of shape {(E,)} outside the blocks)")
+        fixed[f"{norms[0]}.weight"] = reference["transformer.ln_f.weight"]
+        fixed[f"{norms[0]}.bias"] = reference["transformer.ln_f.bias"]
+        remaining = [(n, s) for n, s in remaining if n.rpartition(".")[0] != norms[0]]
+        if remaining:
+            raise LookupError(f"your {remaining[0][0]} {remaining[0][1]} has no counterpart in the reference's")
+        readings = None
+        for position, layer in enumerate(sorted(layers)):
+            block_fixed, separate = _match_block(layers[layer], reference, f"transformer.h.{position}.", E)
+            fixed.update(block_fixed)
+            if readings is None:
+                readings = separate
+            elif (separate is None) != (readings is None):
+                raise LookupError(f"block {layer} of yours lays out its attention otherwise than block {sorted(layers)[0]}")
+            elif separate is not None:
+                readings = [{**r, **s} for r, s in zip(readings, separate)]
+    except LookupError as error:
+        return [], str(error)
+    return [{**fixed, **reading} for reading in (readings or [{}])], None
+
+
+def _match_block(params, reference, h, E):
+    """({student name: tensor}, None or [{student name: tensor}] per reading of separate q / k / v
+    projections) for one block's parameters `params`, the reference's block prefix `h`."""
+    modules = _modules(params)
+    norms, linears = [], {}
+    for module, leaves in modules.items():
+        if leaves == {"weight": (E,), "bias": (E,)}:
+            norms.append(module)
+        elif set(leaves) == {"weight", "bias"} and len(leaves["weight"]) == 2 and leaves["bias"] == leaves["weight"][:1]:
+            linears.setdefault(leaves["weight"], []).append(module)
         else:
-            fan_in = shape[-1] if len(shape) > 1 else 1
-            state[p["name"]] = torch.randn(shape, generator=g) * scale / math.sqrt(max(fan_in, 1)) * (3.0 if "lm_head" in p["name"] else 1.0)
-    return state
+            leaf, shape = next(iter(leaves.items()))
+            raise LookupError(f"your {module}.{leaf} {shape} has no counterpart in the reference's block")
+    if len(norms) != 2:
+        raise LookupError(f"the reference's {h}ln_1 and {h}ln_2 have no counterpart in yours ({len(norms)} LayerNorms "
+                          "in the block)")
+    out = {}
+
+    def assign(module, ref_module):
+        out[f"{module}.weight"], out[f"{module}.bias"] = reference[f"{ref_module}.weight"], reference[f"{ref_module}.bias"]
+
+    assign(norms[0], h + "ln_1")
+    assign(norms[1], h + "ln_2")
+    for shape, ref_module in (((4 * E, E), h + "mlp.c_fc"), ((E, 4 * E), h + "mlp.c_proj")):
+        if len(linears.get(shape, [])) != 1:
+            raise LookupError(f"the reference's {ref_module} {shape} has no single counterpart in yours")
+        assign(linears.pop(shape)[0], ref_module)
+    square = linears.pop((E, E), [])
+    fused = linears.pop((3 * E, E), [])
+    if linears:
+        shape, modules_left = next(iter(linears.items()))
+        raise LookupError(f"your {modules_left[0]}.weight {shape} has no counterpart in the reference's block")
+    if len(fused) == 1 and len(square) == 1:
+        assign(fused[0], h + "attn.c_attn")
+        assign(square[0], h + "attn.c_proj")
+        return out, None
+    if fused or len(square) != 4:
+        raise LookupError(f"the reference's {h}attn.c_attn {(3 * E, E)} and {h}attn.c_proj {(E, E)} have no counterpart "
+                          f"in yours ({len(fused)} Linear of {(3 * E, E)}, {len(square)} of {(E, E)})")
+    weight = reference[h + "attn.c_attn.weight"].split(E, dim=0)
+    bias = reference[h + "attn.c_attn.bias"].split(E, dim=0)
+    readings = []
+    for proj in range(4):
+        others = [m for i, m in enumerate(square) if i != proj]
+        for order in itertools.permutations(range(3)):  # order[j]: which of q, k, v the j-th other one is
+            score = _hint(square[proj], "proj") + sum(_hint(m, "qkv"[r]) for m, r in zip(others, order))
+            reading = {f"{square[proj]}.weight": reference[h + "attn.c_proj.weight"],
+                       f"{square[proj]}.bias": reference[h + "attn.c_proj.bias"]}
+            for module, r in zip(others, order):
+                reading[f"{module}.weight"], reading[f"{module}.bias"] = weight[r].clone(), bias[r].clone()
+            readings.append((-score, proj != 3, reading))
+    readings.sort(key=lambda r: (r[0], r[1]))  # stable: module order (the projection last, q, k, v) first
+    return out, [r[2] for r in readings]
 
 
 def forward(ctx, handle, idx, *args, **kwargs):
@@ -287,7 +502,7 @@ def generate_gate(ctx):
     when the model's weights change), on prompts of the gate's own."""
     handle, idx, what = _gate_model(ctx)
     first = generate(ctx, handle, idx, 2)
-    ctx.student.load_state_dict(handle, grader_state(ctx, handle, GATE_CONFIG["weights_seed"] + 1), strict=False)
+    ctx.student.load_state_dict(handle, grader_weights_of(ctx, handle, GATE_CONFIG["weights_seed"] + 1).loaded, strict=False)
     second = generate(ctx, handle, idx, 2)
     if torch.equal(first, second):
         raise CheckFailed(f"greedy generate with {what} gives the same tokens {first[:, -2:].tolist()} under other "
@@ -591,19 +806,40 @@ def forward_matches_reference(ctx):
     def prop(ex):
         config, idx, _ = ex
         handle = build_gpt(ctx, config)
+        weights = grader_weights_of(ctx, handle, config["weights_seed"])
         got, _ = forward(ctx, handle, idx)
         got = expect_tensor(got, "logits", shape=(*idx.shape, config["vocab_size"]))
-        state = grader_state(ctx, handle, config["weights_seed"])
         cfg = {k: v for k, v in config.items() if k != "weights_seed"}
-        expected = reference_logits(ctx, state, cfg, idx)
+        expected = reference_logits(ctx, weights.reference, cfg, idx)
         if any(is_close(got, e, atol=1e-4, rtol=1e-3) for e in expected.values()):
             return
+        # another reading of the student's layout (which separate projection is the query, the key,
+        # the value): the student's own forward decides
+        for candidate in weights.candidates[1:]:
+            ctx.student.load_state_dict(handle, candidate, strict=False)
+            other, _ = forward(ctx, handle, idx)
+            other = expect_tensor(other, "logits", shape=(*idx.shape, config["vocab_size"]))
+            if any(is_close(other, e, atol=1e-4, rtol=1e-3) for e in expected.values()):
+                return
+        if len(weights.candidates) > 1:
+            ctx.student.load_state_dict(handle, weights.loaded, strict=False)
         nearer = closest(got, expected.values())
         gelu = next(flavour for flavour, logits in expected.items() if logits is nearer)
-        expect_close(got, nearer, "logits (against the reference with exact and with tanh GELU, "
-                     "the nearer)", atol=1e-4, rtol=1e-3, diagnosis=_forward_mistake(ctx, got, state, cfg, idx),
-                     axes=("batch", "position", "vocabulary"),
-                     locate=lambda: module_divergence(ctx, handle, ("gpt_model", [cfg, gelu], {}), state, [idx]))
+        same_names = set(weights.loaded) == set(weights.reference)
+        try:
+            expect_close(got, nearer, "logits (against the reference with exact and with tanh GELU, "
+                         "the nearer)", atol=1e-4, rtol=1e-3,
+                         diagnosis=_forward_mistake(ctx, got, weights.reference, cfg, idx),
+                         axes=("batch", "position", "vocabulary"),
+                         locate=(lambda: module_divergence(ctx, handle, ("gpt_model", [cfg, gelu], {}), weights.reference,
+                                                           [idx])) if same_names else None)
+        except CheckFailed as failure:
+            if weights.problem is None:
+                raise
+            failure.message = (f"your parameters could not be matched to the reference's: {weights.problem}; so the "
+                               f"reference ran under other weights than yours, and {failure.message}")
+            failure.args = (failure.message,)
+            raise
 
     forward_gate(ctx)
 
@@ -679,7 +915,7 @@ def _skips_final_norm(ctx, handle, config, idx, got):
     hidden state before ln_f: the reference's logits without ln_f there. None in a self-check (the
     golden answers hold no such variant)."""
     C = config["n_classification_class"]
-    state = grader_state(ctx, handle, config["weights_seed"])
+    state = grader_weights_of(ctx, handle, config["weights_seed"]).reference
     cfg = {k: v for k, v in config.items() if k != "weights_seed"}
     try:
         variants = reference_logits(ctx, state, cfg, idx, final_norm=False).values()

@@ -189,4 +189,23 @@ class Block(nn.Module):"""),
          Edit(GPT, "ids = torch.tensor(self.token_ids[i], dtype=torch.long)\n        " + GETITEM, "return self.pairs[i]")),
         "the (X, Y) pairs built once in __init__",
     ),
+    Alternative(
+        "gpt_separate_qkv_position_parameter",
+        ("gpt",),
+        (Edit(GPT, """        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # q, k, v for all heads
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)""",
+              """        self.w1 = nn.Linear(config.n_embd, config.n_embd)  # values
+        self.w2 = nn.Linear(config.n_embd, config.n_embd)  # queries
+        self.w3 = nn.Linear(config.n_embd, config.n_embd)  # keys
+        self.mix = nn.Linear(config.n_embd, config.n_embd)"""),
+         Edit(GPT, "q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)", "v, q, k = self.w1(x), self.w2(x), self.w3(x)"),
+         Edit(GPT, "return self.resid_dropout(self.c_proj(y))", "return self.resid_dropout(self.mix(y))"),
+         Edit(GPT, "                wpe=nn.Embedding(config.block_size, config.n_embd),\n", ""),
+         Edit(GPT, "        self.apply(self._init_weights)\n",
+              "        self.apply(self._init_weights)\n"
+              "        self.positions = nn.Parameter(0.02 * torch.randn(1, config.block_size, config.n_embd))\n"),
+         Edit(GPT, EMBED, EMBED.replace("self.transformer.wpe(pos)", "self.positions[:, :T, :]"))),
+        "karpathy's 2020 layout: separate query, key and value Linears (named w1, w2, w3, defined value first) "
+        "and an output projection of another name, positions as an nn.Parameter (1, block_size, n_embd)",
+    ),
 ]
