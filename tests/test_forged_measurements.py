@@ -268,12 +268,14 @@ def test_forged_measurements_do_not_hide_the_bugs(tmp_path, pack):
     assert {c["status"] for c in checks.values()} == {"failed"}, {cid: c["message"] for cid, c in checks.items()}
     expected_diagnoses = {
         "mha.parameter_count": "output_projection_missing",
-        "pretraining.step_updates_parameters": "pretrain_no_step",
+        # the forged optimizer steps at zero_grad, on the gradient left from an earlier step: the message
+        # says no step on this batch's gradient was taken, and claims no missing optimizer.step()
+        "pretraining.step_updates_parameters": None,
         "sentiment.attention_mask": "no_attention_mask",
         "sentiment.train_steps": None,  # the forged optimizer steps at zero_grad: not every step is missing
         "sentiment.train_mode": "train_no_train_mode",
         "sentiment.evaluate_mode": "evaluate_no_eval_mode",
-        "causal_lm.count_parameters": "parameter_count_off",
+        "causal_lm.count_parameters": "count_includes_frozen",
         "causal_lm.model_parameters": "extra_layer_copy",
         "gpt.dataset_is_dataset": "dataset_wrong_class",
     }
