@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
-from graders.checks.framework import CheckFailed, check
+from graders.checks.framework import CheckFailed, check, student_line
 from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate
-from graders.checks.localise import module_divergence
+from graders.checks.localise import describe_difference, module_divergence
 from graders.checks.weights import count_difference, is_float_entry, parameter_entries, state_shapes
 from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
@@ -373,19 +373,6 @@ def _config_of(ctx, handle):
     return entry[1] if entry is not None and entry[0] is handle else None
 
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n[ \t]+([^\n]+)')
-
-
-def student_line(error):
-    """"in <function> (<file>, line <n>): <code>" of the last frame of the student's code in the traceback."""
-    frames = [f for f in _FRAME.findall(error.traceback or "")
-              if "site-packages" not in f[0] and "/torch/" not in f[0] and "/graders/" not in f[0]]
-    if not frames:
-        return ""
-    path, line, function, code = frames[-1]
-    return f" (in {function}, {path.rsplit('/', 1)[-1]} line {line}: {code.strip()})"
-
-
 def _call_text(what, idx, kwargs):
     shown = "".join(f", {k}={v!r}" for k, v in kwargs.items() if k not in ("targets",))
     return f"{what}(idx of shape {tuple(idx.shape)} holding ids up to {int(idx.max()) if idx.numel() else None}{shown})"
@@ -698,7 +685,7 @@ def padding_not_in_loss(ctx):
         handle = build_gpt(ctx, config)
         X, Y = collate(ctx, _pairs(corpus))
         try:
-            _, loss = forward(ctx, handle, X, Y)
+            batch_logits, loss = forward(ctx, handle, X, Y)
         except StudentError as error:
             if bool((Y == IGNORE_INDEX).any()) and _loss_runs_without_ignore_index(ctx, handle, X, Y):
                 raise CheckFailed(f"GPT.forward(X, Y) raised {error.exc_type}: {error.message}; with the padded targets "
@@ -721,10 +708,11 @@ def padding_not_in_loss(ctx):
                          "collate_padding_counts" if bool((padded_y != IGNORE_INDEX).any()) else
                          "loss_not_mean" if got is not None and math.isclose(got, total, rel_tol=1e-4) else
                          "loss_class_dim" if got is not None and _loss_over_positions(ctx, handle, X, Y, got) else None)
+            how = _loss_against_own_logits(batch_logits, Y, got)
             raise CheckFailed(
                 f"sentences of lengths {lengths}: the batch loss is {got}, but the mean cross-entropy over the real tokens "
-                f"(each sentence run alone) is {expected:.6g}",
-                diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}},
+                f"(each sentence run alone) is {expected:.6g}" + (f": {how}" if how else ""),
+                diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}, "how": how},
             )
 
     forward_gate(ctx)
@@ -737,6 +725,18 @@ def _loss_over_positions(ctx, handle, X, Y, got):
     if type(logits) is not torch.Tensor or logits.shape != (*X.shape, logits.size(-1)) or logits.size(-1) != X.size(1):
         return False
     return math.isclose(got, F.cross_entropy(logits.double(), Y, ignore_index=IGNORE_INDEX).item(), rel_tol=1e-4)
+
+
+def _loss_against_own_logits(logits, Y, got):
+    """Where a wrong batch loss comes from: the loss computation (it is not the mean cross-entropy
+    of the logits returned with it) or the logits (it is, so padding changed the real positions)."""
+    if got is None or type(logits) is not torch.Tensor or logits.shape[:2] != Y.shape or not logits.is_floating_point():
+        return None
+    own = F.cross_entropy(logits.double().flatten(0, 1), Y.flatten(), ignore_index=IGNORE_INDEX).item()
+    if math.isclose(got, own, rel_tol=1e-4, abs_tol=1e-5):
+        return ("the loss is the mean cross-entropy of the batch's own logits over the real targets: the logits of the "
+                "padded batch differ from those of each sentence run alone, at real positions")
+    return f"nor is it that of the logits returned with it over the real targets ({own:.6g}): look at the loss computation"
 
 
 def _loss_runs_without_ignore_index(ctx, handle, X, Y):
@@ -903,9 +903,11 @@ def classifier_last_position(ctx):
             diagnosis = "classifier_not_last" if any(torch.allclose(got, other, atol=1e-4) for other in elsewhere) else None
             if diagnosis is None and _skips_final_norm(ctx, handle, config, idx, got):
                 diagnosis = "classifier_skips_final_norm"
+            how = describe_difference(got, expected, axes=("batch", "class"), atol=1e-4, rtol=1e-4)
             raise CheckFailed(f"on idx of shape {(B, T)} the class logits are not the classifier applied to the last "
-                              "position's hidden state", diagnosis=diagnosis,
-                              details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300]})
+                              "position's hidden state" + (f": {how}" if how else ""), diagnosis=diagnosis,
+                              details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300],
+                                       "how": how})
 
     forward_gate(ctx)
 
