@@ -190,6 +190,36 @@ def stand_ins(ctx: TaskContext, model: Any, names: list) -> list:
     return replaced
 
 
+def _dropping_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_drop_rate: float = 0.1,
+                        mask: Any = None) -> tuple:
+    """A scaled_dot_product as the docstring asks, dropping out at whatever rate it is given: what a
+    module's own handling of the rate is seen through (a function that never drops hides it)."""
+    logits = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+    if mask is not None:
+        logits = logits.masked_fill((mask[:, None, None, :] if mask.dim() == 2 else mask).bool(), float("-inf"))
+    attention = torch.nn.functional.dropout(torch.softmax(logits, -1), p=attn_drop_rate)
+    return attention @ v, attention
+
+
+@task("bert.mha_with_dropping_attention")
+def mha_with_dropping_attention(ctx: TaskContext, model: Any, x: torch.Tensor, *, training: bool,
+                                passes: int = 2, seed: int = 0) -> list:
+    """`passes` forward passes of the student's MultiHeadAttention with the grader's
+    `_dropping_attention` in place of the student's scaled_dot_product (which the module calls by
+    its name in attention.py), in training or eval mode; the function and the mode are restored."""
+    module = ctx.student_module("attention")
+    original, was_training = getattr(module, "scaled_dot_product", None), model.training
+    module.scaled_dot_product = _dropping_attention
+    model.train(training)
+    torch.manual_seed(seed)
+    try:
+        with torch.no_grad():
+            return [model(x) for _ in range(passes)]
+    finally:
+        module.scaled_dot_product = original
+        model.train(was_training)
+
+
 @task("bert.fresh_model")
 def bert_fresh_model(ctx: TaskContext, vocab_size: int, embed_dim: int, seed: int) -> Any:
     """A freshly initialised masked-LM model of the grader's, for pretrain_step (in training mode):

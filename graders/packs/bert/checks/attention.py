@@ -638,8 +638,22 @@ def mha_eval_deterministic(ctx):
         expect_tensor(first, "output", shape=ex.x.shape)
         if not torch.equal(first, second) and not _own_attention_varies(ctx, 0.0):
             raise CheckFailed("two eval-mode forward passes on the same input differ", diagnosis="dropout_in_eval")
+        if _varies_around_dropping_attention(ctx, handle, ex.x, training=False):
+            raise CheckFailed("around a scaled_dot_product that drops out at the rate it is given, two eval-mode passes "
+                              "differ: the module hands it a nonzero rate in eval mode (pass attn_drop_rate in training "
+                              "mode only, 0.0 in eval)", diagnosis="dropout_in_eval")
 
     mha_gate(ctx)
+
+
+def _varies_around_dropping_attention(ctx, handle, x, *, training):
+    """Whether two passes of the module differ with the grader's dropping scaled_dot_product in
+    place of the student's: the module's own handling of its rate, whatever the student's function
+    does with it. None where the module does not call the function by its name."""
+    outputs = ctx.student.task("bert.mha_with_dropping_attention", handle, x, training=training, seed=ctx.seed)
+    if not (isinstance(outputs, list) and len(outputs) == 2 and all(type(o) is torch.Tensor for o in outputs)):
+        return None
+    return not torch.equal(outputs[0], outputs[1])
 
 
 @check("mha.dropout_in_training", "In training mode attention dropout is applied")
@@ -651,6 +665,10 @@ def mha_dropout_in_training(ctx):
     second = call_mha(ctx, handle, 16, 4, x)
     if torch.equal(first, second) and _own_attention_varies(ctx, 0.9):
         raise CheckFailed("with attn_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
+                          diagnosis="dropout_ignored_in_training")
+    if _varies_around_dropping_attention(ctx, handle, x, training=True) is False:
+        raise CheckFailed("with attn_drop_rate=0.9, around a scaled_dot_product that drops out at the rate it is given, "
+                          "two training-mode passes agree: the module never hands it its attn_drop_rate",
                           diagnosis="dropout_ignored_in_training")
     mha_gate(ctx)
 
