@@ -39,7 +39,7 @@ class MultiHeadAttention(nn.Module):
     qkv_proj: Linear(E, 3E), the query, key and value projections of every head stored together.
     o_proj:   Linear(E, E), the output projection W^O applied after the heads are merged.
     The grader loads its weights into these two by name; qkv_proj's outputs may hold q, k and v
-    as three blocks [q | k | v] or head by head [q_h | k_h | v_h].
+    one after the other ([q | k | v]) or head by head ([q_h | k_h | v_h]).
     """
 
     def __init__(self, embed_dim, n_heads, attn_drop_rate):
