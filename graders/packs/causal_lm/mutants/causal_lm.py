@@ -60,6 +60,8 @@ MUTANTS = [
     # seq-first tutorial code moved to batch-first: the mask is sized by the batch
     one("lm_mask_from_batch_size", "causal_lm", LM, CAUSAL_DEFAULT,
         "src_mask = generate_square_subsequent_mask(src.size(0)).to(src.device)", "causal_mask_wrong_size"),
+    # the word-language-model's second argument, a flag (has_mask): a tensor given there raises
+    one("lm_src_mask_as_flag", "causal_lm", LM, "if src_mask is None:", "if not src_mask:", "src_mask_not_a_mask"),
     one("lm_src_mask_ignored", "causal_lm", LM, CAUSAL_DEFAULT.join(["if src_mask is None:\n            ", ""]),
         CAUSAL_DEFAULT, "src_mask_ignored"),
     one("lm_head_no_bias", "causal_lm", LM, LM_HEAD, "self.decoder = nn.Linear(d_model, ntoken, bias=False)",
