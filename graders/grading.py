@@ -19,7 +19,7 @@ import torch
 
 import graders
 from graders.atomic import write_atomically
-from graders.assignment import current, for_submission
+from graders.assignment import current, for_submission, installed as installed_packs, load as load_pack
 from graders.checks.contract import ForwardingStudent
 from graders.consistency import validate_assignment
 from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, environment_result,
@@ -47,11 +47,14 @@ MAX_ANSWERS_BYTES = 256 * 1024
 
 
 def secret_paths(assignment, extra=()):
-    """What the worker must never read: the solution and its mutants (edits of it), the
-    assignment's secrets (hidden fixtures), and whatever the caller adds (the output folder,
-    other submissions, held-out data)."""
-    mutants = [assignment.mutants_path] if assignment.mutants_path else []
-    return [assignment.reference_dir, *mutants, *assignment.secrets, *map(Path, extra)]
+    """What the worker must never read: the solution and its mutants (edits of it) of the graded
+    assignment and of every installed one (another pack's solution may share lines with this
+    one's, and its mutants lie in the grader package the worker imports from), the assignment's
+    secrets (hidden fixtures), and whatever the caller adds (the output folder, other
+    submissions, held-out data)."""
+    packs = [assignment, *(load_pack(name) for name in installed_packs() if name != assignment.name)]
+    solutions = [path for pack in packs for path in (pack.reference_dir, pack.mutants_path) if path is not None]
+    return [*solutions, *assignment.secrets, *map(Path, extra)]
 
 
 def assignment_paths(assignment, options, kind):

@@ -146,3 +146,41 @@ def test_a_worker_cannot_read_the_mutants_which_are_edits_of_the_solution(tmp_pa
         read = {path.name: worker.call("probe", "read", str(path)) for path in mutants}
         reference = worker.call("probe", "read", str(HOMEWORK.reference_dir / "attention.py"))
     assert set(read.values()) | {reference} <= {"PermissionError", "FileNotFoundError"}, read
+
+
+def _grant_others_read(folder):
+    """The modes a fresh clone gives a folder and its files (a grade takes "others" away from secrets)."""
+    folder.chmod(folder.stat().st_mode | 0o005)
+    for path in folder.rglob("*"):
+        path.chmod(path.stat().st_mode | (0o005 if path.is_dir() else 0o004))
+
+
+@pytest.mark.parametrize("bubblewrap", [True, False], ids=["full", "no-namespaces"])
+def test_a_worker_cannot_read_the_mutants_of_the_other_packs(bubblewrap, tmp_path):
+    """Every installed pack's mutants hold lines of its solution: a bert worker must not read the
+    causal_lm or gpt ones either. Positive control: with the graded pack's mutants alone secret,
+    as a fresh clone has the others' modes, the same worker reads them."""
+    from graders.assignment import load
+    from graders.grading import secret_paths
+    from graders.sandbox import Worker
+
+    bert = load("bert")
+    others = [load(name).mutants_path for name in ("causal_lm", "gpt")]
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "probe.py").write_text("def read(path):\n    try:\n        return open(path).read()\n"
+                                     "    except OSError as error:\n        return type(error).__name__\n")
+    files = [path for mutants in others for path in sorted(mutants.glob("*.py"))]
+    assert files and all(path.stat().st_size > 0 for path in files)
+
+    def reads(secrets):
+        with Worker(folder, limits=LIMITS, secret_paths=secrets, use_bwrap=bubblewrap,
+                    require_isolation=bubblewrap) as worker:
+            return {path.name: worker.call("probe", "read", str(path)) for path in files}
+
+    for mutants in others:
+        _grant_others_read(mutants)
+    leaked = reads([bert.reference_dir, bert.mutants_path])
+    assert all(text not in ("PermissionError", "FileNotFoundError") for text in leaked.values()), leaked
+    read = reads(secret_paths(bert))
+    assert set(read.values()) <= {"PermissionError", "FileNotFoundError"}, read
