@@ -10,6 +10,7 @@
     grade export DIR --lms canvas     the batch's totals as Canvas's gradebook import (or moodle's worksheet)
     grade doctor                      every layer of the sandbox on this machine, with fixes
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
+    grade mutants [--seeds N]         grade the pack's mutants and alternatives: which are caught, named, kept
 
 Every command takes --assignment NAME|PATH: an installed assignment pack or the folder of one
 (default: the only installed pack; for `grade SUBMISSION` and `grade check`, the pack whose files
@@ -19,7 +20,8 @@ Exit status: 0 whenever a result was written (also for a rejected submission), 1
 `grade check` while a public check fails (and for `grade doctor` on a machine without full
 isolation), 2 for bad usage or a missing dependency of the grader (the message says what to
 install), 3 when grading was refused because student code would not be
-isolated on this machine (the message says how to fix it), 130 when interrupted (Ctrl-C: one
+isolated on this machine (the message says how to fix it), 1 for `grade mutants` when a mutant
+is missed or an alternative loses points, 130 when interrupted (Ctrl-C: one
 line, no traceback; `grade batch` keeps its own, docs/batch.md).
 
     grade --version                   the grader's version, and whether this is the locked environment
@@ -33,9 +35,10 @@ import traceback
 from pathlib import Path
 
 from graders.options import add_grading_arguments, command_parser, grading_options
+from graders.sandbox.isolation import EXIT_NOT_ISOLATED, refuse_unless_isolated
 
-SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "export", "doctor", "gradescope-kit")
-EXIT_NOT_ISOLATED = 3
+SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "export", "doctor", "gradescope-kit",
+               "mutants")
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
 EXIT_INCOMPLETE_INSTALLATION = 2
@@ -51,23 +54,6 @@ def _grade_parser():
     parser.add_argument("--out", type=Path, default=None, help="where results.json and the reports go (default: ./grade-out/<name>)")
     add_grading_arguments(parser)
     return parser
-
-
-def refuse_unless_isolated(unsafe: bool, prog="grade", level="full") -> int | None:
-    """The fail-closed gate at isolation `level`, before anything is read: EXIT_NOT_ISOLATED
-    with every fix, or None."""
-    if unsafe:
-        print(f"{prog}: WARNING: --unsafe-no-sandbox: student code runs without full isolation; "
-              "this grade is marked as such in every output", file=sys.stderr)
-        return None
-    from graders.sandbox.isolation import IsolationUnavailable, require_isolation
-
-    try:
-        require_isolation(level)
-    except IsolationUnavailable as refusal:
-        print(f"{prog}: {refusal}", file=sys.stderr)
-        return EXIT_NOT_ISOLATED
-    return None
 
 
 def cmd_grade(argv):
@@ -286,6 +272,11 @@ def _subcommand(name):
     if name in ("check", "build"):
         from graders import selfcheck
 
+    if name == "mutants":
+        from graders.assignment import current
+        from graders.mutants import cmd_mutants
+
+        return lambda argv: cmd_mutants(argv, current())
         return selfcheck.cmd_check if name == "check" else selfcheck.cmd_build
     if name == "answers":
         from graders.batch.answers import cmd_answers

@@ -36,9 +36,8 @@ from pathlib import Path
 import graders
 from graders.assignment import PACKS_DIR, Assignment, current
 from graders.atomic import write_atomically
-from graders.cli import EXIT_NOT_ISOLATED
 from graders.options import command_parser, validate_parts
-from graders.sandbox.isolation import CONTAINER, FULL, LEVELS
+from graders.sandbox.isolation import CONTAINER, EXIT_NOT_ISOLATED, FULL, LEVELS
 
 KIT_CONFIG = "kit.json"
 GRADER_FOLDER = "grader"

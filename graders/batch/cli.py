@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from graders.cli import refuse_unless_isolated
+from graders.sandbox.isolation import refuse_unless_isolated
 from graders.options import add_grading_arguments, command_parser, grading_options
 
 

@@ -175,6 +175,25 @@ def require_isolation(level: str = FULL) -> None:
         raise IsolationUnavailable(missing_layers_message(problems, level))
 
 
+# The exit status of a command that refused to run student code without isolation.
+EXIT_NOT_ISOLATED = 3
+
+
+def refuse_unless_isolated(unsafe: bool, prog: str = "grade", level: str = FULL) -> int | None:
+    """The fail-closed gate of a command at isolation `level`, before anything is read:
+    EXIT_NOT_ISOLATED, with every fix said on stderr, or None."""
+    if unsafe:
+        print(f"{prog}: WARNING: --unsafe-no-sandbox: student code runs without full isolation; "
+              "this grade is marked as such in every output", file=sys.stderr)
+        return None
+    try:
+        require_isolation(level)
+    except IsolationUnavailable as refusal:
+        print(f"{prog}: {refusal}", file=sys.stderr)
+        return EXIT_NOT_ISOLATED
+    return None
+
+
 
 def _join(*notes: str) -> str:
     return "; ".join(note for note in notes if note)
