@@ -265,6 +265,11 @@ def _subcommand(name):
         return cmd_report
     if name == "doctor":
         return cmd_doctor
+    if name == "mutants":
+        from graders.assignment import current
+        from graders.mutants import cmd_mutants
+
+        return lambda argv: cmd_mutants(argv, current())
     if name == "gradescope-kit":
         from graders import gradescope_kit
 
@@ -272,11 +277,6 @@ def _subcommand(name):
     if name in ("check", "build"):
         from graders import selfcheck
 
-    if name == "mutants":
-        from graders.assignment import current
-        from graders.mutants import cmd_mutants
-
-        return lambda argv: cmd_mutants(argv, current())
         return selfcheck.cmd_check if name == "check" else selfcheck.cmd_build
     if name == "answers":
         from graders.batch.answers import cmd_answers
