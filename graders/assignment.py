@@ -61,6 +61,9 @@ class Assignment:
     bundle_name: str  # the student bundle's top folder and zip name
     grader_options: str | None  # a module adding the pack's own command-line options (fine-tuning)
     mutants_module: str | None  # mistakes and alternatives the checks are tested with (never shipped to students)
+    # distributions the pack's checks, tasks or oracle import beyond the engine's own
+    # (graders/dependencies.py): the bundle and the Gradescope kit install these too
+    runtime_dependencies: tuple[str, ...] = ()
 
     @property
     def golden_dir(self) -> Path:
@@ -262,6 +265,7 @@ def import_package(name: str, folder: Path) -> None:
 
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_DISTRIBUTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a bare name: the version is the lock's
 
 
 def _digest(folder: Path) -> str:
@@ -284,6 +288,9 @@ def _load_folder(folder: Path, installed: bool) -> Assignment:
     modules = where.table(data, "modules")
     answers = data.get("answers", {})
     bundle = data.get("bundle", {})
+    runtime = data.get("dependencies", {}).get("runtime", [])
+    if not isinstance(runtime, list) or not all(isinstance(name, str) and _DISTRIBUTION.match(name) for name in runtime):
+        raise PackError(f"{path}: [dependencies] runtime must be a list of distribution names (\"transformers\")")
 
     name = where.text(head, "name", "assignment")
     if not _NAME.match(name):
@@ -325,7 +332,8 @@ def _load_folder(folder: Path, installed: bool) -> Assignment:
         secrets=tuple((folder / p).resolve() for p in head.get("secrets", ())),
         bundle_name=bundle.get("name", f"{name}-homework"),
         grader_options=module(head["options"]) if head.get("options") else None,
-        mutants_module=module(head["mutants"]) if head.get("mutants") else None)
+        mutants_module=module(head["mutants"]) if head.get("mutants") else None,
+        runtime_dependencies=tuple(runtime))
 
 
 @dataclass

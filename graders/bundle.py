@@ -46,12 +46,13 @@ def bundle_path(assignment=None):
 
 
 def student_pyproject(assignment):
-    """pyproject.toml of the bundle: what a self-check needs and nothing else, at the lock's
-    versions (graders/dependencies.py): hypothesis at the one the golden answers were drawn with
+    """pyproject.toml of the bundle: what a self-check of this assignment needs and nothing else
+    (the engine's own and the pack's declared dependencies), at the lock's versions
+    (graders/dependencies.py): hypothesis at the one the golden answers were drawn with
     (another version draws other inputs, whose answers are not recorded)."""
     from graders.dependencies import self_check_requirements
 
-    deps = "".join(f"    {json.dumps(d)},\n" for d in self_check_requirements())  # a JSON string is a TOML one
+    deps = "".join(f"    {json.dumps(d)},\n" for d in self_check_requirements(assignment))  # a JSON string is a TOML one
     return f'''[build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"

@@ -1,8 +1,10 @@
 """What the self-check needs installed, and what to say when some of it is not.
 
-The student bundle's pyproject.toml installs exactly `self_check_requirements()`: the
-distributions of `SELF_CHECK_REQUIREMENTS` with everything they require, at the lock's versions
-(graders/lock.py), but torch, which each platform installs in its own build. tests/test_bundle.py
+The student bundle's pyproject.toml installs exactly `self_check_requirements(assignment)`: the
+engine's own distributions (`ENGINE_REQUIREMENTS`) and those the assignment's manifest declares
+(`[dependencies] runtime`), with everything they require, at the lock's versions
+(graders/lock.py), but torch, which each platform installs in its own build; the Gradescope kit
+installs `kit_requirements(assignment)`, the same for the instructor's grade. tests/test_bundle.py
 checks that every third-party module the bundled grader imports is among them (or among the
 instructor-only ones) and that each of them is imported.
 
@@ -15,12 +17,11 @@ that the golden answers were recorded with.
 
 from __future__ import annotations
 
-# (distribution, the module it is imported as, the versions the grader works with)
-SELF_CHECK_REQUIREMENTS = (
+# The engine's own: (distribution, the module it is imported as, the versions the grader works with)
+ENGINE_REQUIREMENTS = (
     ("torch", "torch", ">=2.1,<3"),
     ("numpy", "numpy", ">=1.24,<3"),
     ("safetensors", "safetensors", ">=0.4,<1"),  # tensors across the worker's pipes, golden answers
-    ("transformers", "transformers", ">=4.40,<6"),  # BERT models an assignment's checks build in the worker
     ("jinja2", "jinja2", ">=3.1,<4"),  # report.html
     ("markupsafe", "markupsafe", ">=2,<4"),  # report.html's escaping (also a dependency of jinja2)
     ("nbformat", "nbformat", ">=5.9,<6"),  # a notebook handed in instead of the module files
@@ -28,6 +29,12 @@ SELF_CHECK_REQUIREMENTS = (
     ("pytest", "pytest", ">=8,<10"),  # plain `pytest` in the homework folder
     ("hypothesis", "hypothesis", ">=6.100,<7"),  # pinned to the golden answers' version when they exist
 )
+# What the course's packs declare in their manifests (`[dependencies] runtime`), which the grader
+# is installed with: only a pack that declares one gets it in its bundle and kit.
+PACK_REQUIREMENTS = (
+    ("transformers", "transformers", ">=4.40,<6"),  # BERT models the bert pack's checks build in the worker
+)
+SELF_CHECK_REQUIREMENTS = ENGINE_REQUIREMENTS + PACK_REQUIREMENTS  # whatever a self-check may import
 # Imported only by instructor features that a self-check never reaches.
 INSTRUCTOR_ONLY_MODULES = {"pyarrow": "IMDB from parquet or Arrow files", "submitit": "batch grading on Slurm",
                            "packaging": "the lock's requirements, pinned by `grade build` and the Gradescope kit",
@@ -50,15 +57,26 @@ def requirement(distribution):
     return f"{distribution}=={locked}" if locked else f"{distribution}{ranges[distribution]}"
 
 
-def self_check_requirements():
+def self_check_requirements(assignment):
     """The student bundle's dependencies: torch as a range, and every other distribution the
-    self-check imports, with all they require, at the lock's exact versions. Raises
-    graders.lock.LockError where this environment is not the lock (the requirements are read
-    from what is installed)."""
+    engine's self-check and the assignment's declared dependencies import, with all they
+    require, at the lock's exact versions. Raises graders.lock.LockError where this environment
+    is not the lock (the requirements are read from what is installed)."""
     from graders.lock import pins
 
-    others = [name for name, _, _ in SELF_CHECK_REQUIREMENTS if name != "torch"]
-    return [requirement("torch"), *pins(others, ranged=["torch"])]
+    others = [name for name, _, _ in ENGINE_REQUIREMENTS if name != "torch"]
+    return [requirement("torch"), *pins([*others, *assignment.runtime_dependencies], ranged=["torch"])]
+
+
+def kit_requirements(assignment):
+    """The Gradescope kit's: everything the grader requires at run time but what only other packs
+    declare, and the assignment's declared dependencies, with all they require, at the lock's
+    versions (torch apart: the kit's setup.sh installs the lock's release from PyTorch's index)."""
+    from graders.lock import GRADER_DISTRIBUTION, canonical, pins, requirements_of
+
+    packs_own = {canonical(name) for name, _, _ in PACK_REQUIREMENTS}
+    engine = [name for name, _ in requirements_of(GRADER_DISTRIBUTION) if name not in packs_own]
+    return pins([*engine, *assignment.runtime_dependencies], ranged=["torch"])
 
 
 def grader_distribution(module_name):

@@ -71,12 +71,13 @@ exec "${GRADER_PYTHON:-/autograder/venv/bin/python}" -m graders.gradescope_kit r
 """
 
 
-def pinned_requirements() -> list[str]:
-    """Everything the grader requires at run time, at the lock's versions (torch apart: setup.sh
-    takes its CPU build from PyTorch's index, at the lock's version)."""
-    from graders.lock import GRADER_DISTRIBUTION, pins, requirements_of
+def pinned_requirements(assignment: Assignment) -> list[str]:
+    """What the grader requires at run time for this assignment, at the lock's versions
+    (graders/dependencies.py: the engine's own and the pack's declared ones; torch apart:
+    setup.sh takes its CPU build from PyTorch's index, at the lock's version)."""
+    from graders.dependencies import kit_requirements
 
-    return pins([name for name, _ in requirements_of(GRADER_DISTRIBUTION)], ranged=["torch"])
+    return kit_requirements(assignment)
 
 
 def torch_version() -> str:
@@ -106,7 +107,7 @@ def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = N
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as kit:
         _add(kit, "setup.sh", setup, executable=True)
         _add(kit, "run_autograder", RUN_AUTOGRADER, executable=True)
-        _add(kit, "requirements.txt", "\n".join(pinned_requirements()) + "\n")
+        _add(kit, "requirements.txt", "\n".join(pinned_requirements(assignment)) + "\n")
         _add(kit, KIT_CONFIG, json.dumps(config, indent=2) + "\n")
         for folder, home in folders:
             for path in sorted(folder.rglob("*")):
