@@ -32,7 +32,9 @@ from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  
 '''
 
 _STATE_KEY = pytest.StashKey[dict]()
-_UNTOUCHED_KEY = pytest.StashKey[dict]()  # {untouched function: the check that reported it}
+_REPORTED_KEY = pytest.StashKey[dict]()  # {what went wrong: the check whose failure reported it}
+# A skipped test repeats the start of the failure it points at, no more.
+SKIP_REASON_LIMIT = 120
 
 
 def _parts_by_file(folder):
@@ -80,22 +82,33 @@ class CheckItem(pytest.Item):
 
     def runtest(self):
         result = _graded(self)
-        if isinstance(result, str):  # the folder could not be graded at all
-            raise CheckNotPassed(result)
-        status = result.get("status")
-        if status == "passed":
+        if isinstance(result, str):  # the folder could not be graded at all: one failure says why
+            self._fail_once(("folder", Path(self.path).parent), result, "your folder could not be checked")
+        if result.get("graded_by_hand") is True:
+            # Written answers are graded by a person after the deadline and count nowhere here.
+            written = "written" if result.get("status") == "pending_manual" else "not written yet"
+            pytest.skip(f"written answer ({written}): graded by hand after the deadline")
+        if result.get("status") == "passed":
             return
-        if status == "pending_manual":
-            pytest.skip("written answer: graded by hand after the deadline")
         untouched = not_implemented_name(result)
         if untouched:
             # An untouched function stops every check that needs it: the first of them fails
             # with one line, the others are skipped, so that the TODO is reported once.
-            reported = self.session.stash.setdefault(_UNTOUCHED_KEY, {})
-            if untouched in reported:
-                pytest.skip(f"not implemented yet: {untouched} (failed in {reported[untouched]})")
-            reported[untouched] = self.check.id
-        raise CheckNotPassed(describe_check(result, verbose=self.config.option.verbose > 0))
+            self._fail_once(("untouched", untouched), describe_check(result, verbose=self.config.option.verbose > 0),
+                            f"not implemented yet: {untouched}")
+        # A file that does not import fails each of its checks with the same message: reported once.
+        message = str(result.get("message") or "")
+        self._fail_once(("message", self.path, message), describe_check(result, verbose=self.config.option.verbose > 0),
+                        message.splitlines()[0][:SKIP_REASON_LIMIT] if message else "the same failure")
+
+    def _fail_once(self, key, text, short):
+        """Fail with `text` the first time `key` comes up in this session; skip, pointing at
+        that failure, every later time."""
+        reported = self.session.stash.setdefault(_REPORTED_KEY, {})
+        if key in reported:
+            pytest.skip(f"{short} (failed in {reported[key]})")
+        reported[key] = self.check.id
+        raise CheckNotPassed(text)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CheckNotPassed):

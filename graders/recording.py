@@ -21,6 +21,8 @@ from graders.scoring import NOT_PASSING, part_ids, public_checks
 
 ENGINE_DIR = Path(graders.__file__).resolve().parent
 MANIFEST = "manifest.json"
+# Reasons a refusal names, at most: the first few say what happened, the rest only how many.
+SHOWN_REASONS = 3
 
 
 def _current():
@@ -91,6 +93,42 @@ def stale_reasons(golden_dir=None, assignment=None):
         return [f"{golden_dir} holds no {MANIFEST}"]
     now = golden_fingerprint(assignment)
     recorded = manifest.get("fingerprint", {})
+    reasons = _source_reasons(recorded, now, reference_installed=True)
+    for library, version in now["versions"].items():
+        if recorded.get("versions", {}).get(library) != version:
+            reasons.append(f"{library} is {version}, the fixtures were recorded with {recorded.get('versions', {}).get(library)}")
+    return reasons
+
+
+def out_of_date(assignment=None, golden_dir=None):
+    """One line when the golden answers no longer match the checks or the reference they were
+    recorded from, with the fix; else None. A self-check with such answers would mark right
+    code wrong, so `grade check`, pytest in a bundle and `grade build --bundle` refuse.
+
+    Library versions are left to graders.lock (a draw-deciding one refuses, another torch is a
+    note). A student bundle holds no reference: there its files are not compared (`grade build
+    --bundle` compared them when it wrote the bundle), and the fix is a new bundle, not a
+    recording the student cannot make."""
+    assignment = assignment or _current()
+    golden_dir = golden_dir or assignment.golden_dir
+    manifest = read_manifest(golden_dir)
+    if manifest is None:
+        return None  # no answers at all: the self-check says so with its own fix
+    reference_installed = assignment.reference_dir.is_dir()
+    reasons = _source_reasons(manifest.get("fingerprint", {}), golden_fingerprint(assignment),
+                              reference_installed=reference_installed)
+    if not reasons:
+        return None
+    shown = "; ".join(reasons[:SHOWN_REASONS]) + (f"; {len(reasons) - SHOWN_REASONS} more" if len(reasons) > SHOWN_REASONS else "")
+    fix = (f"run `grade build --golden --assignment {assignment.name}`" if reference_installed else
+           "your code is not at fault; ask the course staff for a bundle built after they re-recorded the answers")
+    return (f"the golden answers of {assignment.name} no longer match its checks or reference ({shown}), so a "
+            f"self-check would judge right code against outdated answers: {fix}")
+
+
+def _source_reasons(recorded, now, *, reference_installed):
+    """Why the fingerprint `recorded` no longer matches `now`, library versions aside; without
+    `reference_installed`, the reference's files are not compared."""
     reasons = []
     if recorded.get("assignment") != now["assignment"]:
         reasons.append(f"they were recorded for the assignment {recorded.get('assignment')!r}, not {now['assignment']!r}")
@@ -105,12 +143,11 @@ def stale_reasons(golden_dir=None, assignment=None):
         reasons.append(f"the public checks changed (new: {added or 'none'}, gone: {removed or 'none'}, or reordered)")
     old_files, new_files = recorded.get("files", {}), now["files"]
     for name in sorted(old_files.keys() | new_files.keys()):
+        if not reference_installed and name.startswith("reference/"):
+            continue
         if old_files.get(name) != new_files.get(name):
             what = "is new" if name not in old_files else "is gone" if name not in new_files else "changed"
             reasons.append(f"{name} {what}")
-    for library, version in now["versions"].items():
-        if recorded.get("versions", {}).get(library) != version:
-            reasons.append(f"{library} is {version}, the fixtures were recorded with {recorded.get('versions', {}).get(library)}")
     return reasons
 
 

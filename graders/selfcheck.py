@@ -31,7 +31,7 @@ from pathlib import Path
 from graders.atomic import write_atomically
 from graders.lock import draw_mismatch
 from graders.options import command_parser
-from graders.recording import library_versions, read_manifest, record_golden
+from graders.recording import library_versions, out_of_date, read_manifest, record_golden
 from graders.scoring import NOT_PASSING, part_ids
 
 DEFAULT_OUT = ".grade"
@@ -87,6 +87,8 @@ def self_check(path=".", parts=None, *, golden_dir=None, limits=None, progress=N
     recorded = manifest["fingerprint"].get("versions", {})
     if mismatch := draw_mismatch(recorded):
         raise SelfCheckError(mismatch)
+    if stale := out_of_date(assignment, golden_dir):
+        raise SelfCheckError(stale)
     with tempfile.TemporaryDirectory(prefix="grade-check-") as scratch:
         staged_dir = Path(scratch) / (folder.name or "submission")
         staged = stage_folder(folder, staged_dir)
@@ -106,11 +108,14 @@ def self_check(path=".", parts=None, *, golden_dir=None, limits=None, progress=N
 
 
 def not_passing(results):
-    """The public checks that keep the self-check from succeeding: [(check id, status)]."""
+    """The public automatic checks that keep the self-check from succeeding: [(check id, status)].
+    Written answers, blank or not, are graded by hand after the deadline and never count here."""
+    from graders.reports.summary import is_graded_by_hand
+
     if results.get("status") != "graded":
         return [("submission", results.get("status", "rejected"))]
     return [(c["id"], c["status"]) for part in results.get("parts", []) for c in part.get("checks", [])
-            if c.get("visibility") != "hidden" and c.get("status") in NOT_PASSING]
+            if c.get("visibility") != "hidden" and c.get("status") in NOT_PASSING and not is_graded_by_hand(c)]
 
 
 def write_self_check_reports(results, out_dir):
@@ -253,7 +258,8 @@ def _build(assignment, args) -> int:
     if everything or args.bundle:
         from graders.bundle import LeakError, build_bundle, bundle_path
 
-        if mismatch := golden_mismatch(read_manifest(assignment.golden_dir), assignment.name):
+        if mismatch := (golden_mismatch(read_manifest(assignment.golden_dir), assignment.name)
+                        or out_of_date(assignment)):
             print(f"grade build: {mismatch}", file=sys.stderr)
             return 2
         try:

@@ -11,10 +11,13 @@ Choices Gradescope's format leaves to us:
   their own visibility, and the top-level `output` (always shown) is computed from the visible
   checks alone (`visible_only`): their parts, points, count of passed checks and provisional
   points;
-- a written answer is exported as a 0-point test: its points belong to a manually graded
-  question on Gradescope, so they never enter the autograder's score, also once `grade merge`
-  has recorded them (counted there and in the question, they would count twice). A pending
-  answer has no status; a merged one says what was given;
+- a written answer, blank or written, is exported as a 0-point test: its points belong to a
+  manually graded question on Gradescope, so they never enter the autograder's score, also once
+  `grade merge` has recorded them (counted there and in the question, they would count twice),
+  and the autograder's maximum is the same for every submission. It has no status; a merged one
+  says what was given;
+- `stdout_visibility` is "hidden": the autograder's stdout is the instructor's summary, with the
+  hidden checks' outcomes;
 - skipped and error checks are "failed": they earned nothing.
 """
 
@@ -24,13 +27,14 @@ import math
 import re
 
 from .summary import (
-    MANUAL,
     all_checks,
     clip,
     format_points,
     headline,
+    is_graded_by_hand,
     is_rejected,
     isolation_warning,
+    merged_by_hand,
     ungraded_title,
     one_line,
     provisional_note,
@@ -40,6 +44,9 @@ from .summary import (
 
 # Gradescope stores and shows results.json whole; keep each test's output small enough that
 # ~100 tests with tracebacks stay far below its size limit.
+# The autograder's stdout is the instructor's terminal summary, hidden checks' outcomes included:
+# students never see it.
+STDOUT_VISIBILITY = "hidden"
 LIMITS = {"message": 2_000, "counterexample": 1_500, "traceback": 3_000, "output": 1_500, "answer": 6_000}
 
 
@@ -53,6 +60,7 @@ def to_gradescope(results: dict) -> dict:
                     "Nothing in it was graded, so the score is 0. Fix the problem and submit again."
                 ),
                 "output_format": "text",
+                "stdout_visibility": STDOUT_VISIBILITY,
                 "tests": [],
             },
             results,
@@ -62,15 +70,17 @@ def to_gradescope(results: dict) -> dict:
         for p, part in enumerate(results.get("parts") or [], start=1)
         for c, check in enumerate(part.get("checks") or [], start=1)
     ]
-    export = {"output": _overview(results), "output_format": "md", "tests": tests}
+    export = {"output": _overview(results), "output_format": "md", "stdout_visibility": STDOUT_VISIBILITY, "tests": tests}
     if not any(test["visibility"] != "visible" for test in tests):
         export["score"] = round(sum(test["score"] for test in tests), 4)
     return _with_time(export, results)
 
 
 def is_hand_graded(check: dict) -> bool:
-    """A written answer: pending, or given its points by `grade merge`."""
-    return check.get("status") == MANUAL or "manual" in (check.get("details") or {})
+    """A written answer: blank, pending, or given its points by `grade merge`. A blank one is
+    no failed autograder test either: were it one, the autograder's maximum would move with the
+    number of blank answers."""
+    return is_graded_by_hand(check) or merged_by_hand(check)
 
 
 def _visible(check: dict) -> bool:

@@ -45,8 +45,10 @@ def all_checks(results: dict):
 
 
 def count_checks(results: dict) -> CheckCounts:
+    """Written answers, written or blank, are never among the automatic checks: a blank one
+    counted as a failed check would make the template's denominator larger than a perfect copy's."""
     checks = list(all_checks(results))
-    automatic = [c for c in checks if c.get("status") != MANUAL]
+    automatic = [c for c in checks if not is_graded_by_hand(c)]
     return CheckCounts(
         automatic=len(automatic),
         passed=sum(1 for c in automatic if c.get("status") == "passed"),

@@ -1,0 +1,115 @@
+"""Every number a student sees in a self-check is right and shown: outdated golden answers are
+refused, not used; written answers never count among the automatic checks, blank or not;
+pytest reports a broken file once."""
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+
+import graders.recording
+from graders import assignment
+from graders.pytest_plugin import STUDENT_CONFTEST
+from graders.recording import out_of_date
+from graders.reports.summary import count_checks, headline
+from graders.cli import main as grade
+from graders.selfcheck import SelfCheckError, cmd_check, not_passing, self_check
+from tests.course import CAUSAL_LM
+
+CHECKS_FILE = "pack/checks/causal_lm.py"
+
+
+def _copy(source, target):
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
+    return target
+
+
+def perfect_causal_lm(folder):
+    """The causal_lm template with the reference's module and answers in it."""
+    _copy(CAUSAL_LM.template_dir, folder)
+    for name in ("causal_lm.py", "answers.toml"):
+        shutil.copy(CAUSAL_LM.reference_dir / name, folder / name)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def causal_lm_graded(monkeypatch):
+    monkeypatch.setattr(assignment, "_selected", [CAUSAL_LM])
+
+
+@pytest.fixture
+def checks_edited(monkeypatch):
+    """The pack's checks as an author leaves them after changing one without recording again."""
+    real = graders.recording.fingerprint_files
+
+    def edited(assignment=None):
+        files = real(assignment)
+        files[CHECKS_FILE] = "0" * 64
+        return files
+
+    monkeypatch.setattr(graders.recording, "fingerprint_files", edited)
+
+
+# ---------------------------------------------------------------------------- stale answers
+
+
+def test_outdated_answers_are_refused_with_the_fix(checks_edited, tmp_path):
+    line = out_of_date(CAUSAL_LM)
+    assert f"{CHECKS_FILE} changed" in line and "grade build --golden --assignment causal_lm" in line
+    assert "\n" not in line
+    with pytest.raises(SelfCheckError, match=f"{CHECKS_FILE} changed"):
+        self_check(perfect_causal_lm(tmp_path / "hw"))
+
+
+def test_grade_build_refuses_to_bundle_outdated_answers(checks_edited, tmp_path, capsys):
+    out = tmp_path / "bundle.zip"
+    assert grade(["build", "--assignment", "causal_lm", "--bundle", "--bundle-out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "grade build --golden --assignment causal_lm" in err
+    assert not out.exists()
+
+
+def test_without_the_reference_only_the_shipped_files_are_compared(checks_edited, tmp_path):
+    """A student bundle holds no reference: its files are not missing, and the fix is a new
+    bundle, not a recording the student cannot make."""
+    line = out_of_date(dataclasses.replace(CAUSAL_LM, reference_dir=tmp_path / "nowhere"))
+    assert "reference/" not in line and f"{CHECKS_FILE} changed" in line
+    assert "ask the course staff for a bundle" in line and "grade build" not in line
+
+
+# ---------------------------------------------------------------------------- what counts
+
+
+def test_blank_written_answers_neither_count_nor_fail_the_self_check(tmp_path, capsys):
+    """All code right, written answers blank: exit 0, and the same count of public checks as
+    the template and a perfect copy (written answers are never automatic checks)."""
+    folder = perfect_causal_lm(tmp_path / "blank")
+    shutil.copy(CAUSAL_LM.template_dir / "answers.toml", folder / "answers.toml")
+    assert cmd_check(["--path", str(folder)]) == 0, capsys.readouterr().out
+    blank = json.loads((folder / ".grade" / "results.json").read_text())
+    assert not not_passing(blank)
+    template = _copy(CAUSAL_LM.template_dir, tmp_path / "template")
+    assert cmd_check(["--path", str(template)]) == 1
+    untouched = json.loads((template / ".grade" / "results.json").read_text())
+    assert count_checks(blank).automatic == count_checks(untouched).automatic
+    assert f"{count_checks(blank).automatic}/{count_checks(blank).automatic} public checks passed" in headline(blank)
+
+
+def test_pytest_reports_a_file_that_does_not_import_once(tmp_path):
+    folder = perfect_causal_lm(tmp_path / "broken")
+    (folder / "conftest.py").write_text(STUDENT_CONFTEST)
+    with (folder / "causal_lm.py").open("a") as module:
+        module.write("\ndef broken(:\n")
+    failures = []
+
+    class Collect:
+        def pytest_runtest_logreport(self, report):
+            if report.when == "call" and report.failed:
+                failures.append(report.longreprtext)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        status = pytest.main(["-q", "-p", "no:cacheprovider"], plugins=[Collect()])
+    assert status == pytest.ExitCode.TESTS_FAILED
+    assert len(failures) == 1 and "SyntaxError" in failures[0]
