@@ -5,6 +5,7 @@ fixture, no rubric answer) — with the scan shown to catch a solution planted i
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -273,6 +274,28 @@ def test_each_homework_has_a_bundle_of_its_own(pack, tmp_path):
         assert {p["id"] for p in results["parts"]} == {p.id for p in pack.rubric.parts}
         template = _run(python, ["-P", "-m", "graders.selfcheck", "check"], cwd=root / HOMEWORK)
         assert template.returncode == 1, template.stdout[-3000:] + template.stderr[-3000:]
+
+
+def test_a_bundle_whose_answers_no_longer_match_its_checks_refuses(tmp_path):
+    """A bundle that ships a changed check with the answers of the old one (what `grade build
+    --bundle` refuses to write) tells the student so in one line, from `grade check` and from
+    pytest, instead of marking right code wrong. Positive control: the same bundle unchanged
+    checks the template."""
+    bundle = build_bundle(tmp_path / f"{CAUSAL_LM.bundle_name}.zip", assignment=CAUSAL_LM)
+    with unpacked_bundle(bundle, CAUSAL_LM.bundle_name) as (root, python):
+        homework = root / HOMEWORK
+        fresh = _run(python, ["-P", "-m", "graders.selfcheck", "check"], cwd=homework)
+        assert fresh.returncode == 1 and "no longer match" not in fresh.stderr, fresh.stdout[-3000:] + fresh.stderr[-3000:]
+        with (root / "graders" / "packs" / CAUSAL_LM.name / "checks" / "causal_lm.py").open("a") as checks:
+            checks.write("\n# a check changed after the answers were recorded\n")
+        stale = _run(python, ["-P", "-m", "graders.selfcheck", "check"], cwd=homework)
+        assert stale.returncode == 2, stale.stdout[-3000:] + stale.stderr[-3000:]
+        assert stale.stderr.count("\n") == 1 and "pack/checks/causal_lm.py changed" in stale.stderr
+        assert "ask the course staff for a bundle" in stale.stderr
+        tests = _run(python, ["-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=homework)
+        assert tests.returncode == 1, tests.stdout[-3000:]
+        assert tests.stdout.count("no longer match") == 1 and re.search(r"\b1 failed, \d+ skipped", tests.stdout), \
+            tests.stdout[-3000:]
 
 
 # A perfect homework passing every public check from the bundle alone (none skipped for want of a
