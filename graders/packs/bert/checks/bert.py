@@ -273,37 +273,64 @@ def masked_big_batch(ctx, *, vocab_size=100, mask_rate=0.15, padded=True, B=256,
     return text, masked, labels
 
 
-def other_ignore_label(labels):
-    """mlm_labels_not_ignored when unselected tokens carry -1 (the NAACL tutorial's ignore label)."""
-    return "mlm_labels_not_ignored" if bool((labels == -1).any()) else None
+def own_unlabelled(text, labels):
+    """The label mask_inputs writes at the tokens it did not select: -100 where its labels hold it
+    anywhere (or hold nothing but original tokens), otherwise the value it writes instead (0, -1),
+    the most common label that is not the original token. Writing another value than -100 is
+    charged in pretraining.labels alone; the other masking checks read the selection the function
+    made through its own convention, so that one mistake costs one check."""
+    if bool((labels == IGNORE).any()):
+        return IGNORE
+    not_original = labels[labels != text]
+    return IGNORE if not_original.numel() == 0 else int(not_original.mode().values)
 
 
-def categories(text, masked, labels, mask_id):
-    """Boolean maps: selected (labelled), and among all tokens: masked, unchanged, randomised."""
-    selected = labels != IGNORE
+def own_selection(text, masked, labels, unlabelled):
+    """The tokens mask_inputs selected, as its own output shows them: those it changed, and those
+    it labelled (a label other than `unlabelled`, its own value for "not selected", read by
+    own_unlabelled_value: a batch at mask_rate=1.0, or one whose padding is labelled with the
+    padding id 0, cannot tell it)."""
+    return (labels != unlabelled) | (masked != text)
+
+
+def categories(text, masked, labels, mask_id, unlabelled):
+    """Boolean maps: selected (own_selection), and among all tokens: masked, unchanged, randomised."""
+    selected = own_selection(text, masked, labels, unlabelled)
     is_mask = masked == mask_id
     unchanged = masked == text
     randomised = ~is_mask & ~unchanged
     return selected, is_mask, unchanged, randomised
 
 
-def masking_gate(ctx):
-    """mask_inputs does its job (graders/checks/gates.py): at mask_rate=0.15 on a 64 x 64 batch
-    without padding it selects some tokens but not all (labels != -100 at between 1 and 50% of
-    them; a right solution selects 15% +- 0.6%) and changes some of them. What the properties of labels, padding and categories hold for trivially (no
-    token selected, every token selected, random labels) earns nothing."""
+def _gate_batch(ctx):
+    """mask_inputs on a 64 x 64 batch without padding at mask_rate=0.15: (text, masked, labels)."""
     V, salt = 100, 7919
     text = big_batch(ctx.seed + salt, B=64, T=64, vocab_size=V, padded=False)
     ctx.student.seed(ctx.seed + salt)
-    masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15)
-    selected = labels != IGNORE
-    share = selected.double().mean().item()
-    call = f"mask_inputs on a 64 x 64 batch without padding (mask_rate=0.15, vocab_size={V})"
+    return (text, *call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15))
+
+
+def own_unlabelled_value(ctx):
+    """own_unlabelled of the gate's batch, where most tokens are not selected: the convention a
+    check of small examples reads their selection with."""
+    text, _, labels = _gate_batch(ctx)
+    return own_unlabelled(text, labels)
+
+
+def masking_gate(ctx):
+    """mask_inputs does its job (graders/checks/gates.py): at mask_rate=0.15 on a 64 x 64 batch
+    without padding it selects some tokens but not all (labelled or changed: between 1 and 50%
+    of them; a right solution selects 15% +- 0.6%) and changes some of them. What the properties
+    of labels, padding and categories hold for trivially (no token selected, every token
+    selected, random labels) earns nothing."""
+    text, masked, labels = _gate_batch(ctx)
+    share = own_selection(text, masked, labels, own_unlabelled(text, labels)).double().mean().item()
+    call = "mask_inputs on a 64 x 64 batch without padding (mask_rate=0.15, vocab_size=100)"
     if not 0.01 <= share <= 0.5:
-        raise CheckFailed(f"{call} labelled {share:.1%} of the tokens: the properties of the masking hold only "
+        raise CheckFailed(f"{call} selected {share:.1%} of the tokens: the properties of the masking hold only "
                           "because it does not select at mask_rate yet, so they earn no points",
-                          diagnosis=other_ignore_label(labels) or "degenerate_output",
-                          details={"proportions": [proportion("share of tokens labelled", share, 0.15, text.numel())]})
+                          diagnosis="degenerate_output",
+                          details={"proportions": [proportion("share of tokens selected", share, 0.15, text.numel())]})
     if not bool((masked != text).any()):
         raise CheckFailed(f"{call} changed no token: the properties of the masking hold only because it does not "
                           "mask yet, so they earn no points", diagnosis="degenerate_output")
@@ -344,20 +371,22 @@ def _mask_small(ctx, ex, only_mask=False):
                             mask_rate=ex.mask_rate, only_mask=only_mask)
 
 
-@check("pretraining.selection_rate", "mask_inputs selects mask_rate of the non-padding tokens (labels != -100)")
+@check("pretraining.selection_rate", "mask_inputs selects mask_rate of the non-padding tokens")
 def selection_rate(ctx):
+    # The selection is what the function did (tokens changed or labelled), whatever value its
+    # labels hold elsewhere (charged in pretraining.labels): the share measured is the selection's.
     rows = []
+    unlabelled = own_unlabelled_value(ctx)
     for salt, rate in enumerate((0.15, 0.4)):
         text, masked, labels = masked_big_batch(ctx, mask_rate=rate, salt=salt)
         real = text != 0
         n = int(real.sum())
-        share = (labels[real] != IGNORE).double().mean().item()
-        rows.append(proportion(f"share of tokens labelled (mask_rate={rate})", share, rate, n))
+        share = own_selection(text, masked, labels, unlabelled)[real].double().mean().item()
+        rows.append(proportion(f"share of tokens selected (mask_rate={rate})", share, rate, n))
         if outside(rows[-1]):
-            diagnosis = other_ignore_label(labels) or "mlm_wrong_rate"
             raise CheckFailed(f"with mask_rate={rate}, {share:.4f} of the non-padding tokens of a 256 x 256 batch "
-                              f"are labelled (expected within [{rows[-1]['low']:.4f}, {rows[-1]['high']:.4f}])",
-                              diagnosis=diagnosis, details={"proportions": rows})
+                              f"are selected (changed or labelled; expected within [{rows[-1]['low']:.4f}, "
+                              f"{rows[-1]['high']:.4f}])", diagnosis="mlm_wrong_rate", details={"proportions": rows})
 
 
 @check("pretraining.split", "Of the selected tokens, 80% become <mask>, 10% a random token, 10% stay unchanged")
@@ -365,11 +394,13 @@ def split(ctx):
     # Every token of a 512 x 256 batch selected (mask_rate=1.0), so that a share 0.1 off is more than
     # 10 times the 5-sigma bound; the <mask> id is not vocab_size (the docstring does not say it is).
     V, mask_id = 100, 103
+    unlabelled = own_unlabelled_value(ctx)
     text, masked, labels = masked_big_batch(ctx, vocab_size=V, mask_rate=1.0, B=512, mask_id=mask_id)
-    selected, is_mask, unchanged, randomised = categories(text, masked, labels, mask_id)
+    selected, is_mask, unchanged, randomised = categories(text, masked, labels, mask_id, unlabelled)
     n = int(selected.sum())
     if n == 0:
-        raise CheckFailed("no token of a 512 x 256 batch is labelled with mask_rate=1.0", diagnosis="mlm_wrong_rate")
+        raise CheckFailed("no token of a 512 x 256 batch is selected (changed or labelled) with mask_rate=1.0",
+                          diagnosis="mlm_wrong_rate")
     shares = {name: (m & selected).sum().item() / n for name, m in
               (("mask", is_mask), ("random", randomised), ("unchanged", unchanged))}
     # A random token equals the original with probability 1/V: it then counts as unchanged.
@@ -381,9 +412,7 @@ def split(ctx):
     bad = [row for row in rows if outside(row)]
     if bad:
         changed_to = masked[selected & ~unchanged]
-        if other_ignore_label(labels):
-            diagnosis = "mlm_labels_not_ignored"
-        elif shares["mask"] < 0.05 and changed_to.numel() and (changed_to == changed_to.mode().values).double().mean() > 0.7:
+        if shares["mask"] < 0.05 and changed_to.numel() and (changed_to == changed_to.mode().values).double().mean() > 0.7:
             diagnosis = "mlm_wrong_mask_id"  # most selected tokens become one id, not mask_token_ind
         elif shares["mask"] > 0.95:
             diagnosis = "mlm_always_mask"
@@ -403,24 +432,23 @@ def labels_check(ctx):
     @ctx.given(masking_inputs())
     def prop(ex):
         masked, labels = _mask_small(ctx, ex)
-        V = ex.vocab_size
         labelled = labels != IGNORE
         wrong = labelled & (labels != ex.text)
         if wrong.any():
-            values = labels[wrong]
-            if bool((values == V).all()) or bool((values == masked[wrong]).all()):
-                diagnosis = "mlm_labels_hold_mask"
-            elif bool((values < 0).all()):
-                diagnosis = "mlm_labels_not_ignored"
+            values, changed_there = labels[wrong], masked[wrong] != ex.text[wrong]
+            if values.unique().numel() == 1 and not bool(changed_there.any()):
+                diagnosis = "mlm_labels_not_ignored"  # one value, at tokens the function left as they were
+            elif bool(changed_there.all()) and bool((values == masked[wrong]).all()):
+                diagnosis = "mlm_labels_hold_mask"  # the labels are what the tokens were changed into
             else:
                 diagnosis = None
-            raise CheckFailed(f"labels {values.tolist()[:8]} where -100 or the original tokens "
-                              f"{ex.text[wrong].tolist()[:8]} were expected", diagnosis=diagnosis,
+            raise CheckFailed(f"labels {values.tolist()[:8]} at positions {wrong.nonzero().tolist()[:8]}, where -100 or "
+                              f"the original tokens {ex.text[wrong].tolist()[:8]} were expected", diagnosis=diagnosis,
                               details={"got": str(labels.tolist()), "masked_text": str(masked.tolist())})
         changed = masked != ex.text
         if (changed & ~labelled).any():
-            raise CheckFailed("tokens were changed at positions whose label is -100: the labels must mark every "
-                              "selected token", diagnosis="mlm_labels_mismatch",
+            raise CheckFailed(f"tokens were changed at positions {(changed & ~labelled).nonzero().tolist()[:8]}, whose "
+                              "label is -100: the labels must mark every selected token", diagnosis="mlm_labels_mismatch",
                               details={"got": str(labels.tolist()), "masked_text": str(masked.tolist())})
 
     masking_gate(ctx)
@@ -428,37 +456,54 @@ def labels_check(ctx):
 
 @check("pretraining.padding_never_selected", "Padding tokens (pad_ind) are never selected, changed or labelled")
 def padding_never_selected(ctx):
+    unlabelled = own_unlabelled_value(ctx)
+
     @ctx.given(masking_inputs(rates=(0.5, 1.0), pad_share=0.5))
     def prop(ex):
         masked, labels = _mask_small(ctx, ex)
         pad = ex.text == ex.pad_ind
-        if (labels[pad] != IGNORE).any() or (masked[pad] != ex.pad_ind).any():
-            raise CheckFailed(f"padding (id {ex.pad_ind}) was selected: masked_text {masked.tolist()}, "
-                              f"labels {labels.tolist()}",
-                              diagnosis="mlm_labels_not_ignored" if bool((masked[pad] == ex.pad_ind).all()
-                                                                          and (labels[pad] == -1).any()) else "mlm_selects_padding")
+        selected = own_selection(ex.text, masked, labels, unlabelled) & pad
+        if selected.any():
+            # seen selected: a padding token changed, or labelled with its own id (the original token)
+            seen = bool((masked[selected] != ex.pad_ind).any() or (labels[selected] == ex.pad_ind).any())
+            raise CheckFailed(f"padding (id {ex.pad_ind}) at positions {selected.nonzero().tolist()[:8]} was selected: "
+                              f"masked_text {masked.tolist()}, labels {labels.tolist()}",
+                              diagnosis="mlm_selects_padding" if seen else None)
 
     masking_gate(ctx)
+
+
+def own_mask_id(masked, changed, mask_id):
+    """The id most changed tokens become: mask_token_ind, or the one fixed id a function masks
+    with instead (charged in pretraining.split), so that its random replacements are told apart."""
+    if changed.numel() == 0:
+        return mask_id
+    mode = int(changed.mode().values)
+    return mode if (changed == mode).double().mean() > 0.5 else mask_id
 
 
 @check("pretraining.random_tokens", "Random replacements are uniform over [0, vocab_size)")
 def random_tokens(ctx):
     # A small vocabulary and every token of a 1024 x 256 batch selected: each id's share (1/4) is
-    # measured on about 26,000 replacements, so one id missing is far outside its bound.
-    V = 4
+    # measured on about 26,000 replacements, so one id missing is far outside its bound. The
+    # <mask> id is not vocab_size: a replacement drawn from [0, mask_token_ind] (vocab_size and
+    # the ids up to <mask> included) then lies outside [0, vocab_size), where with <mask> at
+    # vocab_size a draw of vocab_size would look like <mask>.
+    V, mask_id = 4, 6
     masking_gate(ctx)
-    text, masked, labels = masked_big_batch(ctx, vocab_size=V, mask_rate=1.0, padded=False, B=1024)
-    selected, is_mask, unchanged, randomised = categories(text, masked, labels, V)
-    values = masked[randomised & selected]
+    text, masked, labels = masked_big_batch(ctx, vocab_size=V, mask_rate=1.0, padded=False, B=1024, mask_id=mask_id)
+    selected, _, unchanged, _ = categories(text, masked, labels, mask_id, own_unlabelled_value(ctx))
+    became = own_mask_id(masked, masked[selected & ~unchanged], mask_id)
+    values = masked[selected & ~unchanged & (masked != became)]
     out_of_range = values[(values < 0) | (values >= V)]
     if out_of_range.numel():
-        raise CheckFailed(f"random replacements {sorted(set(out_of_range.tolist()))[:10]} lie outside [0, {V})",
+        found = sorted(set(out_of_range.tolist()))
+        raise CheckFailed(f"random replacements {found[:10]} lie outside [0, {V}) (vocab_size={V}, "
+                          f"mask_token_ind={mask_id}): {out_of_range.numel()} of {values.numel()} replacements",
                           diagnosis="mlm_random_out_of_range")
     n = values.numel()
     if n < 100:
-        always_mask = bool(selected.any()) and (is_mask & selected).sum().item() > 0.95 * selected.sum().item()
-        raise CheckFailed(f"only {n} of {int(selected.sum())} selected tokens were replaced by another token",
-                          diagnosis="mlm_always_mask" if always_mask else "mlm_wrong_split")
+        return  # too few random replacements to judge: their share is pretraining.split's to charge
     # A replacement equal to the original looks unchanged: value v is seen with weight 1 - f(v),
     # f(v) the share of selected tokens whose original id is v.
     originals = torch.bincount(text[selected], minlength=V)[:V].double()
@@ -479,11 +524,9 @@ def category_independent(ctx):
     V = 100
     masking_gate(ctx)
     text, masked, labels = masked_big_batch(ctx, vocab_size=V, padded=False)
-    selected, is_mask, _, _ = categories(text, masked, labels, V)
+    selected, is_mask, _, _ = categories(text, masked, labels, V, own_unlabelled_value(ctx))
     n = int(selected.sum())
-    if n == 0:
-        raise CheckFailed("no token of a 256 x 256 batch is labelled", diagnosis="mlm_wrong_rate")
-    pooled = (is_mask & selected).sum().item() / n
+    pooled = (is_mask & selected).sum().item() / n  # the gate has seen a selection
     rows = []
     B, T = text.shape
     for axis, size, label in ((0, B, "rows"), (1, T, "positions")):
@@ -509,17 +552,25 @@ def category_independent(ctx):
 
 @check("pretraining.only_mask", "only_mask=True turns every selected token into <mask> and changes nothing else")
 def only_mask(ctx):
+    unlabelled = own_unlabelled_value(ctx)
+
     @ctx.given(masking_inputs(rates=(0.5, 1.0)))
     def prop(ex):
         masked, labels = _mask_small(ctx, ex, only_mask=True)
-        labelled = labels != IGNORE
         V = ex.vocab_size
+        labelled = labels != unlabelled
         if (masked[labelled] != V).any():
+            # ignored, seen: the same seed without only_mask gives the very same output
+            plain = _mask_small(ctx, ex)
+            ignored = torch.equal(plain[0], masked) and torch.equal(plain[1], labels)
             raise CheckFailed(f"with only_mask=True selected tokens became {masked[labelled].tolist()} "
-                              f"(expected all {V})", diagnosis=other_ignore_label(labels) or "mlm_only_mask_ignored")
-        if (masked[~labelled] != ex.text[~labelled]).any():
-            raise CheckFailed("with only_mask=True tokens outside the selection were changed",
-                              diagnosis="mlm_labels_mismatch")
+                              f"(expected all {V})" + (", as they do with only_mask=False under the same seed"
+                                                       if ignored else ""),
+                              diagnosis="mlm_only_mask_ignored" if ignored else None)
+        stray = (masked != ex.text) & ~labelled & (labels != ex.text)
+        if stray.any():
+            raise CheckFailed(f"with only_mask=True tokens outside the selection were changed, at positions "
+                              f"{stray.nonzero().tolist()[:8]}", diagnosis="mlm_labels_mismatch")
 
     masking_gate(ctx)
 
@@ -568,10 +619,14 @@ class ProbeStep:
     mask_seen: torch.Tensor | None = None  # the padding mask the step passed the stand-in
 
     def token_losses(self, scale=PROBE_SCALE, requires_grad=False):
-        """Per-token cross-entropy of the stand-in against the original tokens, (B*T,), and the scale."""
+        """Per-token cross-entropy of the stand-in, (B*T,), and the scale: against the labels
+        mask_inputs gave where they are tokens, so that a step is judged on the student's own
+        masking (labels of another value than -100 are charged in the masking checks), and
+        against the original tokens elsewhere."""
         scale = torch.tensor(float(scale), dtype=torch.float64, requires_grad=requires_grad)
         logits = _stand_in_logits(self.masked, self.vocab_size, scale)
-        per_token = F.cross_entropy(logits.reshape(-1, self.vocab_size), self.text.reshape(-1), reduction="none")
+        targets = torch.where((self.labels >= 0) & (self.labels < self.vocab_size), self.labels, self.text)
+        per_token = F.cross_entropy(logits.reshape(-1, self.vocab_size), targets.reshape(-1), reduction="none")
         return per_token, scale
 
     def loss_forms(self, requires_grad=False):

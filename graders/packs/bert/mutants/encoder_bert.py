@@ -136,6 +136,13 @@ MUTANTS = [
         "    masked_text[to_random] = random_tokens[to_random]\n"
         "    mask_labels = torch.where(selected, masked_text, torch.full_like(text, IGNORE_INDEX))\n"
         "    return masked_text, mask_labels\n", "mlm_labels_hold_mask"),
+    # a public implementation's labels: 0 where -100 belongs; charged in pretraining.labels alone,
+    # the selection and split read from what the function changed and labelled
+    one("mlm_labels_zero", "pretraining", BERT, LABELS,
+        "mask_labels = torch.where(selected, text, torch.zeros_like(text))", "mlm_labels_not_ignored"),
+    # replacements drawn from [0, mask_token_ind]: <mask> itself can be drawn
+    one("mlm_random_up_to_mask_id", "pretraining", BERT, RANDOM_TOKENS,
+        "random_tokens = torch.randint(mask_token_ind + 1, text.shape, dtype=text.dtype)", "mlm_random_out_of_range"),
     one("mlm_random_out_of_range", "pretraining", BERT, RANDOM_TOKENS,
         "random_tokens = torch.randint(2 * vocab_size, text.shape, dtype=text.dtype)", "mlm_random_out_of_range"),
     one("mlm_random_avoids_padding_id", "pretraining", BERT, RANDOM_TOKENS,
