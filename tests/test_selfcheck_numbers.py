@@ -4,6 +4,7 @@ pytest reports a broken file once."""
 
 import dataclasses
 import json
+import re
 import shutil
 
 import pytest
@@ -113,3 +114,42 @@ def test_pytest_reports_a_file_that_does_not_import_once(tmp_path):
         status = pytest.main(["-q", "-p", "no:cacheprovider"], plugins=[Collect()])
     assert status == pytest.ExitCode.TESTS_FAILED
     assert len(failures) == 1 and "SyntaxError" in failures[0]
+
+
+# ---------------------------------------------------------------------------- graded after the deadline
+
+
+def test_numeric_answers_are_read_and_said_pending_without_their_outcome(tmp_path, capsys, monkeypatch):
+    """Each numeric answer is said: not a number, or a number graded after the due date, right
+    (lm_head_parameters, the reference's) or wrong (999) alike."""
+    monkeypatch.setenv("COLUMNS", "250")
+    folder = perfect_causal_lm(tmp_path / "numbers")
+    answers = (folder / "answers.toml").read_text()
+    answers = re.sub(r"causal_lm_base_parameters = .*", 'causal_lm_base_parameters = "about ten million"', answers)
+    answers = re.sub(r"causal_lm_classification_head_parameters = .*", "causal_lm_classification_head_parameters = 999",
+                     answers)
+    (folder / "answers.toml").write_text(answers)
+    assert cmd_check(["--path", str(folder)]) == 0  # numeric answers are not public checks
+    out = " ".join(capsys.readouterr().out.split())
+    later = {entry["id"]: entry for entry in json.loads((folder / ".grade" / "results.json").read_text())["after_deadline"]}
+    assert {entry["state"] for entry in later.values()} == {"not a number", "graded after the due date"}
+    assert later["answers.base_parameters"]["state"] == "not a number"
+    assert later["answers.classification_head_parameters"]["state"] == "graded after the due date"  # wrong, not said
+    assert later["answers.lm_head_parameters"]["state"] == "graded after the due date"  # right, not said either
+    assert "'about ten million': not a number" in out and "999: a number, graded after the due date" in out
+    assert "3 numeric answers (6 points) graded after the due date, 1 not yet a number" in out
+
+
+def test_a_part_without_public_checks_is_said_with_its_points(tmp_path):
+    from graders.selfcheck import _note_parts_graded_later, after_the_deadline
+    from tests.course import BERT
+
+    entries = after_the_deadline(BERT, ["attention", "finetune"], None)
+    assert [(e["kind"], e["id"], e["points"]) for e in entries] == [("part", "finetune", 8.0)]
+    results = {"mode": "self-check", "status": "graded", "after_deadline": entries,
+               "parts": [{"id": "attention", "checks": []}, {"id": "finetune", "checks": [], "score": 0, "max_score": 0}]}
+    _note_parts_graded_later(results)
+    assert "note" not in results["parts"][0]
+    assert results["parts"][1]["note"].startswith("Graded after the due date, not in this score: 8 points")
+    assert "Fine-tuning on IMDB (linear from 50% to 90% validation accuracy) (8 points) graded after the due date" \
+        in headline(results)

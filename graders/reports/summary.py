@@ -135,10 +135,56 @@ def headline(results: dict) -> str:
         )
     else:
         sentence = f"{counts.passed}/{counts.automatic} checks passed"
-    if counts.manual:
-        noun = "answer awaits" if counts.manual == 1 else "answers await"
-        sentence += f"; {counts.manual} written {noun} manual grading"
+    blank = sum(1 for c in all_checks(results) if is_graded_by_hand(c) and c.get("status") == "failed"
+                and not merged_by_hand(c))
+    if counts.manual - blank:
+        noun = "answer awaits" if counts.manual - blank == 1 else "answers await"
+        sentence += f"; {counts.manual - blank} written {noun} manual grading"
+    if blank:
+        sentence += f"; {blank} written answer{'s' if blank != 1 else ''} not written yet"
+    numeric = [entry for entry in after_deadline(results) if entry.get("kind") == "numeric"]
+    if numeric:
+        points = format_points(sum(_points(entry.get("points")) for entry in numeric))
+        unread = sum(1 for entry in numeric if entry.get("state") != NUMBER_PENDING)
+        sentence += (f"; {len(numeric)} numeric answer{'s' if len(numeric) != 1 else ''} ({points} points) graded "
+                     f"after the due date" + (f", {unread} not yet a number" if unread else ""))
+    for entry in after_deadline(results):
+        if entry.get("kind") == "part":
+            sentence += f"; {one_line(entry.get('title'), 80)} ({format_points(entry.get('points'))} points) graded after the due date"
     return sentence
+
+
+# A numeric answer that reads as a number: the self-check cannot say more (whether it is right
+# is a hidden check's outcome).
+NUMBER_PENDING = "graded after the due date"
+
+
+def after_deadline(results: dict) -> list[dict]:
+    """What a self-check left to the instructor's grade, each with its points (graders.selfcheck.
+    after_the_deadline): numeric answers and parts without a public check; [] otherwise."""
+    if not is_self_check(results) or is_rejected(results):
+        return []
+    return [entry for entry in results.get("after_deadline") or [] if isinstance(entry, dict)]
+
+
+def after_deadline_rows(results: dict) -> list[tuple[str, str, str]]:
+    """(title, points, what happens to it) for each thing a self-check left to the instructor."""
+    rows = []
+    for entry in after_deadline(results):
+        points = f"{format_points(entry.get('points'))} points"
+        state = as_text(entry.get("state"))
+        if entry.get("kind") == "numeric":
+            answer = one_line(entry.get("answer"), 40)
+            if state == NUMBER_PENDING:
+                state = f"{answer}: a number, {state}"
+            elif answer:
+                state = f"{answer!r}: {state}; write the whole number alone, e.g. 1,234,567"
+        else:
+            checks = "; ".join(one_line(title, 200) for title in entry.get("checks") or [])
+            state = (f"{state}, on the course's data and machine ({checks}); grade check does not run it"
+                     if checks else f"{state}; grade check does not run it")
+        rows.append((one_line(entry.get("title") or entry.get("id"), 200), points, state))
+    return rows
 
 
 def is_graded_by_hand(check: dict) -> bool:

@@ -27,6 +27,7 @@ from graders.integrity import flag_summary
 from . import findings as found
 from .summary import (
     STATUS_LABELS,
+    after_deadline_rows,
     format_points,
     headline,
     is_graded_by_hand,
@@ -90,6 +91,9 @@ def print_summary(results: dict, console: Console | None = None, *, verbose: boo
     if by_hand:
         console.print()
         console.print(_by_hand_view(by_hand, is_self_check(results)))
+    if later := after_deadline_rows(results):
+        console.print()
+        console.print(_after_deadline_view(later))
     console.print()
     score, max_score = shown_total(results)
     console.print(Text.assemble((f"{score_label(results)}: {points_text(score, max_score)}", "bold"),
@@ -170,6 +174,18 @@ def _labelled(label, text):
     if not label:
         return Text(one_line(text, TEXT_LIMIT))
     return Text.assemble((f"{label}: ", "dim"), one_line(text, TEXT_LIMIT))
+
+
+def _after_deadline_view(rows):
+    """What a self-check does not grade (numeric answers, a part trained on the course's data):
+    each with its points, so that no point of the homework goes unexplained."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(ratio=2, overflow="fold")
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(ratio=3, overflow="fold")
+    for title, points, state in rows:
+        grid.add_row(Text(title), Text(points), Text(state, style="magenta"))
+    return Group(Text("Graded after the due date, not in the score above", style="bold"), grid)
 
 
 def _by_hand_view(checks, self_check):
