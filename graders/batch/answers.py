@@ -29,7 +29,7 @@ from graders.batch import store
 from graders.batch.gradebook import _defuse, load_rows
 from graders.batch.merge import is_written_answer
 from graders.options import command_parser
-from graders.reports.html import CSP_META
+from graders.reports.html import CSP_META, visible_text
 from graders.reports.summary import MANUAL, format_points, merged_by_hand
 
 ANSWERS_CSV = "answers.csv"
@@ -114,7 +114,8 @@ Do not send it to students. Enter the scores in <code>{{ csv_name }}</code> and 
 </body></html>
 """
 
-_environment = Environment(autoescape=True, undefined=StrictUndefined, keep_trailing_newline=True)
+_environment = Environment(autoescape=True, undefined=StrictUndefined, keep_trailing_newline=True,
+                           finalize=visible_text)
 
 
 def answers_html(answers: list[Answer], csv_name: str = ANSWERS_CSV) -> str:

@@ -35,7 +35,7 @@ from markupsafe import Markup
 from graders.atomic import write_atomically
 from graders.batch import store
 from graders.integrity import flag_summary
-from graders.reports.html import CSP_META
+from graders.reports.html import CSP_META, visible_text
 from graders.reports.summary import isolation_warning
 from graders.scoring import load_rubric
 
@@ -160,9 +160,12 @@ def write_gradebook(out: Path, rows: list[dict]) -> Path:
 
 
 def _defuse(cell: str) -> str:
-    """A cell a spreadsheet would run as a formula (CSV injection through a student-chosen
-    file name or reason) gets a leading apostrophe."""
-    return "'" + cell if cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(cell) else cell
+    """A cell safe to open and to print: its control characters replaced (a student-chosen name
+    holding an escape sequence acts on the terminal of whoever `cat`s the file), and a cell a
+    spreadsheet would run as a formula (CSV injection through a name, a file name or a reason)
+    given a leading apostrophe, also behind leading blanks."""
+    cell = visible_text(cell)
+    return "'" + cell if cell.lstrip()[:1] in ("=", "+", "-", "@") and not _is_number(cell) else cell
 
 
 def _is_number(text: str) -> bool:
@@ -357,7 +360,7 @@ review, not a penalty (no points depend on it). Each report lists its flags at t
 </body></html>
 """
 
-_environment = Environment(autoescape=True, undefined=StrictUndefined, keep_trailing_newline=True)
+_environment = Environment(autoescape=True, undefined=StrictUndefined, keep_trailing_newline=True, finalize=visible_text)
 
 
 def render_summary(rows: list[dict]) -> str:

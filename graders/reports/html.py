@@ -3,7 +3,9 @@
 Any string in results.json may come from a hostile student (messages, tracebacks, captured
 output, written answers), so the template autoescapes everything, and the pictures are SVG
 that `svg.py` builds from numbers with escaped labels. The page loads nothing: inline CSS,
-inline SVG, no script.
+inline SVG, no script. Control characters, which no page shows but a terminal obeys when the
+file is printed (`cat report.html`: an escape sequence, a BEL), and the ones that reorder text
+(bidi overrides), are replaced in every value the template writes (`visible_text`).
 
 The template only lays out; this module turns results.json into plain view objects first, so
 that malformed or missing fields are dealt with in Python, once.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,12 +81,28 @@ HEATMAP_SIDE = 48
 
 STATUS_ICONS = {"passed": "✓", "failed": "✗", "error": "!", "skipped": "–", MANUAL: "✎"}
 
+# C0 but newline and tab, DEL, C1, and the bidi embeddings, overrides and isolates.
+_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+REPLACEMENT = "\ufffd"
+
+
+def visible_text(value):
+    """`value` with every control character that is not a line break or a tab replaced by U+FFFD
+    (Markup stays Markup); anything else as it is. Every page's template environment writes
+    its values through it, and the CSV files their cells."""
+    if not isinstance(value, str):
+        return value
+    cleaned = _CONTROL_CHARACTERS.sub(REPLACEMENT, value)
+    return Markup(cleaned) if isinstance(value, Markup) else cleaned
+
+
 _environment = Environment(
     loader=FileSystemLoader(TEMPLATES),
     autoescape=True,
     undefined=StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=visible_text,
 )
 
 
