@@ -29,6 +29,7 @@ from graders.mutants import Edit, apply_edits
 from graders.packs.causal_lm.mutants.causal_lm import LM, MASK
 from graders.sandbox import isolation
 from tests.course import CAUSAL_LM as PACK
+from tests import report_samples
 from tests.report_samples import visible_bytes
 from tests.test_wheel_install import clean_environment, linked_venv
 
@@ -41,7 +42,7 @@ FULL = os.geteuid() == 0 and isolation.find_bwrap() is not None and isolation.bw
 
 
 def test_the_kit_holds_what_gradescope_needs(tmp_path):
-    kit = write_kit(tmp_path / "autograder.zip", parts=PARTS, assignment=PACK)
+    kit = write_kit(tmp_path / "autograder.zip", PACK, parts=PARTS)
     with zipfile.ZipFile(kit) as archive:
         names = set(archive.namelist())
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
@@ -62,7 +63,7 @@ def test_the_kit_holds_what_gradescope_needs(tmp_path):
     assert config == {"assignment": "causal_lm", "parts": PARTS, "seed": None, "isolation": "container",
                       "unsafe_no_sandbox": False}
     assert subprocess.run(["bash", "-n", "-c", setup]).returncode == 0
-    assert write_kit(tmp_path / "again.zip", parts=PARTS, assignment=PACK).read_bytes() == kit.read_bytes()
+    assert write_kit(tmp_path / "again.zip", PACK, parts=PARTS).read_bytes() == kit.read_bytes()
 
 
 def test_the_kit_command_rejects_an_unknown_part(tmp_path):
@@ -83,7 +84,7 @@ def gradescope_root():
     root = Path(tempfile.mkdtemp(prefix="autograder-"))
     try:
         root.chmod(0o755)
-        kit = write_kit(root / "autograder.zip", parts=PARTS, assignment=PACK)
+        kit = write_kit(root / "autograder.zip", PACK, parts=PARTS)
         with zipfile.ZipFile(kit) as archive:
             archive.extractall(root / "source")
         for path in (root / "source").rglob("*"):
@@ -168,3 +169,36 @@ def test_run_autograder_fails_closed_where_nothing_isolates(gradescope_root):
     assert "has been told" not in document["output"]  # nobody is told: the student is asked to tell
     assert "refusing to grade" in done.stderr and "cannot reach" in done.stderr  # the instructor's: why, and the fix
     assert "AUTOGRADER NOT GRADING" in done.stderr and "(container)" in done.stderr
+
+
+# ---------------------------------------------------------------- what the export counts
+
+
+def _written(key, written):
+    """A written answer as the grade records it: pending once written, failed while blank."""
+    written_check = report_samples.check(f"answers.{key}", f"Question {key}?", "pending_manual" if written else "failed", 5)
+    written_check["graded_by_hand"] = True
+    return written_check
+
+
+@pytest.mark.parametrize("blank", [0, 1, 3])
+def test_written_answers_are_never_autograder_points_and_the_maxima_do_not_move(blank):
+    """However many written answers are blank, every one is a 0-point test and the visible
+    maxima sum to the same; the autograder's stdout, which carries hidden outcomes, is hidden.
+    Positive control: the automatic checks beside them keep their points."""
+    from graders.reports.gradescope import to_gradescope
+
+    answers = [_written(key, written=i >= blank) for i, key in enumerate(("why", "how", "what"))]
+    numeric = report_samples.check("answers.count", "A parameter count", "failed", 2, visibility="hidden",
+                                   message="count = 10,050,200, expected a different count")
+    code = report_samples.check("causal_lm.square_mask", "The square mask", "passed", 8)
+    results = report_samples.result([report_samples.part("causal_lm", "Model", [code]),
+                                     report_samples.part("answers", "Answers", [numeric, *answers])])
+    export = to_gradescope(results)
+    jsonschema.validate(export, SCHEMA)
+    tests = {test["name"].split(": ", 1)[1]: test for test in export["tests"]}
+    assert [tests[f"Question {key}?"]["max_score"] for key in ("why", "how", "what")] == [0, 0, 0]
+    assert all("status" not in tests[f"Question {key}?"] for key in ("why", "how", "what"))
+    assert tests["The square mask"]["max_score"] == 8 and tests["A parameter count"]["max_score"] == 2
+    assert sum(test["max_score"] for test in export["tests"] if test["visibility"] == "visible") == 8
+    assert export["stdout_visibility"] == "hidden"
