@@ -152,7 +152,9 @@ def submitted_input(submission: Path) -> Path:
 
 
 def not_graded(text: str) -> dict:
-    return {"score": 0, "output": text, "output_format": "text", "tests": []}
+    from graders.reports.gradescope import STDOUT_VISIBILITY
+
+    return {"score": 0, "output": text, "output_format": "text", "stdout_visibility": STDOUT_VISIBILITY, "tests": []}
 
 
 def run(root: Path) -> int:
