@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 import graders
+from graders.answers_file import UnreadableAnswers, read_answers_file
 from graders.atomic import write_atomically
 from graders.assignment import current, for_submission, installed as installed_packs, load as load_pack
 from graders.checks.contract import ForwardingStudent
@@ -26,6 +27,7 @@ from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Conte
                                       run_check)
 from graders.integrity import results_section, scan_folder
 from graders.ingest import Rejected, ingest
+from graders.jsonable import jsonable
 from graders.oracles import GoldenOracle, ReferenceOracle
 from graders.redact import redact_results, solution_lines
 from graders.sandbox import (BudgetExhausted, Handle, Limits, MissingDependency, ProtocolError, SandboxError,
@@ -43,7 +45,6 @@ MAX_START_FAILURES = 2
 # Examples per property: a self-check must answer in seconds; an instructor's grade looks harder.
 MAX_EXAMPLES = {INSTRUCTOR: 20, SELF_CHECK: 5}
 SCHEMA_VERSION = 1
-MAX_ANSWERS_BYTES = 256 * 1024
 
 
 def secret_paths(assignment, extra=()):
@@ -80,16 +81,21 @@ def versions(assignment):
 
 
 def read_answers(root, answers_file):
-    """The submission's questions file parsed here (TOML is data, never code), or None."""
+    """The submission's questions file parsed here (TOML is data, never code), or None where it
+    is missing or unreadable."""
+    return submitted_answers(root, answers_file)[0]
+
+
+def submitted_answers(root, answers_file):
+    """(the questions file parsed, None), or (None, why it cannot be used, as `_blocked_result`
+    takes it: the submission's error, said to the student); (None, None) where there is none
+    (each question says so)."""
     if answers_file is None:
-        return None
-    path = Path(root) / answers_file
-    if not path.is_file() or path.stat().st_size > MAX_ANSWERS_BYTES:
-        return None
+        return None, None
     try:
-        return tomllib.loads(path.read_text(errors="replace"))
-    except tomllib.TOMLDecodeError:
-        return None
+        return read_answers_file(Path(root) / answers_file), None
+    except UnreadableAnswers as error:
+        return None, (f"{error}; fix the file: none of its answers can be graded as it is", None)
 
 
 class TrackedStudent(ForwardingStudent):
@@ -274,7 +280,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             oracle = ReferenceOracle(assignment) if mode == INSTRUCTOR else GoldenOracle(golden_dir or assignment.golden_dir)
         reference_answers = tomllib.loads((assignment.reference_dir / assignment.answers_file).read_text()) \
             if mode == INSTRUCTOR and assignment.answers_file else {}
-        answers = read_answers(ingested.root, assignment.answers_file)
+        answers, unreadable_answers = submitted_answers(ingested.root, assignment.answers_file)
         code_flags, flags_dropped = scan_folder(ingested.root)  # text only: nothing is imported
         timings = {"parts": {}, "checks": {}}
         options = options or {}
@@ -321,7 +327,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                     results.append(_not_started_result(chk, not_started))
                     continue
                 else:
-                    problem = lane.gate.problem(part.module)
+                    problem = lane.gate.problem(part.module) if runs_code else unreadable_answers
                     lane.denials.mark(f"importing {part.module}")
                 if problem:
                     results.append(_blocked_result(chk, problem))
@@ -396,7 +402,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                           "raised or printed were removed from every output"})
     timings["total_s"] = round(time.perf_counter() - started, 3)
     count_provisional = bool((options or {}).get("count_provisional"))
-    return {
+    return jsonable({  # a check's details may hold any number derived from the student's values
         "schema_version": SCHEMA_VERSION,
         "status": status,
         "reason": reason,
@@ -411,7 +417,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         "integrity": integrity,  # for a person to review; no points depend on it
         "timings": timings,
         "parts": parts,
-    }
+    })
 
 
 def _missing_dependencies(parts):
@@ -523,7 +529,8 @@ def error_result(source, reason, *, mode=INSTRUCTOR, only_parts=None, started=No
 
 
 def write_results(results, out_dir):
-    """Write out_dir/results.json atomically (temp file, then rename)."""
+    """Write out_dir/results.json atomically (temp file, then rename), as strict JSON whatever
+    the results hold."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    return write_atomically(out_dir / "results.json", json.dumps(results, indent=2))
+    return write_atomically(out_dir / "results.json", json.dumps(jsonable(results), indent=2, allow_nan=False))

@@ -16,14 +16,13 @@ import re
 import shutil
 import stat
 import struct
-import tomllib
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
-# The grader reads no more of a questions file than this (graders/grading.py, MAX_ANSWERS_BYTES).
-MAX_ANSWERS_BYTES = 256 * 1024
+# The grader reads no more of a questions file than this, and parses it safely.
+from graders.answers_file import MAX_ANSWERS_BYTES, parse_answers
 
 
 @dataclass(frozen=True)
@@ -597,7 +596,7 @@ def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dic
     try:
         if handed_in.stat().st_size > MAX_ANSWERS_BYTES:
             raise ValueError(f"it is over {MAX_ANSWERS_BYTES // 1024} KiB")
-        file_answers = tomllib.loads(handed_in.read_text(encoding="utf-8", errors="replace"))
+        file_answers = parse_answers(handed_in.read_text(encoding="utf-8", errors="replace"), answers_file)
     except ValueError as error:
         # The file is graded as the student handed it in: the answers part says it is unreadable.
         notes.append(f"{answers_file} beside the notebook cannot be read ({_show(str(error), 120)}); "

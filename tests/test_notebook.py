@@ -462,10 +462,10 @@ def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
 
 
 def test_an_unreadable_answers_toml_beside_the_notebook_is_graded_as_handed_in(tmp_path):
-    from graders import grading, ingest as ingest_module
+    from graders import answers_file, grading, ingest as ingest_module
     from graders.ingest import ingest
 
-    assert ingest_module.MAX_ANSWERS_BYTES == grading.MAX_ANSWERS_BYTES
+    assert ingest_module.MAX_ANSWERS_BYTES == answers_file.MAX_ANSWERS_BYTES
     folder = tmp_path / "hand-in"
     folder.mkdir()
     write_notebook(folder / "hw.ipynb", ANSWER_CELLS)

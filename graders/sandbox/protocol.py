@@ -11,7 +11,12 @@ travels as a handle (its id and type name), which can be passed back as an argum
 
 The grader side decodes strictly: anything unexpected is a `ProtocolError`, and every decoded
 value is built from JSON and bytes by the grader itself (builtins, plain `torch.Tensor`,
-`numpy.ndarray`, `Handle`), so no object of the worker's choosing can reach the grader.
+`numpy.ndarray`, `Handle`), so no object of the worker's choosing can reach the grader. What a
+message may hold is bounded before it is parsed, besides its size in bytes: at most MAX_VALUES
+JSON values, MAX_TENSORS tensors, each of a dtype of SAFETENSORS_DTYPES (a complex tensor would
+reach the checks and, through a number they derive from it, stop results.json) and of at most
+MAX_TENSOR_DIMS dimensions. A worker's code can write any bytes to its reply pipe, so these
+bounds hold whatever the worker's own encoder was made to send.
 """
 
 from __future__ import annotations
@@ -36,6 +41,12 @@ SAFETENSORS_LENGTH = struct.Struct("<Q")
 # Deeper than any sensible argument or result; bounds recursion on both sides.
 MAX_DEPTH = 64
 MAX_TYPE_NAME = 300
+# Many small values cost the reader far more memory than their bytes: a 0-d tensor is 20 bytes of
+# a payload and a kilobyte once built, `[]` 2 bytes of JSON and 56 once parsed. A reply holds a
+# few hundred tensors (a model's state_dict, a traced forward) and thousands of values at most.
+MAX_TENSORS = 10_000
+MAX_VALUES = 1_000_000
+MAX_TENSOR_DIMS = 64
 IOV_MAX = 1024  # buffers per writev call on Linux
 READ_CHUNK = 8 << 20  # os.read allocates what it is asked for before it knows what came
 TAG = "__t"
@@ -124,7 +135,39 @@ def safetensors_buffers(tensors: dict[str, torch.Tensor]) -> list:
 
 
 def load_safetensors(payload: bytes) -> dict[str, torch.Tensor]:
-    return safetensors.torch.load(payload)
+    """The tensors of a payload, once its header has passed `check_safetensors_header`."""
+    check_safetensors_header(payload)
+    tensors = safetensors.torch.load(payload)
+    if any(tensor.dtype not in SAFETENSORS_DTYPES for tensor in tensors.values()):
+        raise ProtocolError("the payload holds a tensor of a dtype the protocol does not carry")
+    return tensors
+
+
+def check_safetensors_header(payload: bytes) -> None:
+    """Refuse, before any tensor is built, a payload of more than MAX_TENSORS tensors or with a
+    tensor of another dtype than SAFETENSORS_DTYPES' or of more than MAX_TENSOR_DIMS dimensions."""
+    if len(payload) < SAFETENSORS_LENGTH.size:
+        raise ProtocolError("the tensor payload is truncated")
+    (size,) = SAFETENSORS_LENGTH.unpack_from(payload)
+    if size > len(payload) - SAFETENSORS_LENGTH.size:
+        raise ProtocolError("the tensor payload's header is longer than the payload")
+    raw = payload[SAFETENSORS_LENGTH.size:SAFETENSORS_LENGTH.size + size]
+    # Every entry names its offsets; a name cannot hold the quoted key unescaped, so this count
+    # is at least the number of tensors, and it is taken before the header is parsed.
+    if raw.count(b'"data_offsets"') > MAX_TENSORS:
+        raise ProtocolError(f"a message carries more than {MAX_TENSORS:,} tensors")
+    header = parse_header(raw)
+    allowed = set(SAFETENSORS_DTYPES.values())
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if type(entry) is not dict or type(entry.get("shape")) is not list:
+            raise ProtocolError("the tensor payload's header is malformed")
+        if entry.get("dtype") not in allowed:
+            raise ProtocolError(f"the payload holds a tensor of dtype {str(entry.get('dtype'))[:20]!r}, "
+                                "which the protocol does not carry")
+        if len(entry["shape"]) > MAX_TENSOR_DIMS:
+            raise ProtocolError(f"the payload holds a tensor of more than {MAX_TENSOR_DIMS} dimensions")
 
 
 # ---------------------------------------------------------------------------- values
@@ -303,6 +346,8 @@ def receive_message(fd: int, *, max_bytes: int | None = None, max_header_bytes: 
     payload = _read_exact(fd, payload_size, deadline)
     try:
         return header, load_safetensors(payload)
+    except ProtocolError:
+        raise
     except Exception as error:  # safetensors reports malformed input with its own error types
         raise ProtocolError(f"the tensor payload is malformed: {error}") from error
 
@@ -311,6 +356,11 @@ def parse_header(raw: bytes) -> dict:
     def reject_constant(name: str) -> None:
         raise ValueError(f"{name} is not allowed")
 
+    # A JSON value is a container or follows a comma, but the first: this bounds what parsing
+    # builds before it is built (commas and brackets inside strings only make the bound stricter,
+    # and a message's texts are a few thousand characters).
+    if raw.count(b",") + raw.count(b"[") + raw.count(b"{") >= MAX_VALUES:
+        raise ProtocolError(f"a message holds more than {MAX_VALUES:,} values")
     try:
         header = json.loads(raw.decode("utf-8"), parse_constant=reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
