@@ -63,6 +63,95 @@ def test_moodle_download_in_folders_grades_the_zip_inside(tmp_path):
     assert (john.student_id, john.path) == ("89", modules)  # module files: the folder is the submission
 
 
+# A name (the student's profile) and an uploaded file's name (the student's too) may hold what looks
+# like the LMS's own `_<id>_...`: Mallory (4568) against Victor (4567).
+FORGED_MOODLE = {
+    "name": "Mallory_4567_assignsubmission_file_x_4568_assignsubmission_file_",  # a folder: the end is Moodle's
+    "file_name": "Mallory_4568_assignsubmission_file_x_4567_assignsubmission_file_hw.zip",
+    "name_flat": "Mallory_4567_assignsubmission_file_x_4568_assignsubmission_file_hw.zip",
+}
+
+
+def test_moodle_a_folder_is_its_id_before_moodle_s_own_end_whatever_the_name_holds(tmp_path):
+    (tmp_path / FORGED_MOODLE["name"]).mkdir()
+    (tmp_path / FORGED_MOODLE["name"] / "attention.py").write_text("mallory")
+    (tmp_path / "Victor_4567_assignsubmission_file_").mkdir()
+    found = {s.student_id: s for s in discover(tmp_path, names="moodle")}
+    assert set(found) == {"4567", "4568"}
+    assert found["4568"].name == "Mallory_4567_assignsubmission_file_x"
+    assert found["4568"].path.name == FORGED_MOODLE["name"]
+
+
+@pytest.mark.parametrize("entry", [FORGED_MOODLE["file_name"], FORGED_MOODLE["name_flat"]])
+def test_moodle_a_file_name_that_reads_as_two_students_stops_the_batch(tmp_path, entry):
+    _zip(tmp_path / entry, {"attention.py": "mallory"})
+    _zip(tmp_path / "Victor_4567_assignsubmission_file_hw.zip", {"attention.py": "victor"})
+    with pytest.raises(DiscoveryError, match="read as more than one student") as refused:
+        discover(tmp_path, names="moodle")
+    assert "4567, 4568" in str(refused.value) or "4568, 4567" in str(refused.value)
+
+
+def _first_id_reading(monkeypatch):
+    """The layer removed: the intake reads the first `_<id>_` of a name, as it did."""
+    import re
+
+    from graders.batch import discover as intake
+
+    layouts = {"moodle": r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.*)$",
+               "canvas": r"^(?P<name>[^_]+)_(?P<late>LATE_)?(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.*)$"}
+
+    def first(entry_name, scheme, *, folder=False):
+        match = re.match(layouts[scheme], entry_name) if scheme in layouts else None
+        return intake.LmsName(match["name"], match["id"], match["file"]) if match else None
+
+    monkeypatch.setattr(intake, "lms_name", first)
+
+
+def test_moodle_positive_control_the_first_id_made_mallory_the_absent_victim(tmp_path, monkeypatch):
+    (tmp_path / FORGED_MOODLE["name"]).mkdir()
+    assert [s.student_id for s in discover(tmp_path, names="moodle")] == ["4568"]
+    _first_id_reading(monkeypatch)
+    assert [s.student_id for s in discover(tmp_path, names="moodle")] == ["4567"]
+
+
+@pytest.mark.parametrize("entries", [
+    ["mallory_4567_1_x_4568_2_attention.py"],  # Canvas keeps `_` of a name: the name holds Victor's id
+    ["mallory_4568_2_x_4567_1_attention.py"],  # the uploaded file's name holds it
+    ["mallory_LATE_4568_2_x_4567_1_attention.py"],
+])
+def test_canvas_a_name_that_reads_as_two_students_stops_the_batch(tmp_path, entries):
+    for entry in entries:
+        (tmp_path / entry).write_text("mallory")
+    (tmp_path / "victor_4567_700_attention.py").write_text("victor")
+    with pytest.raises(DiscoveryError, match="read as more than one student"):
+        discover(tmp_path, names="canvas", staging=tmp_path.parent / "staging")
+
+
+def test_canvas_positive_control_the_first_id_made_mallory_the_victim(tmp_path, monkeypatch):
+    _zip(tmp_path / "mallory_4567_1_x_4568_2_hw.zip", {"attention.py": "mallory"})
+    _first_id_reading(monkeypatch)
+    assert [s.student_id for s in discover(tmp_path, names="canvas")] == ["4567"]
+
+
+def test_canvas_uploads_of_one_id_under_two_names_are_refused_not_merged(tmp_path):
+    (tmp_path / "victor_4567_700_attention.py").write_text("victor")
+    (tmp_path / "mallory_4567_701_attention.py").write_text("mallory")
+    with pytest.raises(DiscoveryError, match="uploads of the student id 4567 under different names"):
+        discover(tmp_path, names="canvas", staging=tmp_path.parent / "staging")
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ("doe_jane_12345_67890_hw3.zip", ("12345", "doe_jane", False)),  # `_` in a Canvas name
+    ("doejane_LATE_12345_67890_hw_3.zip", ("12345", "doejane", True)),
+    ("doejane_12345_67890_attention_2.py", ("12345", "doejane", False)),
+])
+def test_canvas_names_read_anchored_to_the_layout(entry, expected):
+    from graders.batch.discover import lms_name
+
+    reading = lms_name(entry, "canvas")
+    assert (reading.student_id, reading.name, reading.late) == expected
+
+
 def test_lateness_is_a_gradebook_column(tmp_path):
     store.publish(tmp_path, "12345", fake_results(5.0) | {"batch": {"name": "doejane", "late": True}}, {"key": "a"})
     store.publish(tmp_path, "678", fake_results(6.0) | {"batch": {"name": "roejohn", "late": False}}, {"key": "b"})

@@ -21,6 +21,14 @@ understood on request (`--names`):
              Jane Doe. A folder of Moodle's "download submissions in folders" that holds a single
              zip or notebook (`Jane Doe_4567_assignsubmission_file_/hw4.zip`) is that file.
 
+Both layouts are read anchored to what the LMS writes, not by the first number in the name: the
+name (chosen by the student, in their profile) and the uploaded file's name (chosen by the student
+too) may both hold something shaped like `_<id>_...`, to land as another student. Every reading of
+the layout is tried; an entry that reads as two different students is refused with the batch
+(`DiscoveryError`, before anything is graded), as are two entries with one id (Canvas: uploads of
+one id under two names), never merged. A Moodle folder ends with its `_assignsubmission_<plugin>_`,
+so the id is the one just before that end, whatever the name holds.
+
 An entry that does not match the scheme keeps its plain id. A manifest CSV (`student_id,path`,
 paths relative to the manifest's folder unless absolute) replaces all of this: only the listed
 entries are graded, under the listed ids.
@@ -39,14 +47,29 @@ from graders.grading import input_sha256
 SKIPPED_NAMES = frozenset({"__MACOSX"})
 STRIPPED_SUFFIXES = (".zip", ".ipynb")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
-_CANVAS = re.compile(r"^(?P<name>[^_]+)_(?P<late>LATE_)?(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.*)$")
+# Where the LMS's own part may begin (after `<name>`): every such place is a reading of the name.
+_CANVAS_AT = re.compile(r"_(?=(?P<late>LATE_)?(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$)")
 _RENAMED_UPLOAD = re.compile(r"^(?P<stem>.+)-\d+(?P<suffix>\.[A-Za-z0-9]+)$")  # Canvas's `model-1.py`
-_MOODLE = re.compile(r"^(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)_.*$")
+_MOODLE_AT = re.compile(r"_(?=(?P<id>\d+)_assignsubmission_(?:file|onlinetext)_(?P<file>.*)$)")
 NAME_SCHEMES = ("plain", "canvas", "moodle")
 
 
 class DiscoveryError(Exception):
-    """The batch cannot start (duplicate ids, unreadable manifest); the message says why."""
+    """The batch cannot start (duplicate ids, ambiguous names, unreadable manifest); the message says why."""
+
+
+class AmbiguousName(DiscoveryError):
+    """An entry whose name reads as more than one student id in the LMS's layout."""
+
+
+@dataclass(frozen=True)
+class LmsName:
+    """One reading of an entry's name in an LMS's layout."""
+    name: str
+    student_id: str
+    file: str  # the uploaded file's own name (Moodle's folder: "")
+    submission: int = 0  # Canvas's submission id
+    late: bool = False  # Canvas's LATE
 
 
 @dataclass(frozen=True)
@@ -70,17 +93,37 @@ def safe_id(text: str) -> str:
     return cleaned[:120]
 
 
-def id_from_entry(entry_name: str, scheme: str = "plain") -> tuple[str, str]:
-    """(student id, display name) of a SUBMISSIONS entry."""
+def lms_name(entry_name: str, scheme: str, *, folder: bool = False) -> LmsName | None:
+    """The entry's name read in the LMS's layout, None where it does not match it. Raises
+    AmbiguousName where it reads as two different students."""
+    if scheme == "canvas":
+        readings = [LmsName(entry_name[:at.start()], at["id"], at["file"], int(at["submission"]), bool(at["late"]))
+                    for at in _CANVAS_AT.finditer(entry_name) if at.start() > 0]
+        # `doejane_LATE_1_2_f` also reads as the name `doejane_LATE`: the same student, not late.
+        readings = [r for r in readings if not any(o.late and r.name == f"{o.name}_LATE" for o in readings)]
+    elif scheme == "moodle":
+        readings = [LmsName(entry_name[:at.start()], at["id"], at["file"])
+                    for at in _MOODLE_AT.finditer(entry_name) if at.start() > 0]
+        if folder and readings and not readings[-1].file:
+            readings = readings[-1:]  # Moodle's folder ends with its layout: the name is all before it
+    else:
+        return None
+    if len({reading.student_id for reading in readings}) > 1:
+        raise AmbiguousName(f"{entry_name!r} reads as the {scheme} ids "
+                            f"{', '.join(dict.fromkeys(r.student_id for r in readings))}")
+    return readings[0] if readings else None
+
+
+def id_from_entry(entry_name: str, scheme: str = "plain", *, folder: bool = False) -> tuple[str, str]:
+    """(student id, display name) of a SUBMISSIONS entry. Raises AmbiguousName (see lms_name)."""
     stem = entry_name
     for suffix in STRIPPED_SUFFIXES:
         if stem.lower().endswith(suffix) and len(stem) > len(suffix):
             stem = stem[: -len(suffix)]
             break
-    if scheme == "canvas" and (match := _CANVAS.match(entry_name)):
-        return safe_id(match["id"]), match["name"]
-    if scheme == "moodle" and (match := _MOODLE.match(entry_name)):
-        return safe_id(match["id"]), match["name"]
+    reading = lms_name(entry_name, scheme, folder=folder)
+    if reading is not None:
+        return safe_id(reading.student_id), reading.name
     return safe_id(stem), ""
 
 
@@ -98,22 +141,35 @@ def discover(folder: Path | None, *, manifest: Path | None = None, names: str = 
         if folder is None or not Path(folder).is_dir():
             raise DiscoveryError(f"{folder} is not a folder of submissions")
         pairs = []
+        ambiguous = []
         for entry in sorted(Path(folder).iterdir()):
             if entry.name.startswith(".") or entry.name in SKIPPED_NAMES or entry.resolve() in excluded:
                 continue
-            student_id, display = id_from_entry(entry.name, names)
-            if names == "canvas" and (match := _CANVAS.match(entry.name)) and match["late"]:
-                late.add(student_id)
-            if names == "moodle" and _MOODLE.match(entry.name):
+            try:
+                reading = lms_name(entry.name, names, folder=entry.is_dir() and not entry.is_symlink())
+            except AmbiguousName as error:
+                ambiguous.append(str(error))
+                continue
+            if reading is None:
+                student_id, display = id_from_entry(entry.name)
+                pairs.append((student_id, entry, display))
+                continue
+            if reading.late:
+                late.add(safe_id(reading.student_id))
+            if names == "moodle":
                 entry = _single_file_inside(entry)
-            pairs.append((student_id, entry, display))
+            pairs.append((safe_id(reading.student_id), entry, reading.name))
+        if ambiguous:
+            raise DiscoveryError("some names read as more than one student in the LMS's layout (a name or a file "
+                                 "name holding `_<id>_`); give the entry the one id it belongs to, or list the "
+                                 "batch in a --manifest:\n  " + "\n  ".join(ambiguous))
         if names == "canvas" and staging is not None:
             pairs = _gather_canvas_uploads(pairs, Path(staging))
     seen: dict[str, Path] = {}
     duplicates = []
     for student_id, path, _ in pairs:
         if student_id in seen:
-            duplicates.append(f"{student_id}: {seen[student_id].name} and {path.name}")
+            duplicates.append(f"{student_id}: {seen[student_id].name!r} and {path.name!r}")
         seen.setdefault(student_id, path)
     if duplicates:
         raise DiscoveryError("several submissions have the same student id (keep one, or give a --manifest):\n  "
@@ -143,18 +199,22 @@ def _gather_canvas_uploads(pairs: list[tuple[str, Path, str]], staging: Path) ->
         by_student.setdefault(pair[0], []).append(pair)
     gathered = []
     for student_id, entries in by_student.items():
-        uploads = [(match, path) for _, path, _ in entries
-                   if (match := _CANVAS.match(path.name)) and path.is_file() and not path.is_symlink()]
+        uploads = [(reading, path) for _, path, _ in entries
+                   if (reading := lms_name(path.name, "canvas")) and path.is_file() and not path.is_symlink()]
         alone = len(entries) == 1 and (entries[0][1].is_dir() or entries[0][1].suffix.lower() in STRIPPED_SUFFIXES)
         if alone or len(uploads) != len(entries):
             gathered += entries
             continue
+        if len({display for _, _, display in entries}) > 1:  # Canvas names one student's uploads alike
+            raise DiscoveryError(f"uploads of the student id {student_id} under different names "
+                                 f"({', '.join(sorted({repr(path.name) for _, path, _ in entries}))}): keep the "
+                                 "student's own, or list the batch in a --manifest")
         latest: dict[str, tuple[int, Path]] = {}
-        for match, path in uploads:
-            renamed = _RENAMED_UPLOAD.match(match["file"])
-            name = f"{renamed['stem']}{renamed['suffix']}" if renamed else match["file"]
-            if name not in latest or int(match["submission"]) >= latest[name][0]:
-                latest[name] = (int(match["submission"]), path)
+        for reading, path in uploads:
+            renamed = _RENAMED_UPLOAD.match(reading.file)
+            name = f"{renamed['stem']}{renamed['suffix']}" if renamed else reading.file
+            if name not in latest or reading.submission >= latest[name][0]:
+                latest[name] = (reading.submission, path)
         folder = staging / student_id
         if folder.exists():
             shutil.rmtree(folder)
