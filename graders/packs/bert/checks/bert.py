@@ -27,7 +27,7 @@ from graders.checks.compare import expect_tensor
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import sequence_gate
 from graders.checks.localise import against_reference
-from graders.checks.weights import state_shapes, state_tensors
+from graders.checks.weights import distinct_values, state_shapes, state_tensors
 from graders.sandbox import StudentError
 
 MODULE = "bert"
@@ -74,7 +74,7 @@ def bert_inputs(draw, *, padded=False):
     n_heads = draw(st.integers(1, 2))
     E = 2 * draw(st.integers(2, 4))
     V = draw(st.integers(3, 30))
-    n_layers = draw(st.integers(1, 2))
+    n_layers = draw(st.integers(2, 3))  # several layers: what is wrong only across layers shows
     T = draw(st.integers(2 if padded else 1, 6))
     B = draw(st.integers(1, 3))
     seed = draw(st.integers(0, 2**16))
@@ -125,7 +125,7 @@ def bert_forward(ctx, handle, ex, text=None, padding="same", seed=None):
                          diagnosis="bert_output_size" if wrong_width else None)
 
 
-GATE_MODEL = dict(n_layers=1, vocab_size=20, embed_dim=8, n_heads=2)  # what bert_gate probes, on (2, 6) text
+GATE_MODEL = dict(n_layers=2, vocab_size=20, embed_dim=8, n_heads=2)  # what bert_gate probes, on (2, 6) text
 
 
 def bert_gate(ctx):
@@ -238,6 +238,47 @@ def bert_positions_matter(ctx):
                 f"by {moved:.2g} at most): the model cannot tell positions apart",
                 diagnosis="bert_no_positional_encoding", details={"numbers": {"max_change": moved}},
                 locate=lambda: where_bert(ctx, handle, ex))
+
+    bert_gate(ctx)
+
+
+def _layer_index(name):
+    """The first numeric component of a state entry's name ("net.1.norm1.weight": "1"), the index
+    of a block in an nn.Sequential or nn.ModuleList; None for an entry outside such a stack."""
+    return next((part for part in name.split(".") if part.isdigit()), None)
+
+
+@check("bert.layers", "BertModel stacks n_layers TransformerBlocks, each with weights of its own")
+def bert_layers(ctx):
+    # Without the stand-ins: the blocks' own weights are what is counted and loaded.
+    @ctx.given(bert_inputs())
+    def prop(ex):
+        V, E, H = ex.vocab_size, ex.embed_dim, ex.n_heads
+        handles, entries = {}, {}
+        for n_layers in (1, 2, 3):
+            handles[n_layers] = ctx.student.construct(MODULE, "BertModel", n_layers, V, E, H, 0.1, 0.1)
+            entries[n_layers] = state_tensors(ctx, handles[n_layers], "BertModel")
+        counts = [len(entries[n]) for n in (1, 2, 3)]
+        call = f"BertModel(n_layers=1, 2, 3, vocab_size={V}, embed_dim={E}, n_heads={H})"
+        if counts[0] == counts[1] == counts[2]:
+            raise CheckFailed(f"{call} hold the same {counts[0]} state_dict entries: the model does not build "
+                              "n_layers blocks", diagnosis="bert_layers_ignored",
+                              details={"numbers": {"entries": counts}})
+        if not counts[2] - counts[1] == counts[1] - counts[0] > 0:
+            raise CheckFailed(f"{call} hold {counts[0]}, {counts[1]} and {counts[2]} state_dict entries: every layer "
+                              "should add one block's entries", details={"numbers": {"entries": counts}})
+        # every entry gets its own values, loaded and read back: entries of one module repeated in
+        # several layers read back the same values, the last written
+        state = entries[3]
+        sent = distinct_values(state, ctx.seed)
+        ctx.student.load_state_dict(handles[3], sent, strict=False)
+        back = state_tensors(ctx, handles[3], "BertModel")
+        tied = sorted({(a, b) for a in sent for b in sent if a < b and _layer_index(a) != _layer_index(b)
+                       and a in back and b in back and back[a].shape == back[b].shape
+                       and not torch.equal(back[a], sent[a]) and torch.equal(back[a], back[b])})
+        if tied:
+            raise CheckFailed(f"{call}: with n_layers=3 the layers share their weights ({', '.join(f'{a} is {b}' for a, b in tied[:3])}): "
+                              "the blocks are one module repeated, not n_layers blocks", diagnosis="bert_layers_shared")
 
     bert_gate(ctx)
 

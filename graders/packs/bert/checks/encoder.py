@@ -13,7 +13,7 @@ import torch
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
-from graders.checks.framework import CheckFailed, check
+from graders.checks.framework import _FRAME, CheckFailed, check
 from graders.checks.gates import expect_changes, expect_repeatable, expect_varies, sequence_gate
 from graders.checks.localise import against_reference
 from .attention import explained
@@ -320,8 +320,14 @@ def block_forward(ctx, handle, ex, x=None, padding="same", seed=RNG_SEED):
         result = ctx.student.call(handle, "__call__", (x, padding))
     except StudentError as error:
         masked = "None" if padding is None else f"a padding mask of shape {tuple(padding.shape)}"
+        # the stand-in replaces the block's MultiHeadAttention; code of the student's attention.py in
+        # the traceback ran all the same (an attention kept under another class, or called as functions)
+        own_attention = any(path.rsplit("/", 1)[-1] == "attention.py" for path, *_ in _FRAME.findall(error.traceback or ""))
+        with_stand_in = ("; the traceback runs through your attention.py, which the block calls itself although its "
+                         "MultiHeadAttention is the grader's stand-in here" if own_attention
+                         else ", its self_attn the grader's stand-in")
         raise explained(error, f"TransformerBlock(embed_dim={ex.embed_dim}, n_heads={ex.n_heads})((x of shape "
-                               f"{tuple(x.shape)}, {masked})), its self_attn the grader's stand-in") from None
+                               f"{tuple(x.shape)}, {masked})){with_stand_in}") from None
     if isinstance(result, torch.Tensor) or not isinstance(result, (tuple, list)) or len(result) != 2:
         raise CheckFailed(f"the block returned {_kind(result)}, expected a pair (embedding, mask)",
                           diagnosis="block_drops_mask")
@@ -342,9 +348,9 @@ BLOCK_SUB_MODULES = ("self_attn", "linear_net", "norm1", "norm2")  # the names t
 class SubModules:
     """The block's own sub-modules, called through the worker."""
 
-    def __init__(self, ctx, handle):
+    def __init__(self, ctx, handle, names=BLOCK_SUB_MODULES):
         self.ctx = ctx
-        self.mods = {name: self._sub_module(handle, name) for name in BLOCK_SUB_MODULES}
+        self.mods = {name: self._sub_module(handle, name) for name in names}
 
     def _sub_module(self, handle, name):
         """The block's sub-module `name`, or a failure that lists the sub-modules it has instead."""
@@ -379,6 +385,8 @@ def wirings(sub, x, padding):
     out["pre_ln"] = [x1 + sub("linear_net", sub("norm2", x1))]
     x2 = x + sub("norm1", attended)
     out["residual_outside_norm"] = [x2 + sub("norm2", sub("linear_net", x2))]
+    h2 = sub("norm2", x + attended)  # told apart from the right wiring by norms of weights of their own
+    out["block_norms_swapped"] = [sub("norm1", h2 + sub("linear_net", h2))]
     if padding is not None:
         unmasked = sub("self_attn", x, None)
         h0 = sub("norm1", x + unmasked)
@@ -387,14 +395,16 @@ def wirings(sub, x, padding):
 
 
 def diagnose_block(variants, got, rows=None):
-    for diagnosis, outputs in variants.items():
-        if diagnosis in ("right", "attended"):
-            continue
-        for output in outputs:
-            a, b = (got, output) if rows is None else (got[rows], output[rows])
-            if is_close(a, b, atol=1e-4):
-                return diagnosis
-    return None
+    """The one known wiring mistake whose output, computed from the block's own sub-modules, equals
+    the block's and differs from the right wiring's on this input; None when none or several do."""
+    def pick(t):
+        return t if rows is None else t[rows]
+
+    right = pick(variants["right"])
+    matching = {diagnosis for diagnosis, outputs in variants.items() if diagnosis not in ("right", "attended")
+                for output in outputs
+                if is_close(pick(got), pick(output), atol=1e-4) and not is_close(pick(output), right, atol=1e-4)}
+    return matching.pop() if len(matching) == 1 else None
 
 
 GATE_INPUT = (8, 2, (2, 5))  # embed_dim, n_heads, (B, T) of the input the block gate probes
@@ -452,20 +462,35 @@ def block_post_ln(ctx):
             raise CheckFailed(
                 f"output tokens have mean up to {worst_mean:.3g} away from 0 and standard deviation up to "
                 f"{worst_std:.3g} away from 1: the last operation of the block must be norm2",
-                diagnosis=diagnose_block(variants, got) or "pre_ln",
+                diagnosis=diagnose_block(variants, got),
                 details={"numbers": {"max_abs_token_mean": worst_mean, "max_abs_token_std_minus_1": worst_std}},
                 locate=lambda: where_block(ctx, handle, ex))
 
     block_gate(ctx)
 
 
-@check("block.wiring", "norm2(h + linear_net(h)) with h = norm1(x + self_attn(x, mask)), from the block's own sub-modules")
+def distinct_norms(ctx, handle, ex):
+    """norm1 and norm2 given weights and biases of their own, away from LayerNorm's default (ones,
+    zeros), so that which norm is applied where shows in the block's output."""
+    g = torch.Generator().manual_seed(ex.embed_dim * 1000 + int(ex.x.abs().sum() * 100) % 1000)
+    state = state_tensors(ctx, handle, "TransformerBlock")
+    chosen = {}
+    for name, value in state.items():
+        if name.startswith(("norm1.", "norm2.")) and value.is_floating_point():
+            draw = torch.rand(value.shape, generator=g, dtype=torch.float64)
+            chosen[name] = ((0.5 + draw) if name.endswith("weight") else (draw - 0.5)).to(value.dtype)
+    ctx.student.load_state_dict(handle, chosen, strict=False)
+
+
+@check("block.wiring", "norm2(h + linear_net(h)) with h = norm1(x + self_attn(x, mask)), from the block's own "
+       "sub-modules, norm1 and norm2 holding weights of their own")
 def block_wiring(ctx):
     @ctx.given(block_inputs())
     def prop(ex):
         handle = build_block(ctx, ex)
-        got, _ = block_forward(ctx, handle, ex)
         sub = SubModules(ctx, handle)
+        distinct_norms(ctx, handle, ex)
+        got, _ = block_forward(ctx, handle, ex)
         variants = wirings(sub, ex.x, ex.padding)
         if not is_close(got, variants["right"], atol=1e-4):
             diagnosis = diagnose_block(variants, got)
@@ -487,8 +512,8 @@ def block_padding(ctx):
         changed, _ = block_forward(ctx, handle, ex, x=torch.where(padded, 10 * noise, ex.x))
         real = ~padded.expand_as(got)
         if not torch.allclose(got[real], changed[real], atol=1e-5, equal_nan=True):
-            unmasked = wirings(SubModules(ctx, handle), ex.x, ex.padding)["block_ignores_mask"][0]
-            diagnosis = "block_ignores_mask" if is_close(got, unmasked, atol=1e-4) else None
+            variants = wirings(SubModules(ctx, handle), ex.x, ex.padding)
+            diagnosis = "block_ignores_mask" if diagnose_block(variants, got) == "block_ignores_mask" else None
             moved = (got - changed).abs().amax(-1) > 1e-5  # (B, T): the positions whose output moved
             rows = ", ".join(f"sequence {b}: positions {moved[b].nonzero().flatten().tolist()}"
                              for b in range(moved.size(0)) if moved[b].any())
@@ -499,16 +524,26 @@ def block_padding(ctx):
     block_gate(ctx)
 
 
-@check("block.dropout", "In training mode the block applies dropout at layer_drop_rate")
+@check("block.dropout", "In training mode the block applies dropout at layer_drop_rate, linear_net's own Dropout included")
 def block_dropout(ctx):
     (x,) = tensors_from(ctx.seed, (2, 8, 16))
     ex = BlockInput(16, 4, x, None)
     handle = build_block(ctx, ex, attn_drop=0.0, layer_drop=0.9, mode="train")
+    # linear_net alone, in training mode: the Dropout its docstring lists drops at 0.9, so its
+    # output under two seeds differs (the attention branch's dropout is block.attention_dropout's)
+    net = SubModules(ctx, handle, ["linear_net"]).mods["linear_net"]
+    ctx.student.seed(ctx.seed)
+    once = expect_tensor(ctx.student.call(net, "__call__", x), "linear_net output", shape=x.shape)
+    ctx.student.seed(ctx.seed + 1)
+    again = expect_tensor(ctx.student.call(net, "__call__", x), "linear_net output", shape=x.shape)
+    if torch.equal(once, again):
+        raise CheckFailed("with layer_drop_rate=0.9 two training-mode calls of linear_net under different seeds agree: "
+                          "linear_net applies no dropout", diagnosis="ffn_no_dropout")
     first, _ = block_forward(ctx, handle, ex, seed=ctx.seed)
     second, _ = block_forward(ctx, handle, ex, seed=ctx.seed + 1)
     if torch.equal(first, second):
-        raise CheckFailed("with layer_drop_rate=0.9 two training-mode passes agree: dropout is never applied",
-                          diagnosis="block_no_dropout")
+        raise CheckFailed("with layer_drop_rate=0.9 two training-mode passes agree, although linear_net alone drops "
+                          "out: the block's output does not go through linear_net's dropout")
     block_gate(ctx)
 
 
@@ -525,8 +560,13 @@ def block_attention_dropout(ctx):
     first, _ = block_forward(ctx, handle, ex, seed=ctx.seed)
     second, _ = block_forward(ctx, handle, ex, seed=ctx.seed + 1)
     if torch.equal(first, second) and torch.equal(first, first[:1, :1].expand_as(first)):
-        raise CheckFailed("with linear_net's weights zero the block's output is the same at every position: the "
-                          "feed-forward sub-layer's input h is not added back before norm2", diagnosis="missing_residual")
+        ctx.student.call(handle, "eval")
+        evaluated, _ = block_forward(ctx, handle, ex)
+        seen = diagnose_block(wirings(SubModules(ctx, handle), ex.x, None), evaluated) == "missing_residual"
+        raise CheckFailed("with linear_net's weights zero the block's output is the same at every position, so whether "
+                          "the attention's output is dropped out cannot show"
+                          + (": the feed-forward sub-layer's input h is not added back before norm2" if seen else ""),
+                          diagnosis="missing_residual" if seen else None)
     if torch.equal(first, second):
         raise CheckFailed("with layer_drop_rate=0.9 and linear_net's weights zero, two training-mode passes agree: the "
                           "attention's output is not dropped out", diagnosis="block_no_dropout")
@@ -576,13 +616,18 @@ def block_separate_norms(ctx):
     def prop(n_heads, head_dim):
         ex = BlockInput(n_heads * head_dim, n_heads, None, None)
         handle = build_block(ctx, ex)
+        SubModules(ctx, handle, ["norm1", "norm2"])  # norms under other names are said as such
         state = state_tensors(ctx, handle, "TransformerBlock")
         # every entry gets its own values, loaded and read back: a shared LayerNorm keeps one set only
         shared = [name for name in shared_entries(ctx, handle, state, ctx.seed) if name.startswith(("norm1.", "norm2."))]
-        if shared or not any(name.startswith("norm1.") for name in state) or not any(name.startswith("norm2.") for name in state):
-            raise CheckFailed(f"TransformerBlock(embed_dim={ex.embed_dim}, n_heads={n_heads}): norm1 and norm2 do not "
-                              f"hold weights of their own ({', '.join(shared) or 'one of them has none'})",
+        if shared:
+            raise CheckFailed(f"TransformerBlock(embed_dim={ex.embed_dim}, n_heads={n_heads}): norm1 and norm2 share "
+                              f"their weights (values loaded into {', '.join(shared)} read back as the other's)",
                               diagnosis="block_shared_norm")
+        without = [name for name in ("norm1", "norm2") if not any(key.startswith(name + ".") for key in state)]
+        if without:
+            raise CheckFailed(f"TransformerBlock(embed_dim={ex.embed_dim}, n_heads={n_heads}): {' and '.join(without)} "
+                              "hold no weights (a LayerNorm has a weight and a bias)")
 
     block_gate(ctx)
 

@@ -23,6 +23,7 @@ BLOCK_RETURN = "return embedding, mask\n"
 # bert.py
 EMBED = "self.embed = nn.Embedding(vocab_size + 1, embed_dim)"
 NET_CALL = "x, _ = self.net((x, mask))"
+LAYERS = "*[TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate) for _ in range(n_layers)]"
 SELECT = "selected = (torch.rand(text.shape) < mask_rate) & (text != pad_ind)  # (B, T) bool"
 LABELS = "mask_labels = torch.where(selected, text, torch.full_like(text, IGNORE_INDEX))"
 ONLY_MASK = "if only_mask:"
@@ -115,6 +116,11 @@ MUTANTS = [
     # BERT model
     one("bert_embedding_vocab_rows", "bert", BERT, EMBED, "self.embed = nn.Embedding(vocab_size, embed_dim)",
         "bert_no_mask_embedding"),
+    # mistakes seen only with several layers
+    one("bert_one_block", "bert", BERT, LAYERS, "TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate)",
+        "bert_layers_ignored"),
+    one("bert_block_repeated", "bert", BERT, LAYERS,
+        "*[TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate)] * n_layers", "bert_layers_shared"),
     one("bert_mask_not_passed", "bert", BERT, NET_CALL, "x, _ = self.net((x, None))", "bert_mask_not_passed"),
     one("bert_no_positional_encoding", "bert", BERT, "x = self.pos_embed(self.embed(batch_text))  # (B, T, E)",
         "x = self.embed(batch_text)", "bert_no_positional_encoding"),
@@ -177,6 +183,14 @@ MUTANTS = [
     one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
     one("pretrain_loss_on_all_tokens", "pretraining", BERT, LOSS,
         "loss = F.cross_entropy(logits.reshape(-1, vocab_size), text.flatten())", "pretrain_loss_on_all_tokens"),
+    # linear_net without the Dropout its docstring lists: the block still drops out after the attention
+    one("block_ffn_no_dropout", "block", ENC, FFN_OUT + "\n            nn.Dropout(layer_drop_rate),", FFN_OUT,
+        "ffn_no_dropout"),
+    # each norm in the other's place: seen only when the two hold different weights
+    Mutant("block_norms_swapped", "block",
+           (Edit(ENC, NORM1, "embedding = self.norm2(embedding + self.dropout(attended))"),
+            Edit(ENC, NORM2, "embedding = self.norm1(embedding + self.linear_net(embedding))")),
+           "block_norms_swapped"),
     # norms under other names than the docstring's: the block checks say which names they call
     Mutant("block_norms_renamed", "block",
            (Edit(ENC, "self.norm1 = nn.LayerNorm(embed_dim)", "self.ln1 = nn.LayerNorm(embed_dim)"),
