@@ -5,12 +5,12 @@ import shutil
 
 import pytest
 
-from tests.course import REFERENCE_DIR
+from tests.course import HOMEWORK, REFERENCE_DIR
 from graders.grading import grade
 
 
 def _finetune_part(folder, **options):
-    results = grade(folder, only_parts=["finetune"], options=options)
+    results = grade(folder, only_parts=["finetune"], options=options, assignment=HOMEWORK)
     (part,) = results["parts"]
     return part
 
@@ -30,7 +30,7 @@ class Notes:
 
 def test_reference_passes_smoke_mode_provisionally_and_each_epoch_is_shown():
     notes = Notes()
-    results = grade(REFERENCE_DIR, only_parts=["finetune"], progress=notes)
+    results = grade(REFERENCE_DIR, only_parts=["finetune"], progress=notes, assignment=HOMEWORK)
     (part,) = results["parts"]
     (check,) = part["checks"]
     assert check["status"] == "passed", check["message"]
@@ -40,6 +40,21 @@ def test_reference_passes_smoke_mode_provisionally_and_each_epoch_is_shown():
     assert [line.split(":")[0] for line in notes.lines] == [f"fine-tuning epoch {n}" for n in curve["epoch"]]
     assert f"validation accuracy {curve['valid_acc'][-1]:.1%}" in notes.lines[-1]
     assert "test accuracy" in check["message"]
+
+
+def test_each_stage_of_the_check_is_timed_in_results():
+    """Issue 35: where the check's time goes, in results.json: preparation (and, when this grade
+    built them, the encoder's load and the features), the frozen-encoder probe, the worker's start,
+    and each epoch with its predictions."""
+    part = _finetune_part(REFERENCE_DIR)
+    (check,) = part["checks"]
+    timings = check["details"]["timings"]
+    assert {"preparation_s", "probe_s", "start_s", "epochs"} <= timings.keys()
+    assert {"encoder_load_s", "features_s"} <= timings.keys() or timings["preparation_s"] < 1
+    assert [epoch["epoch"] for epoch in timings["epochs"]] == check["details"]["training_curve"]["epoch"]
+    for epoch in timings["epochs"]:
+        assert 0 <= epoch["predict_seconds"] <= epoch["seconds"] and epoch["request_seconds"] >= epoch["seconds"] - 0.5
+    assert all(timings[key] >= 0 for key in ("preparation_s", "probe_s", "start_s"))
 
 
 @pytest.mark.parametrize("bug, diagnosis", [
@@ -74,7 +89,7 @@ def test_smoke_mode_is_provisional_whatever_the_students_code_does(break_it, tmp
         source = (folder / "sentiment.py").read_text()
         (folder / "sentiment.py").write_text(source.replace("class BERTGRUSentiment(nn.Module):",
                                                             "class BERTGRUSentiment:", 1))
-    results = grade(folder, only_parts=["finetune", "attention"])
+    results = grade(folder, only_parts=["finetune", "attention"], assignment=HOMEWORK)
     (part,) = [part for part in results["parts"] if part["id"] == "finetune"]
     assert part["checks"][0]["status"] != "passed" and part["provisional"] and "IMDB" in part["note"]
     assert results["max_score"] == sum(p["max_score"] for p in results["parts"] if p["id"] != "finetune")

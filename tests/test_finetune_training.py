@@ -1,5 +1,6 @@
-"""The training harness: the stand-in encoder, label-free evaluation batches, the frozen-encoder check,
-scoring, a model that learns the small set, and broken loops caught by what the harness observes."""
+"""The training harness: the stand-in encoder, label-free evaluation batches, the driver that keeps
+the best epoch without telling the worker, scoring, a model that learns the small set, and broken
+loops caught by what the harness observes."""
 
 import importlib.util
 import math
@@ -12,11 +13,11 @@ import torch
 from graders.packs.bert.finetune.cache import build_features
 from graders.build import REPO_ROOT
 from graders.packs.bert.finetune.data import load_small_sentiment
-from graders.packs.bert.finetune.encoder import load_encoder, smoke_encoder_path, tokenize
+from graders.packs.bert.finetune.encoder import load_encoder, smoke_encoder_path
 from graders.packs.bert.finetune.standin import CachedEncoder, StandInMismatch
 from graders.packs.bert.finetune.training import (
-    PLACEHOLDER_LABEL, Batch, Training, accuracy, check_frozen, diagnose, make_iterators, predict, run_training,
-    score_accuracy, validate_hyperparameters,
+    MAX_EPOCHS, PLACEHOLDER_LABEL, Training, accuracy, diagnose, drive_training, epochs_granted, make_iterators,
+    run_training, score_accuracy, validate_hyperparameters,
 )
 
 
@@ -115,75 +116,67 @@ def test_training_labels_must_be_binary(small):
 
 
 # -----------------------------------------------------------------------------
-# frozen encoder
-
-def frozen_batch(encoder):
-    texts = ["The plot was dull.", "I would recommend it. The cast was superb and the pacing was never slow."]
-    ids, mask = tokenize(encoder.tokenizer, texts)
-    return Batch(ids, mask, torch.tensor([0.0, 1.0]), np.arange(2))
-
-
-def fresh_encoder(encoder):
-    return load_encoder(encoder.source).model  # each check gets its own copy to (try to) modify
-
-
-@pytest.mark.parametrize("model_class", [students.BERTGRUSentiment, students.SentimentWithoutAttentionMask])
-def test_frozen_model_passes(encoder, model_class):
-    bert = fresh_encoder(encoder)
-    result = check_frozen(model_class(bert, 16, 1, 2, True, 0.25), bert, frozen_batch(encoder))
-    assert result.violations == []
-    assert result.output_shape == [2, 1] and not result.encoder_ran_with_grad_enabled
-    assert result.encoder_given_attention_mask == (model_class is students.BERTGRUSentiment)
-    gru = 2 * 3 * (16 * encoder.hidden_size + 16 * 16 + 2 * 16) + 2 * 3 * (16 * 32 + 16 * 16 + 2 * 16)
-    assert result.trainable_parameters == gru + 32 + 1
-
-
-def test_encoder_kept_under_another_name_is_left_trainable(encoder):
-    bert = fresh_encoder(encoder)
-    result = check_frozen(students.SentimentWithEncoderElsewhere(bert, 16, 1, 1, True, 0.0), bert, frozen_batch(encoder))
-    assert result.encoder_parameters_left_trainable > 0 and result.encoder_got_gradients and result.encoder_changed_by_step
-    assert any("self.bert" in v for v in result.violations)
-
-
-def test_forward_that_trains_the_encoder_is_caught(encoder):
-    bert = fresh_encoder(encoder)
-    result = check_frozen(students.SentimentTrainingEncoder(bert, 16, 1, 1, True, 0.0), bert, frozen_batch(encoder))
-    assert result.encoder_parameters_left_trainable == 0  # frozen at build time ...
-    assert result.encoder_got_gradients and result.encoder_changed_by_step  # ... and unfrozen by its forward
-    assert result.encoder_ran_with_grad_enabled and len(result.violations) == 2
-
-
-# -----------------------------------------------------------------------------
 # training
 
 def test_reference_like_model_beats_chance_on_the_small_set(small):
     run = run_training(student(), students.HYPERPARAMETERS, small.train, small.labels["train"], small.valid,
                        small.test, small.labels["valid"], time_budget_s=300)
     assert run.stopped == "completed" and run.error is None
-    assert len(run.epochs) == len(run.valid_logits) == students.HYPERPARAMETERS["n_epochs"]
-    valid = [accuracy(logits, small.labels["valid"]) for logits in run.valid_logits]
-    assert max(valid) >= 0.75, valid
+    assert len(run.summary["epochs"]) == len(run.valid_logits) == students.HYPERPARAMETERS["n_epochs"]
+    assert run.valid_accuracy == [accuracy(logits, small.labels["valid"]) for logits in run.valid_logits]
+    assert max(run.valid_accuracy) >= 0.75, run.valid_accuracy
     assert run.test_logits.shape == (200,) and not torch.isnan(run.test_logits).any()
     assert accuracy(run.test_logits, small.labels["test"]) >= 0.7
-    assert diagnose(run.summary()) == []
+    assert diagnose(run.summary) == []
 
 
-def test_the_test_set_is_predicted_once_with_the_best_epochs_weights(small):
-    """The test logits are those of the epoch with the best validation accuracy (the first of
-    equals), as if the test set had been predicted right after it."""
+class Recorder:
+    """A `Training` whose every request is written down, as the worker would see them."""
+
+    def __init__(self, training):
+        self.training, self.requests, self.answers = training, [], []
+
+    def next_epoch(self):
+        self.requests.append("next_epoch")
+        answer = self.training.next_epoch()
+        self.answers.append(answer)
+        return answer
+
+    def finish(self):
+        self.requests.append("finish")
+        return self.training.finish()
+
+
+def test_the_worker_is_told_nothing_of_the_labels_and_the_best_epochs_test_logits_are_kept(small):
+    """Whichever epoch the labels make the best, the worker gets the same requests; the test
+    logits kept are those predicted right after that epoch."""
     hp = {**students.HYPERPARAMETERS, "n_epochs": 3}
     args = (student(), hp, small.train.subset(range(100)), small.labels["train"][:100], small.valid.subset(range(50)),
             small.test.subset(range(50)))
-    predicted_after_each_epoch = []
-    training = Training(*args, time_budget_s=60, probe_size=64)
-    while training.next_epoch() is not None:
-        predicted_after_each_epoch.append(predict(training.model, training.iterators.test))
-    assert len(predicted_after_each_epoch) == 3
+    recorded = Recorder(Training(*args, time_budget_s=60, probe_size=64))
+    drive_training(recorded, small.labels["valid"][:50], 3)
+    epochs = recorded.answers
+    assert recorded.requests == ["next_epoch"] * 3 + ["finish"]
     for chosen in range(3):  # labels that make epoch `chosen` the best
-        labels = (training.run.valid_logits[chosen] > 0).long().numpy()
-        run = run_training(*args, labels, time_budget_s=60, probe_size=64)
-        best = max(range(3), key=lambda e: accuracy(run.valid_logits[e], labels))
-        assert torch.equal(run.test_logits, predicted_after_each_epoch[best])
+        labels = (epochs[chosen][1] > 0).long().numpy()
+        again = Recorder(Training(*args, time_budget_s=60, probe_size=64))
+        run = drive_training(again, labels, 3)
+        assert again.requests == recorded.requests
+        assert run.best_epoch == max(range(3), key=lambda e: accuracy(epochs[e][1], labels))
+        assert torch.equal(run.test_logits, epochs[run.best_epoch][2])
+
+
+def test_the_driver_runs_the_epochs_it_is_given_not_the_workers():
+    class Endless:  # a worker that would answer epochs for ever
+        def next_epoch(self):
+            return {}, torch.ones(4), torch.ones(2)
+
+        def finish(self):
+            return {"epochs": []}
+
+    run = drive_training(Endless(), [1, 0, 1, 1], 5)
+    assert len(run.valid_accuracy) == 5 and run.stopped == "completed"
+    assert epochs_granted({"n_epochs": 100}) == MAX_EPOCHS and epochs_granted({"n_epochs": 3}) == 3
 
 
 @pytest.mark.parametrize("replaced, diagnosis", [
@@ -198,13 +191,13 @@ def test_the_test_set_is_predicted_once_with_the_best_epochs_weights(small):
 def test_broken_loops_leave_traces(small, replaced, diagnosis):
     run = quick_run(small, student(**replaced))
     assert run.stopped == "completed", run.error
-    assert [d["id"] for d in diagnose(run.summary())] == [diagnosis]
+    assert [d["id"] for d in diagnose(run.summary)] == [diagnosis]
 
 
 def test_unusual_but_correct_loop_is_not_blamed(small):
     run = quick_run(small, student(train=students.train_clearing_late_and_clipping))
-    assert diagnose(run.summary()) == []
-    epoch = run.summary()["epochs"][0]
+    assert diagnose(run.summary) == []
+    epoch = run.summary["epochs"][0]
     assert epoch["train"]["optimizer_steps"] == epoch["train"]["steps_with_fresh_gradients"] == 4
     assert epoch["weights_moved"] > 0
 
@@ -214,8 +207,8 @@ def test_time_budget_stops_between_and_within_epochs(small):
     assert run.stopped == "completed"
     run = run_training(student(), {**students.HYPERPARAMETERS, "n_epochs": 5}, small.train, small.labels["train"],
                        small.valid, small.test, small.labels["valid"], time_budget_s=0)
-    assert run.stopped == "time budget" and len(run.epochs) == 1 and run.epochs[0].cut_short
-    assert run.epochs[0].train["batches_served"] == 0
+    (epoch,) = run.summary["epochs"]
+    assert run.stopped == "time budget" and epoch["cut_short"] and epoch["train"]["batches_served"] == 0
 
 
 def test_a_crashing_student_keeps_finished_epochs(small):
@@ -229,7 +222,7 @@ def test_a_crashing_student_keeps_finished_epochs(small):
 
     run = quick_run(small, student(train=train_that_crashes_later), n_epochs=3)
     assert run.stopped == "error" and "ZeroDivisionError: in epoch two" in run.error
-    assert len(run.epochs) == len(run.valid_logits) == 1
+    assert len(run.summary["epochs"]) == len(run.valid_logits) == 1
 
 
 def test_hyperparameters_are_validated():

@@ -6,8 +6,9 @@ dataset that is not a Dataset, a wrong parameter count...) plus an `__init__.py`
 worker imports the submission, replaces the harness tasks the checks used to score (in
 graders.sandbox.harness.TASKS and in the pack's tasks module) and the worker's `parameters`
 operation with versions reporting the values an honest, correct submission would give. Graded
-through the real sandbox, the bugs must still cost their points, or, where a check can only rest
-on such a measurement, results.json and the report must say so (`worker_measured`).
+through the real sandbox, the bugs must still cost their points, and a forged submission must
+score like its honest twin; where a check can only rest on such a measurement, results.json and
+the report must say so (`worker_measured`).
 
 Everything is built here from reference/ at test time; each submission starts one worker.
 """
@@ -73,6 +74,15 @@ def _frozen_step(ctx, model, text, mask):
     return {"bert_with_grad": [], "bert_changed": [], "head_changed": 6}
 
 
+class _Steps:
+    steps = 3
+
+
+class _FinishedRun:
+    def summary(self):
+        return {"epochs": [], "stopped": "completed", "error": None, "trainable_parameters": 0, "gpu_peak_mib": None}
+
+
 def _run_epoch(ctx, function, model, batches):
     training, n = function == "train", len(batches)
     return {"modes": [training] * n, "grad_enabled": [training] * n, "steps": n if training else 0,
@@ -135,6 +145,7 @@ def _honest_parameters(original):
 
 
 _replace_task("sentiment.frozen_step", _frozen_step)
+_replace_task("sentiment.count_steps", lambda ctx, optimizer: _Steps())
 _replace_task("sentiment.run_epoch", _run_epoch)
 _replace_task("sentiment.watch", lambda ctx, model: _QuietWatch())
 _replace_task("sentiment.bert_features", _bert_features)
@@ -166,6 +177,30 @@ _replace_task("optimizer", _optimizer)
 '''
 
 SENT, LM = sentiment_mutants.SENT, lm_mutants.LM
+BERT_NOT_FROZEN = Edit(SENT, "        with torch.no_grad():\n            embedded", "        if True:\n            embedded")
+EVALUATE_WITH_GRAD = Edit(SENT, sentiment_mutants.EVAL_NO_GRAD,
+                          sentiment_mutants.EVAL_NO_GRAD.replace("    with torch.no_grad():\n", "    if True:\n"))
+
+# One step further, against the grader reading the weights back: a state_dict that shows BERT's
+# weights as they were first read, whatever they are now.
+STEADY_STATE_DICT = '''
+
+_first_read = {}
+
+
+def _steady_state_dict(original):
+    def operation(request):
+        answer = original(request)
+        seen = _first_read.setdefault(id(request.object()), {})
+        for name, value in list(answer.items()):
+            if name.startswith("bert."):
+                answer[name] = seen.setdefault(name, value.detach().clone())
+        return answer
+    return operation
+
+
+_replace_operation("state_dict", _steady_state_dict)
+'''
 
 # bugs whose checks score outputs now: each must cost its points despite the forgeries
 SCORED_BUGS = (
@@ -174,6 +209,7 @@ SCORED_BUGS = (
     Edit(attention_mutants.F, attention_mutants.PROJECT, "return values"),
     Edit(bert_mutants.BERT, bert_mutants.STEP, ""),
     Edit(SENT, sentiment_mutants.BERT_CALL, "embedded = self.bert(text)[0]"),
+    BERT_NOT_FROZEN,
     Edit(SENT, sentiment_mutants.STEP, "        loss.backward()"),
     Edit(SENT, sentiment_mutants.TRAIN_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0"),
     Edit(SENT, sentiment_mutants.EVAL_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0"),
@@ -186,6 +222,7 @@ SCORED = {  # check -> what its bug is
     "pretraining.step_updates_parameters": "pretrain_step never calls optimizer.step()",
     "pretraining.loss_on_selected_tokens": "pretrain_step never calls optimizer.step()",
     "sentiment.attention_mask": "BERT run without the attention mask (BERT's features forged to match)",
+    "sentiment.bert_frozen": "BERT not frozen (the frozen-step report forged)",
     "sentiment.train_steps": "train() never calls optimizer.step()",
     "sentiment.train_mode": "train() never calls model.train()",
     "sentiment.evaluate_mode": "evaluate() never calls model.eval()",
@@ -196,18 +233,9 @@ SCORED = {  # check -> what its bug is
 }
 
 # bugs only a worker measurement can see: their checks are forged into passing, and say so
-MEASURED_BUGS = (
-    Edit(SENT, sentiment_mutants.NO_GRAD_BERT, "        embedded = self.bert(text, attention_mask=attention_mask)[0]"),
-    Edit(SENT, sentiment_mutants.EVAL_NO_GRAD,
-         sentiment_mutants.EVAL_NO_GRAD.replace("    with torch.no_grad():\n", "    if True:\n")),
-    Edit(bert_mutants.ENC, bert_mutants.PE_BUFFER, "self.pe = nn.Parameter(pe)"),
-)
-MEASURED = {
-    "sentiment.bert_frozen": "BERT not frozen",
-    "sentiment.evaluate_mode": "evaluate() runs with gradients enabled",
-    "positional_encoding.buffer": "the positional table is a parameter",
-}
-WORKER_MEASURED = {"sentiment.bert_frozen", "sentiment.evaluate_mode", "positional_encoding.buffer", "finetune.accuracy"}
+MEASURED_BUGS = (Edit(bert_mutants.ENC, bert_mutants.PE_BUFFER, "self.pe = nn.Parameter(pe)"),)
+MEASURED = {"positional_encoding.buffer": "the positional table is a parameter"}
+WORKER_MEASURED = {"positional_encoding.buffer"}
 
 
 def submission(tmp_path, name, bugs, forgery, pack=HOMEWORK):
@@ -272,6 +300,7 @@ def test_forged_measurements_do_not_hide_the_bugs(tmp_path, pack):
         # says no step on this batch's gradient was taken, and claims no missing optimizer.step()
         "pretraining.step_updates_parameters": None,
         "sentiment.attention_mask": "no_attention_mask",
+        "sentiment.bert_frozen": "bert_not_frozen",
         "sentiment.train_steps": None,  # the forged optimizer steps at zero_grad: not every step is missing
         "sentiment.train_mode": "train_no_train_mode",
         "sentiment.evaluate_mode": "evaluate_no_eval_mode",
@@ -309,6 +338,36 @@ def test_a_forged_measurement_is_marked_in_results_and_report(tmp_path):
     assert page.count(">worker-measured</span>") == len(MEASURED)
     measured_points = sum(checks[cid]["score"] for cid in MEASURED)
     assert "Worker-measured:" in page and f"{format_points(measured_points)} of these points" in page
+
+
+def test_forged_worker_tasks_score_like_the_honest_twin(tmp_path):
+    """Issue 30: BERT left trainable and an evaluate() that builds autograd graphs, with and without
+    the forged reports. The frozen check reads the weights back itself; the grad mode no output
+    shows is quoted as evidence, never scored: the forgery buys nothing. The positive control is
+    the forgery's effect on that evidence: the twin's check quotes it, the forged one's does not."""
+    checks = {"sentiment.bert_frozen", "sentiment.evaluate_mode"}
+    bugs = (BERT_NOT_FROZEN, EVALUATE_WITH_GRAD)
+    honest, _ = grade_checks(submission(tmp_path, "twin", bugs, ""), checks, max_examples=2)
+    forged, _ = grade_checks(submission(tmp_path, "forged", bugs, FORGERY + ADAPTIVE), checks, max_examples=2)
+    assert {cid: c["score"] for cid, c in forged.items()} == {cid: c["score"] for cid, c in honest.items()}
+    assert honest["sentiment.bert_frozen"]["status"] == forged["sentiment.bert_frozen"]["status"] == "failed"
+    assert forged["sentiment.bert_frozen"]["diagnosis"]["id"] == "bert_not_frozen"
+    assert honest["sentiment.evaluate_mode"]["status"] == forged["sentiment.evaluate_mode"]["status"] == "passed"
+    assert "gradients enabled" in honest["sentiment.evaluate_mode"]["message"]
+    assert "gradients enabled" not in (forged["sentiment.evaluate_mode"]["message"] or "")
+    assert not any(c["worker_measured"] for c in {**honest, **forged}.values())
+
+
+def test_a_state_dict_that_hides_a_moving_bert_does_not_pass(tmp_path):
+    """The read-back weights forged too: BERT's entries show the values first read. The model's own
+    output, which changes when the grader loads BERT's weights back, still gives it away. Positive
+    control: the forged state_dict did hide the change (the failure is the output's, not the
+    weights')."""
+    forged, _ = grade_checks(submission(tmp_path, "forged", (BERT_NOT_FROZEN,), FORGERY + STEADY_STATE_DICT),
+                             {"sentiment.bert_frozen"}, max_examples=2)
+    check = forged["sentiment.bert_frozen"]
+    assert check["status"] == "failed" and check["score"] == 0
+    assert "though the state_dict showed them unchanged" in check["message"]
 
 
 def test_no_report_line_without_worker_measured_checks():

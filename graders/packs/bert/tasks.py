@@ -4,8 +4,8 @@ builders its checks need in the worker, and the fine-tuning's training loop.
 What the checks' plain calls need and cannot construct themselves: a stand-in model, an iterator
 of batches. The checks score what the student's code does with them by reading back its return
 values and the weights (`state_dict`), compared with what the grader computes itself; a builder
-reports nothing about the student's code. The exception is `sentiment.frozen_step` and
-`sentiment.watch`, which measure (checks marked worker_measured).
+reports nothing about the student's code. The one measurement, `sentiment.watch`, is unscored
+evidence: a check may quote it, never score it.
 """
 
 from __future__ import annotations
@@ -94,9 +94,26 @@ class _Watch:
         return {"training": list(self.training), "grad_enabled": list(self.grad_enabled)}
 
 
+class _StepCounter:
+    """Counts the optimizer's step() calls."""
+
+    def __init__(self, optimizer: Any) -> None:
+        self.steps = 0
+        optimizer.register_step_pre_hook(self._count)
+
+    def _count(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.steps += 1
+
+
+@task("sentiment.count_steps")
+def sentiment_count_steps(ctx: TaskContext, optimizer: Any) -> Any:
+    """A measurement, evidence for a diagnosis only: count the optimizer's step() calls (`.steps`)."""
+    return _StepCounter(optimizer)
+
+
 @task("sentiment.watch")
 def sentiment_watch(ctx: TaskContext, model: Any) -> Any:
-    """A measurement (checks using it are marked worker_measured): watch the model's forward calls."""
+    """A measurement, so unscored evidence only: watch the model's forward calls."""
     return _Watch(model)
 
 
@@ -258,61 +275,33 @@ def sentiment_tiny_bert(ctx: TaskContext, seed: int, config: dict) -> Any:
     return bert.eval()
 
 
-def _split_bert_parameters(model: Any) -> tuple[list, list]:
-    """(BERT's named parameters, the others') of a BERTGRUSentiment, by identity with model.bert's."""
-    bert = getattr(model, "bert", None)
-    ids = {id(p) for p in bert.parameters()} if isinstance(bert, torch.nn.Module) else set()
-    named = list(model.named_parameters())
-    return [(n, p) for n, p in named if id(p) in ids], [(n, p) for n, p in named if id(p) not in ids]
-
-
-@task("sentiment.frozen_step")
-def sentiment_frozen_step(ctx: TaskContext, model: Any, text: torch.Tensor, mask: torch.Tensor) -> dict:
-    """A measurement (sentiment.bert_frozen is marked worker_measured): one forward (training mode),
-    backward and Adam step over model.parameters(): which BERT parameters got a gradient or changed,
-    and how many other parameters changed."""
-    bert_params, head_params = _split_bert_parameters(model)
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+@task("sentiment.training_step")
+def sentiment_training_step(ctx: TaskContext, model: Any, text: torch.Tensor, mask: torch.Tensor, *,
+                            freeze_by_name: bool = False) -> None:
+    """One forward in training mode, backward and Adam step over every parameter of the model, as
+    the notebook's optimizer holds them (after its freeze of the parameters named bert* if
+    `freeze_by_name`). Reports nothing: the grader reads the weights back before and after."""
+    if freeze_by_name:
+        for name, param in model.named_parameters():
+            if name.startswith("bert"):
+                param.requires_grad = False
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     optimizer.zero_grad()
-    loss = (model(text, attention_mask=mask).float() ** 2).mean()
-    loss.backward()
-    with_grad = [n for n, p in bert_params if p.grad is not None and bool(p.grad.abs().sum() > 0)]
+    (model(text, attention_mask=mask).float() ** 2).mean().backward()
     optimizer.step()
-    changed = [n for n, p in bert_params if not torch.equal(p.detach(), before[n])]
-    head_changed = sum(int(not torch.equal(p.detach(), before[n])) for n, p in head_params)
-    return {"bert_with_grad": with_grad, "bert_changed": changed, "head_changed": head_changed}
 
 
 # ---------------------------------------------------------------- fine-tuning (checks/finetune.py)
 
 
-@task("finetune.check_frozen")
-def finetune_check_frozen(ctx: TaskContext, encoder_dir: str, text: torch.Tensor, attention_mask: torch.Tensor,
-                          label: torch.Tensor) -> dict:
-    """A measurement (finetune.accuracy is marked worker_measured). The student's model built with their hyper-parameters around the real encoder (read from a local
-    folder, never downloaded); one training step must leave the encoder unchanged."""
-    from dataclasses import asdict
-
-    import numpy as np
-    from transformers import AutoModel
-
-    from graders.packs.bert.finetune.training import Batch, check_frozen, validate_hyperparameters
-
-    student = ctx.student_module("sentiment")
-    hp = validate_hyperparameters(student.HYPERPARAMETERS)
-    encoder = AutoModel.from_pretrained(encoder_dir, local_files_only=True)
-    model = student.BERTGRUSentiment(encoder, hp["hidden_dim"], 1, hp["n_layers"], hp["bidirectional"], hp["dropout"])
-    return asdict(check_frozen(model, encoder, Batch(text, attention_mask, label, np.arange(len(label)))))
-
-
 @task("finetune.start")
-def finetune_start(ctx: TaskContext, *, features: dict, train_labels: torch.Tensor, time_budget_s: float,
-                   device: str, seed: int, overrides: dict, probe_size: int | None = None) -> Any:
-    """The student's model, hyper-parameters (with `overrides`), train and evaluate, ready to train
-    on cached features (a `Training`, kept here: the grader drives it through the tasks below).
-    `features` maps train / valid / test to (cache folder, rows); only the training labels are here."""
+def finetune_start(ctx: TaskContext, *, features: dict, train_labels: torch.Tensor, hyperparameters: dict,
+                   time_budget_s: float, device: str, seed: int, probe_size: int | None = None) -> Any:
+    """The student's model, train and evaluate with the `hyperparameters` the grader validated,
+    ready to train on cached features (a `Training`, kept here: the grader drives it through the
+    tasks below). `features` maps train / valid / test to (cache folder, rows); only the training
+    labels are here."""
     import numpy as np
 
     from graders.packs.bert.finetune.cache import open_features
@@ -321,25 +310,17 @@ def finetune_start(ctx: TaskContext, *, features: dict, train_labels: torch.Tens
     views = {name: open_features(folder).subset(np.asarray(rows, dtype=np.int64))
              for name, (folder, rows) in features.items()}
     student = ctx.student_module("sentiment")
-    hyperparameters = {**student.HYPERPARAMETERS, **overrides}
     return Training(student, hyperparameters, views["train"], train_labels.numpy(), views["valid"], views["test"],
                     time_budget_s, device, seed=seed, **({} if probe_size is None else {"probe_size": probe_size}))
 
 
 @task("finetune.next_epoch")
 def finetune_next_epoch(ctx: TaskContext, training: Any) -> Any:
-    """One epoch: (its record, validation logits), or None once training is over."""
+    """One epoch: (its record, validation logits, test logits), or None once the student's code failed."""
     return training.next_epoch()
-
-
-@task("finetune.keep_latest")
-def finetune_keep_latest(ctx: TaskContext, training: Any) -> None:
-    training.keep_latest()
 
 
 @task("finetune.finish")
 def finetune_finish(ctx: TaskContext, training: Any) -> dict:
-    """What the harness observed, and the test logits of the weights kept (an empty tensor if none)."""
-    run = training.finish()
-    return {"summary": run.summary(), "test_logits": run.test_logits if run.test_logits is not None
-            else torch.empty(0)}
+    """What the harness observed (evidence for diagnoses, never scored)."""
+    return training.finish().summary()

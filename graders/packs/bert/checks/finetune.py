@@ -9,6 +9,7 @@ sentiment set over a tiny CPU encoder: it shows that the pipeline trains and bea
 the part is marked provisional.
 """
 
+import math
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +18,10 @@ import torch
 
 from graders.checks.framework import HIDDEN, CheckFailed, CheckOutcome, check
 from graders.assignment import load
+from graders.packs.bert.checks.sentiment import build_model, expect_frozen_under_a_step, tiny_bert
+from graders.packs.bert.finetune.training import (
+    MAX_EPOCHS, accuracy, diagnose, drive_training, epochs_granted, score_accuracy, validate_hyperparameters,
+)
 
 _DIAGNOSES = load(Path(__file__).resolve().parents[1]).all_diagnoses()  # this pack's, and the engine's
 FULL_BUDGET_S = 600.0
@@ -36,10 +41,10 @@ PROVISIONAL_NOTE = (
     "The real check needs IMDB, bert-base-uncased and a GPU: "
     "grade SUBMISSION --imdb PATH --encoder PATH (docs/finetune.md)."
 )
-# graders.packs.bert.finetune.training.diagnose ids -> the catalogue's
+# graders.packs.bert.finetune.training.diagnose ids -> the catalogue's; the others are said, not named
+# ("weights-not-moving": a step was counted, so "never calls optimizer.step()" would be untrue)
 HARNESS_DIAGNOSES = {
     "no-optimizer-step": "train_no_step",
-    "weights-not-moving": "train_no_step",
     "train-mode-missing": "train_no_train_mode",
     "eval-mode-missing": "evaluate_no_eval_mode",
     "no-grad-missing": "evaluate_grad_enabled",
@@ -52,7 +57,8 @@ HARNESS_DIAGNOSES = {
 
 @lru_cache(maxsize=4)
 def prepared(imdb, encoder, feature_cache, device):
-    """Encoder and features for one configuration, built (or found in the cache) once per process."""
+    """Encoder and features for one configuration, built (or found in the cache) once per process,
+    with the seconds each took when built."""
     from transformers.utils import logging as transformers_logging
 
     from graders.packs.bert.finetune.encoder import SMOKE, load_encoder
@@ -63,44 +69,30 @@ def prepared(imdb, encoder, feature_cache, device):
     smoke = smoke_mode(imdb, encoder)
     cache_root = Path(feature_cache) if feature_cache else None
     dtype = torch.float16 if device == "cuda" else torch.float32
+    started = time.monotonic()
     loaded = load_encoder(SMOKE if smoke else encoder, device=device, dtype=dtype, cache_root=cache_root)
-    if smoke:
-        return loaded, prepare_small(loaded, cache_root=cache_root)
-    return loaded, prepare_imdb(imdb, loaded, cache_root=cache_root, progress=True)
+    loading = time.monotonic()
+    data = prepare_small(loaded, cache_root=cache_root) if smoke else prepare_imdb(imdb, loaded, cache_root=cache_root,
+                                                                                   progress=True)
+    return loaded, data, {"encoder_load_s": round(loading - started, 3),
+                          "features_s": round(time.monotonic() - loading, 3)}
 
 
 def worker_readable_paths(options) -> list[Path]:
     """What the worker reads in this part: the feature cache (made now if new, since a sandbox is
-    built before the check runs) and the encoder's folder."""
+    built before the check runs). The encoder stays on the grader's side."""
     from graders.packs.bert.finetune.cache import default_cache_root
-    from graders.packs.bert.finetune.encoder import EncoderNotFound, resolve_encoder_path
 
     cache_root = Path(options["feature_cache"]) if options.get("feature_cache") else default_cache_root()
     try:
         cache_root.mkdir(mode=0o755, parents=True, exist_ok=True)
     except OSError:
         pass  # the check says so when it builds the features
-    paths = [cache_root]
-    if options.get("encoder") and options.get("imdb"):
-        try:
-            paths.append(resolve_encoder_path(options["encoder"]))
-        except EncoderNotFound:
-            pass  # the check says so when it loads the encoder
-    return paths
+    return [cache_root]
 
 
 def _device(options):
     return options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def _frozen_probe(ctx, encoder, data):
-    """One small labelled training batch, tokenised here, for the frozen-encoder probe."""
-    from graders.packs.bert.finetune.encoder import tokenize
-    from graders.packs.bert.finetune.data import load_small_sentiment
-
-    texts = [review.text for review in load_small_sentiment()["train"][:8]]
-    ids, mask = tokenize(encoder.tokenizer, texts, max_length=64)
-    return ids, mask, torch.tensor(data.train_labels[:8], dtype=torch.float32)
 
 
 def _views(data):
@@ -118,73 +110,103 @@ def provisional_note(options):
 
 
 @check("finetune.accuracy", "Fine-tuned over the frozen encoder: validation accuracy, 0 at 50%, full at 90%",
-       visibility=HIDDEN, worker_measured=True, provisional=provisional_note)
+       visibility=HIDDEN, provisional=provisional_note)
 def finetune_accuracy(ctx):
-    # The accuracy is computed here from logits and labels the worker never sees; the frozen-encoder
-    # gate before it (`finetune.check_frozen`) is the worker's measurement of where gradients go.
-    from graders.packs.bert.finetune.training import accuracy, diagnose, drive_training, score_accuracy
-
+    # Every scored figure is computed here: the frozen-encoder gate from weights read back, the
+    # accuracies from logits against labels the worker never sees. The worker is told nothing that
+    # depends on those labels: it trains the epochs the hyper-parameters ask for (at most
+    # MAX_EPOCHS), each asked for alike, and this side keeps the best epoch's test logits.
     options = ctx.options or {}
     device = _device(options)
-    encoder, data = prepared(options.get("imdb"), options.get("encoder"), options.get("feature_cache"), device)
-    frozen = ctx.student.task("finetune.check_frozen", str(encoder.source), *_frozen_probe(ctx, encoder, data))
-    if frozen["violations"]:
-        raise CheckFailed("; ".join(frozen["violations"]), diagnosis="bert_not_frozen",
-                          details={"numbers": {k: v for k, v in frozen.items() if k != "violations"}})
+    timings = {}
+    started, hits = time.monotonic(), prepared.cache_info().hits
+    _, data, built = prepared(options.get("imdb"), options.get("encoder"), options.get("feature_cache"), device)
+    timings["preparation_s"] = round(time.monotonic() - started, 3)  # about 0 when an earlier grade prepared it
+    if prepared.cache_info().hits == hits:
+        timings.update(built)
+
+    try:
+        hyperparameters = validate_hyperparameters(ctx.student.getattr("sentiment", "HYPERPARAMETERS"))
+    except ValueError as error:
+        raise CheckFailed(str(error), diagnosis="hyperparameters_invalid") from None
+    hyperparameters.update(SMOKE_OVERRIDES if data.provisional else {})
+    epochs = epochs_granted(hyperparameters)
+
+    started = time.monotonic()
+    bert = tiny_bert(ctx)
+    arch = (hyperparameters["hidden_dim"], 1, hyperparameters["n_layers"], hyperparameters["bidirectional"])
+    expect_frozen_under_a_step(ctx, build_model(ctx, bert, arch, dropout=hyperparameters["dropout"]),
+                               freeze_by_name=True)
+    timings["probe_s"] = round(time.monotonic() - started, 3)
 
     budget = options.get("time_budget_s") or (SMOKE_BUDGET_S if data.provisional else FULL_BUDGET_S)
+    started = time.monotonic()
     handle = ctx.student.task("finetune.start", features=_views(data), train_labels=torch.tensor(data.train_labels),
-                              time_budget_s=budget, device=device, seed=ctx.seed,
-                              overrides=SMOKE_OVERRIDES if data.provisional else {},
+                              hyperparameters=hyperparameters, time_budget_s=budget, device=device, seed=ctx.seed,
                               probe_size=SMOKE_PROBE_REVIEWS if data.provisional else None)
+    timings["start_s"] = round(time.monotonic() - started, 3)
     training = TrainingInWorker(ctx.student, handle, budget, len(data.valid_labels), len(data.test_labels))
-    valid_acc, since = [], [time.monotonic()]
 
     def epoch_ended(record, accuracy_):
-        valid_acc.append(accuracy_)
-        ctx.note(f"fine-tuning epoch {len(valid_acc)}: validation accuracy {accuracy_:.1%} "
-                 f"({time.monotonic() - since[0]:.1f} s)")
-        since[0] = time.monotonic()
+        number = len(timings.setdefault("epochs", [])) + 1
+        timings["epochs"].append({"epoch": number, "seconds": _seconds(record.get("seconds")),
+                                  "predict_seconds": _seconds(record.get("predict_seconds"))})
+        ctx.note(f"fine-tuning epoch {number}: validation accuracy {accuracy_:.1%} "
+                 f"({timings['epochs'][-1]['seconds']} s)")
 
-    run = drive_training(training, data.valid_labels, epoch_ended)
-    summary = run["summary"]
-    epochs = summary["epochs"]
-    best = max(range(len(valid_acc)), key=valid_acc.__getitem__) if valid_acc else None
-    test_acc = None if run["test_logits"] is None else accuracy(run["test_logits"], data.test_labels)
-    found = [HARNESS_DIAGNOSES[d["id"]] for d in diagnose(summary) if d["id"] in HARNESS_DIAGNOSES]
+    run = drive_training(training, data.valid_labels, epochs, time_budget_s=budget, progress=epoch_ended)
+    for timing, driven in zip(timings.get("epochs", []), run.epoch_seconds):
+        timing["request_seconds"] = driven  # as the grader waited for it, the worker's own figures beside
+    summary = run.summary
+    epoch_records = summary.get("epochs") if isinstance(summary.get("epochs"), list) else []
+    valid_acc = run.valid_accuracy
+    test_acc = None if run.test_logits is None else accuracy(run.test_logits, data.test_labels)
+    try:
+        observed = diagnose(summary)
+    except (KeyError, TypeError, ValueError, AttributeError):  # evidence the worker sent malformed: none
+        observed = []
+    found = [HARNESS_DIAGNOSES[d["id"]] for d in observed if d["id"] in HARNESS_DIAGNOSES]
+    unnamed = [d["text"] for d in observed if d["id"] not in HARNESS_DIAGNOSES]
     details = {
         "training_curve": {
-            "epoch": [e["epoch"] for e in epochs],
-            "train_loss": [e["train"]["reported_loss"] for e in epochs],
-            "train_acc": [e["train"]["reported_accuracy"] for e in epochs],
+            "epoch": list(range(1, len(valid_acc) + 1)),
+            "train_loss": [_reported(e, "reported_loss") for e in epoch_records][:len(valid_acc)],
+            "train_acc": [_reported(e, "reported_accuracy") for e in epoch_records][:len(valid_acc)],
             "valid_acc": valid_acc,
         },
-        "numbers": {"stopped": summary["stopped"], "trainable_parameters": summary["trainable_parameters"],
-                    "seconds": round(sum(e["seconds"] for e in epochs), 1),
-                    "predict_seconds": round(sum(e.get("predict_seconds", 0) for e in epochs), 1),
+        "numbers": {"stopped": run.stopped, "epochs_asked": hyperparameters["n_epochs"], "epochs_granted": epochs,
+                    "trainable_parameters": summary.get("trainable_parameters"),
+                    "seconds": round(sum(run.epoch_seconds), 1),
+                    "predict_seconds": round(sum(e["predict_seconds"] or 0 for e in timings.get("epochs", [])), 1),
                     "gpu_peak_mib": summary.get("gpu_peak_mib")},
+        "timings": timings,
     }
     if not valid_acc:
-        raise CheckFailed(f"no epoch finished ({summary['stopped']}): {summary.get('error') or ''}".strip(),
+        raise CheckFailed(f"no epoch finished ({run.stopped}): {run.error or ''}".strip(),
                           diagnosis=found[0] if found else None, details=details)
+    best = run.best_epoch
     message = (f"best validation accuracy {valid_acc[best]:.1%} (epoch {best + 1} of {len(valid_acc)}), "
                + ("test accuracy unknown" if test_acc is None else f"test accuracy {test_acc:.1%}"))
+    if hyperparameters["n_epochs"] > MAX_EPOCHS:
+        message += f"; n_epochs = {hyperparameters['n_epochs']} was clamped to the grader's maximum of {MAX_EPOCHS}"
     if data.provisional:
         fraction = 1.0 if valid_acc[best] >= SMOKE_PASS_ACCURACY else score_accuracy(valid_acc[best])
     else:
         fraction = score_accuracy(valid_acc[best])
-    if fraction < 1.0 and found:
-        raise CheckFailed(message, diagnosis=found[0], details=details, fraction=fraction)
-    if found:  # the accuracy made it, but the loop has a known flaw worth fixing
+    seen = " ".join([_DIAGNOSES[d] for d in dict.fromkeys(found)] + unnamed)
+    if fraction < 1.0 and (found or unnamed):
+        raise CheckFailed(f"{message}. Seen while training: {seen}", diagnosis=found[0] if found else None,
+                          details=details, fraction=fraction)
+    if found or unnamed:  # the accuracy made it, but the loop has a known flaw worth fixing
         details["observed_mistakes"] = found
-        message += ". Also seen while training: " + " ".join(_DIAGNOSES[d] for d in dict.fromkeys(found))
+        message += ". Also seen while training: " + seen
     return CheckOutcome(fraction=fraction, message=message, details=details)
 
 
 class TrainingInWorker:
     """The worker's `graders.packs.bert.finetune.training.Training`, driven from here (`drive_training`): one
-    request per epoch, the next given what is left of the budget. What comes back is checked
-    for shape before it is scored: a worker is the student's process."""
+    request per epoch, each alike. What comes back is checked for shape before it is scored: a
+    worker is the student's process."""
 
     def __init__(self, student, handle, budget_s, n_valid, n_test):
         self.student, self.handle = student, handle
@@ -195,23 +217,18 @@ class TrainingInWorker:
         epoch = self.student.task("finetune.next_epoch", self.handle, timeout=self._time_left())
         if epoch is None:
             return None
-        if not (isinstance(epoch, tuple) and len(epoch) == 2 and isinstance(epoch[0], dict)):
-            raise CheckFailed("the worker answered an epoch with something other than (record, logits)")
-        return epoch[0], _logits(epoch[1], self.n_valid, "validation")
-
-    def keep_latest(self):
-        self.student.task("finetune.keep_latest", self.handle)
+        if not (isinstance(epoch, (tuple, list)) and len(epoch) == 3 and isinstance(epoch[0], dict)):
+            raise CheckFailed("the worker answered an epoch with something other than (record, logits, logits)")
+        return epoch[0], _logits(epoch[1], self.n_valid, "validation"), _logits(epoch[2], self.n_test, "test")
 
     def finish(self):
-        run = self.student.task("finetune.finish", self.handle, timeout=self._time_left())
-        if not (isinstance(run, dict) and isinstance(run.get("summary"), dict)):
+        summary = self.student.task("finetune.finish", self.handle, timeout=self._time_left())
+        if not (isinstance(summary, dict) and isinstance(summary.get("epochs"), list)):
             raise CheckFailed("the worker ended training with a malformed summary")
-        tensor = run.get("test_logits")
-        empty = isinstance(tensor, torch.Tensor) and tensor.numel() == 0
-        return {"summary": run["summary"], "test_logits": None if empty else _logits(tensor, self.n_test, "test")}
+        return summary
 
     def _time_left(self):
-        # The worker stops at the budget itself; the margin covers a last batch and the test set.
+        # The worker cuts an epoch short at the budget itself; the margin covers a last batch and the predictions.
         return max(0.0, self.deadline - time.monotonic()) + 120
 
 
@@ -220,3 +237,13 @@ def _logits(value, n, split):
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
         raise CheckFailed(f"the worker returned {shape} for the {split} logits, not ({n},)")
     return value
+
+
+def _seconds(value):
+    return round(float(value), 3) if type(value) in (int, float) and math.isfinite(value) else None
+
+
+def _reported(epoch, key):
+    train = epoch.get("train") if isinstance(epoch, dict) else None
+    value = train.get(key) if isinstance(train, dict) else None
+    return value if type(value) in (int, float) and math.isfinite(value) else None

@@ -7,9 +7,11 @@ weights the grader also chooses and loads into the student's model. No reference
 
 train() and evaluate() are called like any student function, on batches, a criterion and an
 optimizer the harness builds (`sentiment.epoch_inputs`, `optimizer`); the grader reads back what
-they return and the model's weights, and compares them with its own replay of the epoch. Two
-things no output shows rest on the worker's own measurement, and their checks say so
-(worker_measured): whether a gradient reaches BERT, and whether evaluate() runs without gradients.
+they return and the model's weights, and compares them with its own replay of the epoch. No point
+rests on the worker's word: whether BERT stays frozen is judged from its weights read back around
+a training step (`expect_frozen_under_a_step`); whether evaluate() runs without gradients shows in
+no output, so the harness's watch of it is quoted as evidence and never scored. A count of
+optimizer steps made in the worker may name a mistake, never score one.
 """
 
 import math
@@ -22,9 +24,10 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_tensor, is_close
-from graders.checks.framework import CheckFailed, check
+from graders.checks.framework import CheckFailed, CheckOutcome, check
 from graders.checks.gates import expect_changes
 from graders.checks.weights import state_tensors
+from graders.sandbox import StudentError
 
 MODULE = "sentiment"
 BERT = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
@@ -173,6 +176,10 @@ def grader_head(arch, seed):
     return rnn.eval(), out.eval()
 
 
+class OutputLayerWidth(CheckFailed):
+    """The output layer's weight is not (output_dim, hidden_dim * directions)."""
+
+
 def load_head(ctx, handle, arch, rnn, out, *, exact=True, seed=0):
     """Load the grader's GRU and Linear into the student's model, whatever the attribute names.
     Returns the state the grader loaded, and the names of the output layer's weight and bias.
@@ -210,9 +217,8 @@ def load_head(ctx, handle, arch, rnn, out, *, exact=True, seed=0):
     weight, bias = out.weight.detach().clone(), out.bias.detach().clone()
     if w_shape != tuple(weight.shape):
         if exact:
-            diagnosis = "gru_wrong_hidden" if bidirectional and w_shape == (output_dim, hidden_dim) else None
-            raise CheckFailed(f"the output layer {w_name} has shape {w_shape}, expected {tuple(out.weight.shape)} "
-                              f"(hidden_dim={hidden_dim}, bidirectional={bidirectional})", diagnosis=diagnosis)
+            raise OutputLayerWidth(f"the output layer {w_name} has shape {w_shape}, expected {tuple(out.weight.shape)} "
+                                   f"(hidden_dim={hidden_dim}, bidirectional={bidirectional})")
         weight = (torch.rand(w_shape, generator=g) * 2 - 1) * bool(weight.abs().sum())
     if b_shape != tuple(bias.shape):
         bias = torch.rand(b_shape, generator=g) * 2 - 1
@@ -301,10 +307,34 @@ def _confirmed(ctx, bert, arch, key):
     return key in _matching(got, mistakes) and not any(is_close(got, a, atol=1e-5) for a in accepted)
 
 
+def _fed_one_direction(ctx, bert, arch):
+    """Whether the model, its output layer loaded with seeded weights of its own shape, computes
+    that layer of one final state of the bidirectional GRU (observed on the confirming input)."""
+    handle = build_model(ctx, bert, arch)
+    ctx.student.call(handle, "eval")
+    rnn, out = grader_head(arch, 4242)
+    state, w_name, b_name = load_head(ctx, handle, arch, rnn, out, exact=False, seed=4242)
+    try:
+        got = student_forward(ctx, handle, CONFIRM_TEXT, CONFIRM_MASK, arch[1])
+    except (CheckFailed, StudentError):  # a forward that fails shows nothing of what it feeds the layer
+        return False
+    with torch.no_grad():
+        output, hidden = rnn(bert_features(CONFIRM_TEXT, CONFIRM_MASK))
+        states = (hidden[-1], hidden[-2], hidden[0], output[:, -1, :rnn.hidden_size])
+        return any(state[w_name].shape[1] == h.shape[1] and is_close(got, F.linear(h, state[w_name], state[b_name]), atol=1e-5)
+                   for h in states)
+
+
 def compare_with_expected(ctx, ex):
     arch, text, mask, seed = ex
     bert = tiny_bert(ctx)
-    got, accepted, mistakes, handle = _graded_output(ctx, bert, arch, text, mask, seed)
+    try:
+        got, accepted, mistakes, handle = _graded_output(ctx, bert, arch, text, mask, seed)
+    except OutputLayerWidth as failure:
+        if arch.bidirectional and _fed_one_direction(ctx, bert, arch):
+            raise CheckFailed(f"{failure.message}; it is given one direction's final state of the GRU",
+                              diagnosis="gru_wrong_hidden") from None
+        raise
     if any(is_close(got, value, atol=1e-5) for value in accepted):
         return
     if not torch.equal(got, student_forward(ctx, handle, text, mask, arch[1])):
@@ -383,25 +413,56 @@ def attention_mask(ctx):
         compare_with_expected(ctx, ex)
 
 
-@check("sentiment.bert_frozen", "BERT stays frozen: no gradient reaches it and an optimizer step leaves it unchanged",
-       worker_measured=True)
+@check("sentiment.bert_frozen", "BERT stays frozen: no gradient reaches it and an optimizer step leaves it unchanged")
 def bert_frozen(ctx):
-    # Where a gradient goes is seen only inside the worker: no output of a frozen model differs from
-    # an unfrozen one's until an optimizer steps, and which parameters that step covers is the
-    # worker's to say. So this check rests on the harness's measurement (`sentiment.frozen_step`).
     bert = tiny_bert(ctx)
-    handle = build_model(ctx, bert, (4, 1, 2, True), dropout=0.25)
-    (text,) = [torch.randint(1, BERT["vocab_size"], (3, 5), generator=torch.Generator().manual_seed(ctx.seed))]
-    report = ctx.student.task("sentiment.frozen_step", handle, text, torch.ones(3, 5, dtype=torch.long))
-    if report["bert_with_grad"] or report["bert_changed"]:
-        names = report["bert_changed"] or report["bert_with_grad"]
-        raise CheckFailed(f"after one backward and an Adam step over model.parameters(), {len(report['bert_with_grad'])} BERT "
-                          f"parameters had a gradient and {len(report['bert_changed'])} changed (e.g. {names[:3]})",
-                          diagnosis="bert_not_frozen")
-    if report["head_changed"] == 0:
-        raise CheckFailed("after one backward and an Adam step no parameter of the GRU or the output layer changed: "
-                          "the head must train")
+    expect_frozen_under_a_step(ctx, build_model(ctx, bert, (4, 1, 2, True), dropout=0.25))
     sentiment_gate(ctx, bert)
+
+
+FROZEN_STEP_TEXT = torch.tensor([[5, 9, 2, 7, 11], [4, 8, 6, 12, 3], [13, 1, 10, 2, 9]])
+
+
+def expect_frozen_under_a_step(ctx, handle, *, freeze_by_name=False):
+    """One forward, backward and Adam step over every parameter of the student's model (built around
+    the grader's tiny BERT) must leave BERT's weights as the grader loaded them and move the head.
+    Judged on the weights read back before and after (the step itself reports nothing), and on the
+    model's output, which must not change when the grader loads its BERT weights back: a BERT
+    that moved cannot hide behind its state_dict."""
+    known = bert_weights()
+    before = state_tensors(ctx, handle, "BERTGRUSentiment")
+    bert_names = {name for name, value in before.items()
+                  if any(name.endswith(key) and torch.equal(value, known[key]) for key in known)}
+    if len(bert_names) < len(known):
+        raise CheckFailed(f"the model's state_dict holds {len(bert_names)} of the {len(known)} weight tensors of the BERT "
+                          "it was given, as the grader loaded them: keep it as a sub-module (self.bert = bert) and "
+                          "leave its weights as they are")
+    ctx.student.task("sentiment.training_step", handle, FROZEN_STEP_TEXT, torch.ones_like(FROZEN_STEP_TEXT),
+                     freeze_by_name=freeze_by_name)
+    after = state_tensors(ctx, handle, "BERTGRUSentiment")
+    changed = sorted(name for name, value in before.items()
+                     if name not in after or after[name].shape != value.shape or not torch.equal(after[name], value))
+    moved = [name for name in changed if name in bert_names]
+    if moved:
+        raise CheckFailed(f"after one backward and an Adam step over model.parameters(), {len(moved)} of BERT's "
+                          f"{len(bert_names)} weight tensors, read back, had changed (e.g. {moved[:3]})",
+                          diagnosis="bert_not_frozen", details={"numbers": {"bert_tensors_changed": len(moved)}})
+    if not changed:
+        raise CheckFailed("after one backward and an Adam step over model.parameters(), no weight of the GRU or the "
+                          "output layer had changed (read back): the head must train")
+    ctx.student.call(handle, "eval")
+    mask = torch.ones_like(FROZEN_STEP_TEXT)
+
+    def output():  # seeded alike, so that dropout left on in eval mode (graded elsewhere) draws alike
+        ctx.student.seed(ctx.seed)
+        return student_forward(ctx, handle, FROZEN_STEP_TEXT, mask, 1)
+
+    stepped = output()
+    ctx.student.load_state_dict(handle, {name: before[name] for name in bert_names}, strict=False)
+    if not torch.equal(stepped, output()):
+        raise CheckFailed("after one training step the model's output in eval mode changed when the grader loaded "
+                          "BERT's weights back as they were, though the state_dict showed them unchanged: something "
+                          "of BERT's that the state_dict does not show moved")
 
 
 # ---------------------------------------------------------------- accuracy
@@ -426,6 +487,25 @@ def _as_float(value):
                       diagnosis="returns_wrong_type")
 
 
+def accuracy_mistakes(preds, y):
+    """{diagnosis: the values binary_accuracy returns with that mistake} for logits `preds`, labels `y`."""
+    rounded = torch.round(preds)
+    return {"accuracy_not_fraction": [(torch.round(torch.sigmoid(preds)) == y).float().sum().item()],
+            "accuracy_no_sigmoid": [(rounded == y).float().mean().item(),
+                                    (rounded.clamp(0, 1) == y).float().mean().item()]}
+
+
+# Logits where the right accuracy (7/8), the count (7), rounding the logits (3/8 or, clamped,
+# 5/8) and other wrong answers (0 or 1 of a floor division) all differ.
+CONFIRM_PREDS = torch.tensor([0.3, 0.8, 1.2, -0.4, 2.6, -1.7, 0.1, -0.2])
+CONFIRM_LABELS = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0])
+
+
+def _accuracy_mistake_confirmed(ctx, diagnosis):
+    got = _as_float(ctx.student.call(MODULE, "binary_accuracy", CONFIRM_PREDS, CONFIRM_LABELS))
+    return any(math.isclose(got, v, abs_tol=1e-6) for v in accuracy_mistakes(CONFIRM_PREDS, CONFIRM_LABELS)[diagnosis])
+
+
 @check("sentiment.binary_accuracy", "binary_accuracy is the fraction of round(sigmoid(preds)) equal to the labels")
 def binary_accuracy(ctx):
     @ctx.given(accuracy_inputs())
@@ -436,14 +516,12 @@ def binary_accuracy(ctx):
         expected = right.mean().item()
         if math.isclose(got, expected, abs_tol=1e-6):
             return
-        no_sigmoid = (torch.round(preds) == y).float().mean().item()
-        no_sigmoid_clamped = (torch.round(preds).clamp(0, 1) == y).float().mean().item()
-        if math.isclose(got, right.sum().item(), abs_tol=1e-6):
-            diagnosis = "accuracy_not_fraction"
-        elif math.isclose(got, no_sigmoid, abs_tol=1e-6) or math.isclose(got, no_sigmoid_clamped, abs_tol=1e-6):
-            diagnosis = "accuracy_no_sigmoid"
-        else:
-            diagnosis = None
+        matching = [d for d, variants in accuracy_mistakes(preds, y).items()
+                    if any(math.isclose(got, v, abs_tol=1e-6) for v in variants)]
+        # named only when the student's function also gives that mistake's answer on an input
+        # where every known mistake answers differently
+        confirm = [d for d in matching if _accuracy_mistake_confirmed(ctx, d)]
+        diagnosis = confirm[0] if confirm else None
         raise CheckFailed(f"binary_accuracy(preds={[round(v, 3) for v in preds.tolist()]}, y={y.int().tolist()}) = {got:.4g}, "
                           f"expected {expected:.4g}", diagnosis=diagnosis,
                           details={"numbers": {"expected": expected, "got": got}})
@@ -518,6 +596,24 @@ class Epoch:
         self.ctx.student.call(self.handle, "eval")
         return [student_forward(self.ctx, self.handle, text, mask, 1).reshape(-1) for text, mask, _ in self.batches]
 
+    def relabel_for_accuracies(self, right_per_batch):
+        """Shift the output bias so that about half the predictions are positive, then label each
+        batch so that exactly right_per_batch[i] of its predictions are right: accuracies computed
+        wrongly (a (B, 1) against (B,) comparison, no sigmoid, one batch only, a count) then
+        differ from the right one, which they may match when every prediction has one sign."""
+        flat = torch.cat(self.eval_predictions()).sort().values
+        middle = (flat[(len(flat) - 1) // 2] + flat[len(flat) // 2]) / 2
+        self.loaded[self.bias_name] = self.bias - middle
+        self.ctx.student.load_state_dict(self.handle, {self.bias_name: self.loaded[self.bias_name]}, strict=False)
+        batches = []
+        for (text, mask, _), predictions, right in zip(self.batches, self.eval_predictions(), right_per_batch):
+            label = (predictions > 0).float()
+            wrong = predictions.abs().argsort()[: len(label) - right]  # the least confident ones
+            label[wrong] = 1 - label[wrong]
+            batches.append((text, mask, label))
+        self.batches = batches
+        self.iterator, self.criterion = self.ctx.student.task("sentiment.epoch_inputs", self.batches)
+
 
 def _returns(result):
     """(loss, accuracy) as two floats, or None when train / evaluate returned something else."""
@@ -579,12 +675,20 @@ def train_steps(ctx):
     # epoch exactly and compares the bias read back after train().
     epoch = Epoch(ctx, dropout=0.25, zero_output_weight=True)
     n = len(epoch.batches)
-    returned = epoch.train(epoch.optimizer([epoch.bias_name]))
+    optimizer = epoch.optimizer([epoch.bias_name])
+    counter = ctx.student.task("sentiment.count_steps", optimizer)  # names the mistake, never scores it
+    returned = epoch.train(optimizer)
     got = epoch.read_back(epoch.bias_name)
     numbers = {"bias_before": epoch.bias.tolist(), "bias_after": got.tolist()}
     if torch.equal(got, epoch.bias):
-        raise CheckFailed(f"after train() over {n} batches the output layer's bias, the one parameter the optimizer "
-                          "held, did not change: no optimizer step was taken", diagnosis="train_no_step",
+        steps = ctx.student.getattr(counter, "steps")
+        held = (f"after train() over {n} batches the output layer's bias, the one parameter the optimizer held, "
+                "did not change")
+        if steps == 0:
+            raise CheckFailed(f"{held}: optimizer.step() was never called", diagnosis="train_no_step",
+                              details={"numbers": numbers})
+        calls = f"optimizer.step() was called {steps} times" if type(steps) is int else "optimizer.step() was called"
+        raise CheckFailed(f"{held}, though {calls}: no step found a gradient of that batch's loss to apply",
                           details={"numbers": numbers})
     expected = replay_bias(epoch.bias, epoch.labels, LR)
     numbers["expected_bias_after"] = expected.tolist()
@@ -627,10 +731,18 @@ def expect_epoch_means(ctx, function, returned, predictions, labels):
     n = len(predictions)
     summed = _close(got[0], loss_sum) or any(math.isclose(got[1], a * n, abs_tol=1e-5) for a in (right, own))
     sigmoid_first = bce_mean([torch.sigmoid(p) for p in predictions], labels)[0]
+    # (B, 1) outputs against (B,) labels broadcast to every (prediction, label) pair of a batch
+    pairs = sum(((torch.sigmoid(p)[:, None] > 0.5).float() == y[None, :]).float().mean().item()
+                for p, y in zip(predictions, labels)) / n
+    broadcast = (_close(got[0], loss) and math.isclose(got[1], pairs, abs_tol=1e-5)
+                 and not math.isclose(pairs, right, abs_tol=1e-5))
     diagnosis = ("epoch_sum_not_mean" if summed and n > 1 else
-                 "double_sigmoid" if _close(got[0], sigmoid_first) else None)
+                 "double_sigmoid" if _close(got[0], sigmoid_first) else
+                 "accuracy_broadcast" if broadcast else None)
     raise CheckFailed(f"{function} returned (loss, accuracy) = ({got[0]:.5g}, {got[1]:.4g}), expected the means over "
-                      f"its {n} batches ({loss:.5g}, {right:.4g})", diagnosis=diagnosis,
+                      f"its {n} batches ({loss:.5g}, {right:.4g})"
+                      + (": its accuracy is that of every (prediction, label) pair of a batch" if broadcast else ""),
+                      diagnosis=diagnosis,
                       details={"numbers": {"expected": [loss, right], "got": list(got),
                                            "margin": max(abs(got[0] - loss) / (1e-5 + 1e-4 * abs(loss)),
                                                          min(abs(got[1] - right), abs(got[1] - own)) / 1e-5)}})
@@ -670,11 +782,11 @@ def train_mode(ctx):
                       f"the batches is {trained[0]:.5g}", details={"numbers": {"expected": trained[0], "got": loss}})
 
 
-@check("sentiment.evaluate_mode", "evaluate() puts the model in eval mode and computes no gradients", worker_measured=True)
+@check("sentiment.evaluate_mode", "evaluate() puts the model in eval mode (dropout off) and leaves its weights alone")
 def evaluate_mode(ctx):
-    # The mode shows in the loss evaluate() returns (dropout 1.0 makes a model in training mode
-    # predict its output bias); whether gradients were enabled shows in no output, so that part
-    # rests on the harness watching the model's calls (`sentiment.watch`).
+    # The mode shows in the loss evaluate() returns: dropout 1.0 makes a model in training mode
+    # predict its output bias alone. Whether gradients were enabled shows in no output; the
+    # harness's watch of the model's calls (`sentiment.watch`) is quoted as evidence, never scored.
     epoch = Epoch(ctx, dropout=1.0)
     watch = ctx.student.task("sentiment.watch", epoch.handle)
     returned = epoch.evaluate()
@@ -694,16 +806,21 @@ def evaluate_mode(ctx):
                           f"{evaluated[0]:.5g} over the batches",
                           details={"numbers": {"expected": evaluated[0], "got": loss}})
     grad_enabled = record.get("grad_enabled") if isinstance(record, dict) else None
-    if not isinstance(grad_enabled, list) or not grad_enabled:
-        raise CheckFailed("evaluate() never called the model")
-    if any(grad_enabled):
-        raise CheckFailed("evaluate() runs the model with gradients enabled: wrap the loop in torch.no_grad()",
-                          diagnosis="evaluate_grad_enabled")
+    if isinstance(grad_enabled, list) and any(grad_enabled):
+        return CheckOutcome(message="Seen in the worker, not scored: evaluate() ran the model with gradients enabled; "
+                                    "wrap its loop in torch.no_grad() to save the memory of autograd graphs",
+                            details={"observed_mistakes": ["evaluate_grad_enabled"]})
+    return None
+
+
+# Right predictions in each of the three batches of four: 0.75, 0.25 and 1.0, a mean of 2/3.
+EVALUATE_RIGHT_PER_BATCH = (3, 1, 4)
 
 
 @check("sentiment.evaluate_values", "evaluate() returns the mean loss and mean accuracy over the batches")
 def evaluate_values(ctx):
     epoch = Epoch(ctx, dropout=0.25)
+    epoch.relabel_for_accuracies(EVALUATE_RIGHT_PER_BATCH)
     returned = epoch.evaluate()
     _check_returns(returned, "something else", "evaluate(model, iterator, criterion)")
     # the student's own binary_accuracy is graded on its own: a wrong one is not blamed twice

@@ -7,17 +7,22 @@ The encoder is frozen, so it runs once per dataset, not once per step of every s
     data.load_imdb / load_small_sentiment
     data.split_train_valid          (17,500 / 7,500)
     encoder.load_encoder            (offline only)
-    cache.build_features            (once; reused)  cache.open_features (read-only memmaps)
-                                                    training.Training(student, HYPERPARAMETERS,
+    cache.build_features            (once; reused)
+    training.validate_hyperparameters   <- HYPERPARAMETERS, read as data
+    training.epochs_granted             (n_epochs, at most MAX_EPOCHS)
+                                                    cache.open_features (read-only memmaps)
+                                                    training.Training(student, those hyper-parameters,
                                                         train features + train labels,
                                                         valid and test features, no labels)
-    training.drive_training, an epoch a request:    .next_epoch() -> record, validation logits
-      accuracy on validation; the best so far?      .keep_latest()   (a copy of its weights)
-      at the end                                    .finish() -> test logits of the kept weights
-                                                       + what it saw (JSON)
+    sentiment.expect_frozen_under_a_step           (one step of the model around a tiny BERT;
+      BERT's weights read back, compared here)       the harness reports nothing)
+    training.drive_training, an epoch a request,    .next_epoch() -> record, validation logits,
+      every request alike:                                           test logits
+      accuracy on validation; keeps the best
+      epoch's test logits itself
+      at the end                                    .finish() -> what it saw (JSON)
     training.accuracy / score_accuracy  <- logits
-    training.diagnose                   <- what it saw
-    training.check_frozen (in the worker, with the real encoder: the stand-in cannot show it)
+    training.diagnose                   <- what it saw (names mistakes, never scores)
 
 docs/finetune.md says how to set up a GPU runner; benchmarks/bench_finetune.py measures the gain.
 """

@@ -7,9 +7,10 @@ feature caches (read-only) and the *training* labels. It never gets validation o
     never a true label), so a student's code that reads `.label` there runs but learns nothing;
   - the student's `evaluate` runs on a labelled slice of the training data (the "probe"), to see that
     it works, not to score it;
-  - the worker returns logits on validation after every epoch and on test once, for the weights of
-    the epoch the grader found best; the grader, which holds the labels, computes accuracy
-    (`accuracy`, `score_accuracy`) and drives the epochs (`drive_training`).
+  - the worker returns logits on validation and test after every epoch, each epoch asked for in the
+    same way; the grader, which holds the labels, computes accuracy (`accuracy`, `score_accuracy`),
+    keeps the test logits of the best epoch itself and decides how many epochs run
+    (`drive_training`, `epochs_granted`): nothing the worker is told depends on a held-out label.
 
 Around the student's `train` and `evaluate` the harness records what it can observe from outside, so
 that a broken loop shows up as a number rather than only as a low accuracy (`diagnose` names them):
@@ -51,6 +52,9 @@ _HYPERPARAMETER_RANGES = {  # generous: wide enough for any sensible choice, nar
     "hidden_dim": (1, 4096), "n_layers": (1, 8), "dropout": (0.0, 0.95), "learning_rate": (1e-8, 1.0),
     "n_epochs": (1, 100), "batch_size": (1, 1024),
 }
+# The most epochs the grader runs, whatever n_epochs asks (more are clamped, and the check says so):
+# the best of more epochs would be chosen on validation more often by luck than by learning.
+MAX_EPOCHS = 10
 
 
 # -----------------------------------------------------------------------------
@@ -263,12 +267,12 @@ class EpochRecord:
 
 @dataclass
 class TrainingRun:
+    """What the worker saw and predicted: evidence and logits, never a verdict."""
+
     hyperparameters: dict
     trainable_parameters: int
     epochs: list[EpochRecord] = field(default_factory=list)
-    valid_logits: list[torch.Tensor] = field(default_factory=list)  # one (N_valid,) per epoch
-    test_logits: torch.Tensor | None = None  # (N_test,) of the weights kept (`Training.keep_latest`)
-    stopped: str = "completed"  # or "time budget" or "error"
+    stopped: str = "completed"  # or "error"
     error: str | None = None  # the student's traceback, when stopped == "error"
     gpu_peak_mib: int | None = None  # most GPU memory the run held in tensors (None on CPU)
 
@@ -285,12 +289,13 @@ class TrainingRun:
 
 
 class Training:
-    """The student's model trained as the notebook does, on cached features, within `time_budget_s`
-    seconds, one epoch per `next_epoch` call.
+    """The student's model trained as the notebook does, on cached features, one epoch per
+    `next_epoch` call, each followed by predictions on validation and test.
 
-    Whoever holds the validation labels drives it (`drive_training`): after each epoch it calls
-    `keep_latest` if that epoch is the best so far, and `finish` predicts the test set once, with
-    the weights kept (a copy on the CPU), rather than after every epoch. `student` has
+    Every epoch ends the same way, whatever its accuracy: the worker cannot tell which epoch the
+    grader finds best, since the grader keeps that epoch's test logits itself (`drive_training`).
+    How many epochs run is the driver's to decide, from hyper-parameters it validated; the
+    deadline here only cuts an epoch short (`time_budget_s` from now). `student` has
     BERTGRUSentiment, train and evaluate (a module, or anything with those attributes).
     """
 
@@ -312,80 +317,100 @@ class Training:
                                         batch_size=hp["batch_size"], device=self.device, seed=seed,
                                         probe_size=probe_size, deadline=self.deadline)
         self.run = TrainingRun(hp, sum(p.numel() for p in self.model.parameters() if p.requires_grad))
-        self._kept: dict[str, torch.Tensor] | None = None  # a copy of the weights `finish` predicts with
-        self._over = False
 
-    def next_epoch(self) -> tuple[dict, torch.Tensor] | None:
-        """Train one epoch and predict validation: (the epoch's record, valid logits (N_valid,)), or
-        None once training is over (all epochs, the time budget, or the student's code failed:
-        `run.stopped` says which)."""
-        run, number = self.run, len(self.run.epochs) + 1
-        if self._over or number > run.hyperparameters["n_epochs"]:
-            self._over = True
+    def next_epoch(self) -> tuple[dict, torch.Tensor, torch.Tensor] | None:
+        """Train one epoch, then predict validation and test: (the epoch's record, valid logits
+        (N_valid,), test logits (N_test,)), or None once the student's code has failed
+        (`run.error` says how)."""
+        run = self.run
+        if run.stopped == "error":
             return None
         started = time.monotonic()
         try:
-            record = _run_epoch(number, self.student, self.model, self.optimizer, self.criterion, self.observer,
-                                self.iterators)
+            record = _run_epoch(len(run.epochs) + 1, self.student, self.model, self.optimizer, self.criterion,
+                                self.observer, self.iterators)
             predicting = time.monotonic()
-            logits = predict(self.model, self.iterators.valid)
+            valid_logits = predict(self.model, self.iterators.valid)
+            test_logits = predict(self.model, self.iterators.test)
         except Exception:  # the student's code failed: keep the epochs that finished
-            run.stopped, run.error, self._over = "error", traceback.format_exc(limit=-8), True
+            run.stopped, run.error = "error", traceback.format_exc(limit=-8)
             return None
         record.predict_seconds = round(time.monotonic() - predicting, 3)
         record.seconds = round(time.monotonic() - started, 3)
         run.epochs.append(record)
-        run.valid_logits.append(logits)
-        # The test set is predicted at the end, in about this epoch's prediction time per review.
-        test_seconds = record.predict_seconds * len(self.iterators.test.features) / max(1, len(logits))
-        if record.cut_short or time.monotonic() + record.seconds + test_seconds > self.deadline:
-            if number < run.hyperparameters["n_epochs"]:
-                run.stopped = "time budget"
-            self._over = True
-        return asdict(record), logits
-
-    def keep_latest(self) -> None:
-        """The weights the model has now, those of the last epoch (nothing trains between two
-        calls), are the ones `finish` predicts the test set with: a copy on the CPU."""
-        self._kept = {name: value.detach().to("cpu", copy=True) for name, value in self.model.state_dict().items()}
+        return asdict(record), valid_logits, test_logits
 
     def finish(self) -> TrainingRun:
-        """The run, with the test logits of the weights kept (none if no epoch was kept)."""
-        if self._kept is not None:
-            try:
-                self.model.load_state_dict(self._kept)
-                self.run.test_logits = predict(self.model, self.iterators.test)
-            except Exception:  # a model whose weights do not load back: its test accuracy stays unknown
-                self.run.stopped, self.run.error = "error", traceback.format_exc(limit=-8)
+        """The run's evidence, with the GPU memory it held at its peak."""
         if self.device.type == "cuda":
             self.run.gpu_peak_mib = torch.cuda.max_memory_allocated(self.device) >> 20
         return self.run
 
 
-def drive_training(training, valid_labels, progress: Callable[[dict, float], None] | None = None) -> TrainingRun:
-    """Run `training` (a `Training`, or the grader's proxy of one in the worker) to its end, keeping
-    the weights of the epoch with the best validation accuracy (the first of equals); `progress`,
-    if given, gets each epoch's record and validation accuracy as it ends."""
-    best = None
-    while (epoch := training.next_epoch()) is not None:
-        record, logits = epoch
-        valid_accuracy = accuracy(logits, valid_labels)
-        if best is None or valid_accuracy > best:
-            best = valid_accuracy
-            training.keep_latest()
+@dataclass
+class DrivenRun:
+    """A training run as its driver, who holds the validation labels, saw it."""
+
+    summary: dict  # the worker's evidence (`TrainingRun.summary`): diagnostic only, never scored
+    valid_accuracy: list[float]  # one per epoch, computed by the driver
+    valid_logits: list[torch.Tensor]
+    best_epoch: int | None  # index of the first epoch of the best validation accuracy; None if none finished
+    test_logits: torch.Tensor | None  # predicted right after the best epoch
+    stopped: str  # "completed", "time budget" or "error"
+    epoch_seconds: list[float]  # each epoch's request, training and predictions, timed by the driver
+
+    @property
+    def error(self) -> str | None:
+        return self.summary.get("error")
+
+
+def drive_training(training, valid_labels, epochs: int, *, time_budget_s: float = math.inf,
+                   progress: Callable[[dict, float], None] | None = None) -> DrivenRun:
+    """Run `epochs` epochs of `training` (a `Training`, or the grader's proxy of one in the worker),
+    fewer if the student's code fails or the next epoch would overrun `time_budget_s` (from now),
+    and keep the test logits of the epoch with the best validation accuracy (the first of
+    equals). Every epoch is asked for the same way: nothing the worker receives depends on the
+    validation labels. `progress`, if given, gets each epoch's record and validation accuracy."""
+    deadline = time.monotonic() + time_budget_s
+    valid_accuracy, valid_logits, seconds = [], [], []
+    best, best_test, stopped = None, None, "completed"
+    for number in range(1, epochs + 1):
+        started = time.monotonic()
+        epoch = training.next_epoch()
+        if epoch is None:
+            stopped = "error"
+            break
+        record, logits, test_logits = epoch
+        seconds.append(round(time.monotonic() - started, 3))
+        valid_accuracy.append(accuracy(logits, valid_labels))
+        valid_logits.append(logits)
+        if best is None or valid_accuracy[-1] > valid_accuracy[best]:
+            best, best_test = len(valid_accuracy) - 1, test_logits
         if progress is not None:
-            progress(record, valid_accuracy)
-    return training.finish()
+            progress(record, valid_accuracy[-1])
+        if number < epochs and time.monotonic() + seconds[-1] > deadline:
+            stopped = "time budget"
+            break
+    summary = training.finish()
+    summary = summary.summary() if isinstance(summary, TrainingRun) else summary
+    return DrivenRun(summary, valid_accuracy, valid_logits, best, best_test, stopped, seconds)
+
+
+def epochs_granted(hyperparameters: dict) -> int:
+    """The epochs the grader runs for validated hyper-parameters: n_epochs, at most MAX_EPOCHS."""
+    return min(hyperparameters["n_epochs"], MAX_EPOCHS)
 
 
 def run_training(student, hyperparameters: dict, features: Features, train_labels, valid_features: Features,
                  test_features: Features, valid_labels, time_budget_s: float, device="cpu",
                  progress: Callable[[dict, float], None] | None = None, *, seed: int = 0,
-                 probe_size: int = 500) -> TrainingRun:
-    """`Training` driven to its end where the validation labels are at hand (tests, benchmarks)."""
+                 probe_size: int = 500) -> DrivenRun:
+    """`Training` driven for the hyper-parameters' epochs where the validation labels are at hand
+    (tests, benchmarks)."""
     training = Training(student, hyperparameters, features, train_labels, valid_features, test_features,
                         time_budget_s, device, seed=seed, probe_size=probe_size)
-    return drive_training(training, valid_labels, progress)
+    return drive_training(training, valid_labels, epochs_granted(training.run.hyperparameters),
+                          time_budget_s=time_budget_s, progress=progress)
 
 
 def _run_epoch(epoch, student, model, optimizer, criterion, observer, iterators: Iterators) -> EpochRecord:
@@ -450,71 +475,6 @@ def validate_hyperparameters(hyperparameters: dict) -> dict:
     if problems:
         raise ValueError("HYPERPARAMETERS: " + "; ".join(problems))
     return clean
-
-
-# -----------------------------------------------------------------------------
-# the frozen-encoder check (with the real encoder, on one batch)
-
-@dataclass
-class FrozenCheck:
-    violations: list[str]
-    output_shape: list[int]
-    trainable_parameters: int
-    encoder_parameters_left_trainable: int
-    encoder_got_gradients: bool
-    encoder_changed_by_step: bool
-    encoder_given_attention_mask: bool
-    encoder_ran_with_grad_enabled: bool  # no torch.no_grad() around it: not wrong if frozen, but costs memory
-
-
-def check_frozen(model: nn.Module, encoder: nn.Module, batch: Batch, *, learning_rate: float = 1e-3) -> FrozenCheck:
-    """Build-time freeze as in the notebook, then one training step: the encoder must not move.
-
-    `model` is the student's model built around the real encoder `encoder` (the smoke encoder is enough:
-    this checks the student's code, not the features). The encoder starts trainable, as from_pretrained
-    leaves it, so that only the notebook's freeze (or the student's own) can freeze it.
-    """
-    encoder.requires_grad_(True)
-    freeze_encoder_by_name(model)
-    encoder_params = list(encoder.parameters())
-    encoder_ids = {id(p) for p in encoder_params}
-    before = [p.detach().clone() for p in encoder_params]
-    left_trainable = sum(p.requires_grad for p in encoder_params)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad and id(p) not in encoder_ids)
-
-    calls = []
-    hook = encoder.register_forward_pre_hook(
-        lambda module, args, kwargs: calls.append((kwargs.get("attention_mask") is not None or len(args) > 1,
-                                                   torch.is_grad_enabled())), with_kwargs=True)
-    try:
-        model.train()
-        optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
-        optimizer.zero_grad()
-        pass_mask = _accepts_attention_mask(model)
-        out = model(batch.text, attention_mask=batch.attention_mask) if pass_mask else model(batch.text)
-        nn.BCEWithLogitsLoss()(out.reshape(-1), batch.label.float().reshape(-1)).backward()
-        got_gradients = any(p.grad is not None and bool(p.grad.any()) for p in encoder_params)
-        optimizer.step()
-    finally:
-        hook.remove()
-    changed = any(not torch.equal(p.detach(), b) for p, b in zip(encoder_params, before))
-
-    violations = []
-    if left_trainable:
-        violations.append(f"{left_trainable} encoder parameter tensors still require gradients after freezing the "
-                          "parameters named bert.*: keep the encoder in self.bert")
-    if got_gradients:
-        violations.append("the encoder received gradients: run it under torch.no_grad() and do not re-enable "
-                          "requires_grad on it")
-    if changed:
-        violations.append("an optimizer step changed the encoder's weights: the encoder must stay frozen")
-    if out.shape[0] != batch.text.shape[0] or out.numel() != batch.text.shape[0]:
-        violations.append(f"the model returned shape {tuple(out.shape)} for a batch of {batch.text.shape[0]}; "
-                          f"expected ({batch.text.shape[0]}, 1)")
-    if not calls:
-        violations.append("the model never called its encoder")
-    return FrozenCheck(violations, list(out.shape), trainable, left_trainable, got_gradients, changed,
-                       bool(calls) and all(mask for mask, _ in calls), any(grad for _, grad in calls))
 
 
 # -----------------------------------------------------------------------------

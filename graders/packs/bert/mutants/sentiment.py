@@ -18,6 +18,8 @@ TRAIN_MODE = """    epoch_loss, epoch_acc = 0.0, 0.0
 EVAL_MODE = """    epoch_loss, epoch_acc = 0.0, 0.0
     model.eval()"""
 GRU_BIDI = "bidirectional=bidirectional,"
+LINEAR = "self.out = nn.Linear(hidden_dim * 2 if bidirectional else hidden_dim, output_dim)"
+EVAL_ACCURACY = "epoch_acc += binary_accuracy(predictions, batch.label).item()"
 OUT = "return self.out(self.dropout(hidden))"
 ZERO_GRAD = "        optimizer.zero_grad()\n"
 TRAIN_LOSS = "loss = criterion(predictions, batch.label)"
@@ -45,8 +47,7 @@ MUTANTS = [
         "sent_hidden_minus_one_small_linear",
         "sentiment",
         (
-            Edit(SENT, "self.out = nn.Linear(hidden_dim * 2 if bidirectional else hidden_dim, output_dim)",
-                 "self.out = nn.Linear(hidden_dim, output_dim)"),
+            Edit(SENT, LINEAR, "self.out = nn.Linear(hidden_dim, output_dim)"),
             Edit(SENT, BIDI, "hidden = hidden[-1]"),
         ),
         "gru_wrong_hidden",
@@ -66,8 +67,6 @@ MUTANTS = [
         "train_no_train_mode"),
     one("sent_evaluate_no_eval_mode", "sentiment", SENT, EVAL_MODE, "    epoch_loss, epoch_acc = 0.0, 0.0",
         "evaluate_no_eval_mode"),
-    one("sent_evaluate_with_grad", "sentiment", SENT, EVAL_NO_GRAD,
-        EVAL_NO_GRAD.replace("    with torch.no_grad():\n", "    if True:\n"), "evaluate_grad_enabled"),
     one("sent_gru_not_bidirectional", "sentiment", SENT, GRU_BIDI, "", "gru_not_bidirectional"),
     one("sent_hidden_swapped", "sentiment", SENT, BIDI, "hidden = torch.cat((hidden[-1], hidden[-2]), dim=1)",
         "gru_wrong_hidden"),
@@ -83,6 +82,17 @@ MUTANTS = [
     one("sent_evaluate_returns_sums", "sentiment", SENT, EVAL_RETURN,
         "            epoch_acc += binary_accuracy(predictions, batch.label).item()\n    return epoch_loss, epoch_acc",
         "epoch_sum_not_mean"),
+    # Pairs: each failing the check of a diagnosis above without the behaviour that defines it, so the
+    # failure must say what differs and name nothing.
+    one("sent_train_step_before_backward", "sentiment", SENT, STEP, "        optimizer.step()\n        loss.backward()",
+        None),  # optimizer.step() is called: not train_no_step
+    one("sent_accuracy_floor_division", "sentiment", SENT, ACCURACY, "return (rounded == y).sum() // len(y)",
+        None),  # the sigmoid is there: not accuracy_no_sigmoid
+    one("sent_output_layer_one_direction_wide", "sentiment", SENT, LINEAR, "self.out = nn.Linear(hidden_dim, output_dim)",
+        None),  # the summary is both directions' states: not gru_wrong_hidden
+    one("sent_evaluate_accuracy_broadcast", "sentiment", SENT, EVAL_ACCURACY,
+        "epoch_acc += binary_accuracy(model(batch.text, attention_mask=batch.attention_mask), batch.label).item()",
+        "accuracy_broadcast"),  # (B, 1) outputs against (B,) labels: the accuracy of every pair of a batch
     one("sent_hyperparameters_string", "sentiment", SENT, '"hidden_dim": 256,', '"hidden_dim": "256",',
         "hyperparameters_invalid"),
 ]
