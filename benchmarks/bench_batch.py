@@ -52,7 +52,6 @@ def main() -> int:
     parser.add_argument("--parts", nargs="+", default=["attention"])
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    os.environ["GRADE_ASSIGNMENT"] = "bert"  # the commands below grade copies of its reference
     python = sys.executable
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
@@ -81,7 +80,7 @@ def main() -> int:
         walls = {}
         for jobs in (1, 2):
             out = root / f"batch{jobs}"
-            walls[jobs] = timed([python, "-m", "graders.batch.cli", str(subs), "--out", str(out), "--jobs", str(jobs),
+            walls[jobs] = timed([python, "-m", "graders.batch.cli", str(subs), "--assignment", "bert", "--out", str(out), "--jobs", str(jobs),
                                  "--no-progress", *parts])
     load_after = os.getloadavg()
     figures = {

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from graders.assignment import current, select
+from graders.assignment import load
 from graders.grading import grade
 
 
@@ -29,12 +29,12 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--assignment", default="bert", help="the pack whose reference is graded (default: bert)")
     args = parser.parse_args()
-    select(args.assignment)
+    assignment = load(args.assignment)
     imports, grades, runs = [], [], []
     for _ in range(args.repeat):
         imports.append(bare_import_s())
         started = time.perf_counter()
-        results = grade(current().reference_dir, only_parts=None)
+        results = grade(assignment.reference_dir, only_parts=None, assignment=assignment)
         grades.append(time.perf_counter() - started)
         runs.append(results)
     bare, full = statistics.median(imports), statistics.median(grades)

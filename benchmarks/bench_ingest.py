@@ -11,7 +11,7 @@ Each measurement runs in a fresh interpreter and reports wall time and the growt
 resident memory over the same interpreter's peak before the call:
 
 - `zipfile`: `zipfile.ZipFile(path).infolist()`, the work ingest used to do before any limit;
-- `ingest`: `graders.ingest.ingest(path, dest)`, which now refuses on the declared count;
+- `ingest`: `graders.ingest.ingest(path, dest, assignment=bert)`, which now refuses on the declared count;
 - `ingest, count hidden`: the same zip with the end record declaring 1 entry, so the refusal
   comes from walking the central directory (stopped after `max_entries`).
 """
@@ -33,6 +33,7 @@ MEASURE = r"""
 import json, resource, sys, time, zipfile
 from pathlib import Path
 what, path, dest = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+from graders.assignment import load
 from graders.ingest import Rejected, ingest
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
@@ -41,7 +42,7 @@ if what == "zipfile":
     outcome = f"{len(zipfile.ZipFile(path).infolist()):,} entries parsed"
 else:
     try:
-        ingest(path, dest)
+        ingest(path, dest, assignment=load("bert"))
         outcome = "accepted"
     except Rejected as rejected:
         outcome = rejected.reason

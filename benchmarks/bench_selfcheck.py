@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from graders.assignment import current, select
+from graders.assignment import load
 
 
 def timed(command, **kwargs):
@@ -34,12 +34,12 @@ def timed(command, **kwargs):
     return time.perf_counter() - started, run
 
 
-def homework_folder(kind, scratch):
+def homework_folder(assignment, kind, scratch):
     folder = Path(scratch) / "homework"
     if kind == "reference":
-        shutil.copytree(current().reference_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(assignment.reference_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
     elif kind == "template":
-        shutil.copytree(current().template_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(assignment.template_dir, folder, ignore=shutil.ignore_patterns("__pycache__"))
     else:
         shutil.copytree(kind, folder, ignore=shutil.ignore_patterns("__pycache__", ".grade"))
     return folder
@@ -52,11 +52,11 @@ def main():
     parser.add_argument("--homework", default="reference", help="reference, template or a folder")
     parser.add_argument("--parts", nargs="*", default=[], help="check only these parts (default: all)")
     args = parser.parse_args()
-    select(args.assignment)
+    assignment = load(args.assignment)
     imports, checks, statuses = [], [], []
     results = None
     with tempfile.TemporaryDirectory(prefix="bench-selfcheck-") as scratch:
-        folder = homework_folder(args.homework, scratch)
+        folder = homework_folder(assignment, args.homework, scratch)
         imports.append(timed([sys.executable, "-c", "import torch"], check=True)[0])
         for _ in range(args.repeat):
             seconds, run = timed([sys.executable, "-P", "-m", "graders.cli", "check", *args.parts], cwd=folder)

@@ -10,9 +10,11 @@ Packs are found in graders/packs/ (each a package, `graders.packs.<name>`), or g
 of their folder (`grade --assignment path/to/pack`), which is then imported as the package
 `_assignment_<name>_<hash of the folder>`. Paths in a manifest are relative to the pack's folder.
 
-The assignment a command grades: `--assignment NAME|PATH` where it is given (it calls `select`,
-which its child processes inherit through GRADE_ASSIGNMENT), otherwise the only installed pack,
-otherwise the pack whose files a student's folder or zip holds (`for_submission`).
+The assignment a command grades: `--assignment NAME|PATH` where it is given, otherwise the only
+installed pack, otherwise the pack whose files a student's folder or zip holds (`for_submission`).
+The command line decides it once (graders/cli.py) and passes the `Assignment` down as a value:
+no function of the engine reads a process-wide choice, and a child process is given the pack's
+folder (a batch job's spec, a worker's packages).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from graders.scoring import Part, Rubric
 
 PACKS_DIR = Path(__file__).resolve().parent / "packs"
 MANIFEST = "assignment.toml"
-ENVIRONMENT_VARIABLE = "GRADE_ASSIGNMENT"
 
 
 class PackError(ValueError):
@@ -161,57 +162,37 @@ def load(name_or_path: str | os.PathLike) -> Assignment:
                     f"or the path of a folder holding {MANIFEST}")
 
 
-_selected: list[Assignment] = []
-
-
-def select(name_or_path: str | os.PathLike) -> Assignment:
-    """Make this the assignment of this process and of the processes it starts (`--assignment`)."""
-    chosen = _remember(load(name_or_path))
-    os.environ[ENVIRONMENT_VARIABLE] = str(chosen.folder)
-    return chosen
-
-
-def current() -> Assignment:
-    """The selected assignment, else the one named by GRADE_ASSIGNMENT (set by a parent's
-    `--assignment`), else the only installed pack."""
-    if _selected:
-        return _selected[0]
-    if os.environ.get(ENVIRONMENT_VARIABLE):
-        return _remember(load(os.environ[ENVIRONMENT_VARIABLE]))
+def resolve(name_or_path: str | os.PathLike | None) -> Assignment:
+    """The pack a command was given (`--assignment NAME|PATH`), else the only installed pack."""
+    if name_or_path is not None:
+        return load(name_or_path)
     packs = installed()
     if len(packs) == 1:
-        return _remember(load(next(iter(packs))))
+        return load(next(iter(packs)))
     raise PackError(f"{len(packs)} assignments are installed ({', '.join(packs) or 'none'}): "
                     "choose one with --assignment NAME")
 
 
-def _remember(chosen: Assignment) -> Assignment:
-    _selected[:] = [chosen]
-    return chosen
-
-
-def chosen() -> Assignment | None:
-    """`current()`, or None where several packs are installed and none is chosen (what needs no
-    pack, such as checking the sandbox, goes on without one)."""
-    try:
-        return current()
-    except PackError:
+def given_or_only(name_or_path: str | os.PathLike | None) -> Assignment | None:
+    """The pack given, else the only installed pack, else None (what needs no pack, such as
+    checking the sandbox, goes on without one)."""
+    if name_or_path is None and len(installed()) != 1:
         return None
+    return resolve(name_or_path)
 
 
-def chosen_or_all() -> list[Assignment]:
-    """The chosen assignment, else every installed pack (`grade build` builds them all)."""
-    one = chosen()
-    return [one] if one is not None else [load(name) for name in installed()]
+def given_or_all(name_or_path: str | os.PathLike | None) -> list[Assignment]:
+    """The pack given, else every installed pack (`grade build` builds them all)."""
+    return [load(name_or_path)] if name_or_path is not None else [load(name) for name in installed()]
 
 
-def for_submission(path: str | os.PathLike) -> Assignment:
-    """The assignment a student's folder, zip or notebook belongs to: the chosen one, else the only
+def for_submission(path: str | os.PathLike, given: str | os.PathLike | None = None) -> Assignment:
+    """The assignment a student's folder, zip or notebook belongs to: the pack given, else the only
     installed pack, else the one whose files (at the root or in one top folder) and, in a notebook,
     whose graded names it holds the most of (a tie, or none of them, asks for --assignment)."""
     packs = installed()
-    if _selected or os.environ.get(ENVIRONMENT_VARIABLE) or len(packs) <= 1:
-        return current()
+    if given is not None or len(packs) <= 1:
+        return resolve(given)
     present = _contents(Path(path))
     overlap = {}
     for name in packs:
@@ -224,7 +205,7 @@ def for_submission(path: str | os.PathLike) -> Assignment:
                         "choose one with --assignment NAME")
     if len(candidates) > 1:
         raise PackError(f"{path} could belong to {' or '.join(candidates)}: choose with --assignment NAME")
-    return _remember(load(candidates[0]))
+    return load(candidates[0])
 
 
 def _contents(path: Path) -> set[str]:

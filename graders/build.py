@@ -114,11 +114,8 @@ def toml_template(source, filename="<reference>"):
     return "\n".join(out) + "\n"
 
 
-def template_files(assignment=None):
+def template_files(assignment):
     """{relative file name: template text} for every file of the assignment's reference package."""
-    from graders.assignment import current
-
-    assignment = assignment or current()
     files = {"__init__.py": TEMPLATE_INIT.format(title=assignment.title)}
     for path in sorted(assignment.reference_dir.iterdir()):
         # Only modules and answers: a reference may also hold data with held-out labels.
@@ -132,12 +129,9 @@ def template_files(assignment=None):
     return files
 
 
-def build_template(out_dir=None, assignment=None):
+def build_template(assignment, out_dir=None):
     """Write the student template into out_dir (the assignment's template folder), replacing what
     was there. Returns the files written."""
-    from graders.assignment import current
-
-    assignment = assignment or current()
     out_dir = Path(out_dir or assignment.template_dir)
     files = template_files(assignment)
     if out_dir.exists():

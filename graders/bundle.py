@@ -28,10 +28,18 @@ from pathlib import Path
 
 import graders
 from graders.atomic import write_atomically
-from graders.assignment import PACKS_DIR, current
+from graders.assignment import PACKS_DIR
 from graders.build import _solution_blocks, template_files
 
 HOMEWORK = "homework"
+# The homework folder's conftest.py: plain `pytest` there runs the public checks (graders/pytest_plugin.py).
+STUDENT_CONFTEST = '''"""Lets plain `pytest` in this folder run the public checks of the assignment (like `grade check`).
+
+One test per public check; the folder is graded once, the results also go to .grade/.
+"""
+
+from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  # noqa: F401
+'''
 PACKAGE_DIR = Path(graders.__file__).resolve().parent
 
 # Never shipped, wherever they appear inside the package.
@@ -40,9 +48,9 @@ EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".swp")
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
-def bundle_path(assignment=None):
+def bundle_path(assignment):
     """Where `grade build` writes the assignment's bundle: dist/<bundle name>.zip in the current folder."""
-    return Path("dist") / f"{(assignment or current()).bundle_name}.zip"
+    return Path("dist") / f"{assignment.bundle_name}.zip"
 
 
 def student_pyproject(assignment):
@@ -139,13 +147,10 @@ def _shipped(root):
             yield relative, path
 
 
-def bundle_files(assignment=None):
+def bundle_files(assignment):
     """{path inside the zip: bytes} of the whole bundle of the assignment: the engine with this
     one pack (under graders/packs/, where the bundled grader finds it as its only one), the
     template and the student's conftest.py."""
-    from graders.pytest_plugin import STUDENT_CONFTEST
-
-    assignment = assignment or current()
     top = assignment.bundle_name
     modules = ", ".join(f"`{name}`" for name in assignment.expected_files)
     readme = STUDENT_README.format(title=assignment.title, files=modules, top=top,
@@ -184,13 +189,12 @@ class LeakError(RuntimeError):
     """The bundle would carry something secret."""
 
 
-def build_bundle(target=None, assignment=None):
+def build_bundle(assignment, target=None):
     """Write the student bundle zip of the assignment (at dist/<bundle name>.zip unless `target`);
     returns its path. Build the golden fixtures first. Refuses (LeakError) to write a bundle in
     which `scan` finds anything secret."""
     from graders.recording import read_manifest
 
-    assignment = assignment or current()
     if read_manifest(assignment.golden_dir) is None:
         raise RuntimeError(f"no golden fixtures in {assignment.golden_dir}: run `grade build --golden` first")
     files = bundle_files(assignment)
@@ -306,9 +310,8 @@ def _statement_lists(tree):
                 yield value
 
 
-def solution_snippets(reference_dir=None):
+def solution_snippets(reference_dir):
     """Every solution block of the reference's Python modules, as a Snippet."""
-    reference_dir = reference_dir or current().reference_dir
     snippets = []
     for path in sorted(Path(reference_dir).glob("*.py")):
         source = path.read_text()
@@ -359,10 +362,9 @@ def find_solutions(source, snippets, path="<bundle>"):
     return leaks
 
 
-def secret_strings(assignment=None):
+def secret_strings(assignment):
     """Text that must never ship: the numeric answers of the reference's questions file (5 digits
     or more, in every usual spelling) and the start of every written model answer."""
-    assignment = assignment or current()
     if assignment.answers_file is None:
         return []
     answers = tomllib.loads((assignment.reference_dir / assignment.answers_file).read_text())
@@ -388,11 +390,10 @@ def hidden_fixture_hashes(hidden_dirs):
     return hashes
 
 
-def scan(files, *, assignment=None, hidden_dirs=None):
+def scan(files, *, assignment, hidden_dirs=None):
     """Leaks in a bundle given as {path: bytes}: reference solution bodies, the assignment's
     secret files (hidden fixtures; `hidden_dirs` replaces its list), rubric secrets, and the
     reference or hidden folders themselves."""
-    assignment = assignment or current()
     snippets = solution_snippets(assignment.reference_dir)
     secrets = secret_strings(assignment)
     hidden = hidden_fixture_hashes(assignment.secrets if hidden_dirs is None else hidden_dirs)

@@ -45,24 +45,28 @@ EXIT_INCOMPLETE_INSTALLATION = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 
 
-def _grade_parser():
-    from graders.assignment import chosen
-
-    assignment = chosen()  # none: the submission named no homework (it may not exist: said below)
+def _grade_parser(assignment):
+    """`grade`'s parser, with the options of `assignment` (None: the submission named no homework;
+    it may not exist, which cmd_grade says)."""
     parser = command_parser("grade", f"Grade a submission of {assignment.title if assignment else 'an installed assignment'}.")
     parser.add_argument("submission", type=Path, help="a .zip, a folder or a .ipynb")
     parser.add_argument("--out", type=Path, default=None, help="where results.json and the reports go (default: ./grade-out/<name>)")
-    add_grading_arguments(parser)
+    add_grading_arguments(parser, assignment)
     return parser
 
 
-def cmd_grade(argv):
-    parser = _grade_parser()
+def cmd_grade(argv, given=None):
+    """`grade SUBMISSION`, of the assignment `given` (--assignment), else of the one the submission's files say."""
+    from graders.assignment import for_submission, given_or_only
+
+    submission = _submission_argument(argv)
+    assignment = for_submission(submission, given) if submission is not None else given_or_only(given)
+    parser = _grade_parser(assignment)
     args = parser.parse_args(argv)
     if not args.submission.exists():
         print(f"grade: no such file or folder: {args.submission}", file=sys.stderr)
         return 2
-    options = grading_options(args, parser)
+    options = grading_options(args, parser, assignment)
     refused = refuse_unless_isolated(options.unsafe, level=options.isolation)
     if refused is not None:
         return refused
@@ -75,14 +79,14 @@ def cmd_grade(argv):
     try:
         results = grade(args.submission, seed=options.seed, only_parts=options.parts, limits=options.limits(),
                         options=options.check_options(), extra_secrets=[out.resolve()], unsafe=options.unsafe,
-                        isolation=options.isolation, progress=PartProgress(options))
+                        isolation=options.isolation, progress=PartProgress(options, assignment), assignment=assignment)
     except IsolationUnavailable as refusal:  # found only once the secrets were known: still a refusal
         print(f"grade: {refusal}", file=sys.stderr)
         return EXIT_NOT_ISOLATED
     except Exception as error:  # noqa: BLE001 - a result is always written; the traceback is for us
         traceback.print_exc()
         results = error_result(args.submission, f"the grader failed: {type(error).__name__}: {error}",
-                               only_parts=options.parts, started=started)
+                               assignment=assignment, only_parts=options.parts, started=started)
     path = write_results(results, out)
     try:
         reports = write_reports(results, out)
@@ -102,11 +106,9 @@ class PartProgress:
     epoch), so a long grade says what it is doing; stdout keeps the summary alone. Called from
     two threads when a part runs beside the others: each line is one write."""
 
-    def __init__(self, options):
-        from graders.assignment import current
-
+    def __init__(self, options, assignment):
         self.options = options
-        self.describe_part = getattr(current().options_module(), "describe_part", None)
+        self.describe_part = getattr(assignment.options_module(), "describe_part", None)
         self.parts_shown = set()  # a long part runs beside the others: their checks interleave
         self.started = time.perf_counter()
 
@@ -122,7 +124,8 @@ class PartProgress:
         print(f"[{time.perf_counter() - self.started:6.1f} s]   {text}", file=sys.stderr, flush=True)
 
 
-def cmd_report(argv):
+def cmd_report(argv, given=None):
+    """`grade report RESULTS.json`: a results.json says its assignment; `given` is not needed."""
     parser = command_parser("grade report", "Re-render the reports of a results.json.")
     parser.add_argument("results", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="default: the folder of results.json")
@@ -142,18 +145,19 @@ def cmd_report(argv):
     return 0
 
 
-def cmd_doctor(argv):
+def cmd_doctor(argv, given=None):
+    from graders.assignment import given_or_only
+
+    # The paths an assignment's long parts read are checked too, for the assignment given (or the
+    # only one); the sandbox's layers need no assignment.
+    assignment = given_or_only(given)
     parser = command_parser("grade doctor", "Show every layer of the sandbox on this machine.")
-    add_grading_arguments(parser)
-    chosen_options = grading_options(parser.parse_args(argv), parser)
+    add_grading_arguments(parser, assignment)
+    chosen_options = grading_options(parser.parse_args(argv), parser, assignment)
     options = chosen_options.check_options()
-    from graders.assignment import chosen
     from graders.grading import assignment_paths
     from graders.sandbox.doctor import diagnose, full_isolation, render
 
-    # The paths an assignment's long parts read are checked too, for the assignment chosen (or the
-    # only one); the sandbox's layers need no assignment.
-    assignment = chosen()
     paths = {kind: assignment_paths(assignment, options, kind) if assignment else []
              for kind in ("readable_paths", "held_out_paths")}
     findings = diagnose(readable_paths=paths["readable_paths"], secret_paths=paths["held_out_paths"],
@@ -204,23 +208,21 @@ def version_line():
 
 
 def _main(argv):
-    from graders.assignment import PackError, for_submission, select
+    """The command line's boundary: --assignment is read here, before any parser (the pack decides
+    the options they have), and handed to the command, which loads the pack it names (or finds
+    the one it needs) and passes it down as a value."""
+    from graders.assignment import PackError
 
     try:
-        argv, chosen = take_assignment(argv)
-        submission = _submission_argument(argv) if argv[0] not in SUBCOMMANDS else None
-        if chosen is None and submission is not None:
-            chosen = for_submission(submission).folder
-        if chosen is not None:
-            select(chosen)
-    except (PackError, ValueError) as error:
+        argv, given = take_assignment(argv)
+    except ValueError as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
     try:
         if argv[0] in SUBCOMMANDS:
-            return _subcommand(argv[0])(argv[1:])
-        return cmd_grade(argv)
-    except PackError as error:  # several packs installed, none chosen, and the command needs one
+            return _subcommand(argv[0])(argv[1:], given)
+        return cmd_grade(argv, given)
+    except PackError as error:  # no such pack, or several installed and none given where one is needed
         print(f"grade: {error}", file=sys.stderr)
         return 2
     except ImportError as error:
@@ -266,10 +268,9 @@ def _subcommand(name):
     if name == "doctor":
         return cmd_doctor
     if name == "mutants":
-        from graders.assignment import current
         from graders.mutants import cmd_mutants
 
-        return lambda argv: cmd_mutants(argv, current())
+        return cmd_mutants
     if name == "gradescope-kit":
         from graders import gradescope_kit
 
@@ -281,11 +282,11 @@ def _subcommand(name):
     if name == "answers":
         from graders.batch.answers import cmd_answers
 
-        return cmd_answers
+        return lambda argv, given: cmd_answers(argv)  # a batch's results say their assignment
     if name == "export":
         from graders.batch.lms import cmd_export
 
-        return cmd_export
+        return lambda argv, given: cmd_export(argv)
     from graders.batch import cli as batch_cli
 
     return batch_cli.cmd_batch if name == "batch" else batch_cli.cmd_merge

@@ -31,10 +31,11 @@ import os
 import shutil
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import graders
-from graders.assignment import PACKS_DIR, Assignment, current
+from graders.assignment import PACKS_DIR, Assignment
 from graders.atomic import write_atomically
 from graders.options import command_parser, validate_parts
 from graders.sandbox.isolation import CONTAINER, EXIT_NOT_ISOLATED, FULL, LEVELS
@@ -86,12 +87,10 @@ def torch_version() -> str:
     return read_lock()["torch"]
 
 
-def write_kit(out: Path, *, parts: list[str] | None = None, seed: int | None = None, unsafe: bool = False,
-              assignment: Assignment | None = None, isolation: str = CONTAINER) -> Path:
-    """The autograder zip for Gradescope, at `out`, for the assignment (by default, the one being
-    graded): the engine, its pack (as an installed one) and its reference, where the pack's
-    manifest finds it."""
-    assignment = assignment or current()
+def write_kit(out: Path, assignment: Assignment, *, parts: list[str] | None = None, seed: int | None = None,
+              unsafe: bool = False, isolation: str = CONTAINER) -> Path:
+    """The autograder zip for Gradescope, at `out`, for the assignment: the engine, its pack (as
+    an installed one) and its reference, where the pack's manifest finds it."""
     engine = Path(graders.__file__).parent
     config = {"assignment": assignment.name, "parts": parts, "seed": seed, "isolation": isolation,
               "unsafe_no_sandbox": unsafe}
@@ -157,10 +156,9 @@ def not_graded(text: str) -> dict:
     return {"score": 0, "output": text, "output_format": "text", "stdout_visibility": STDOUT_VISIBILITY, "tests": []}
 
 
-def run(root: Path) -> int:
-    """Grade root/submission and write root/results/results.json; always writes it."""
-    from graders.cli import main
-
+def run(root: Path, grade: Callable[[list[str]], int]) -> int:
+    """Grade root/submission with `grade` (the `grade` command's main) and write
+    root/results/results.json; always writes it."""
     config = json.loads((root / "source" / KIT_CONFIG).read_text())
     results_file = root / "results" / "results.json"
     out = root / "grade-out"
@@ -175,7 +173,7 @@ def run(root: Path) -> int:
     argv += ["--isolation", config.get("isolation") or FULL]
     if config.get("unsafe_no_sandbox"):
         argv.append("--unsafe-no-sandbox")
-    status = main(argv)
+    status = grade(argv)
     export = out / "gradescope.json"
     if status == EXIT_NOT_ISOLATED:
         # The instructor reads the autograder's output on Gradescope (stdout and stderr, where the
@@ -196,7 +194,11 @@ def run(root: Path) -> int:
     return 0
 
 
-def cmd_kit(argv) -> int:
+def cmd_kit(argv, given=None) -> int:
+    """`grade gradescope-kit` for the assignment `given` (--assignment), else the only installed one."""
+    from graders.assignment import resolve
+
+    assignment = resolve(given)
     parser = command_parser("grade gradescope-kit", "Write the autograder zip to upload to Gradescope.")
     parser.add_argument("--out", type=Path, default=Path("autograder.zip"))
     parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
@@ -208,14 +210,16 @@ def cmd_kit(argv) -> int:
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade even where the image cannot isolate student code; every output says so")
     args = parser.parse_args(argv)
-    validate_parts(args.parts, parser)
-    path = write_kit(args.out, parts=args.parts, seed=args.seed, unsafe=args.unsafe_no_sandbox, isolation=args.isolation)
+    validate_parts(args.parts, parser, assignment)
+    path = write_kit(args.out, assignment, parts=args.parts, seed=args.seed, unsafe=args.unsafe_no_sandbox, isolation=args.isolation)
     print(f"autograder kit: {path} (upload it as the assignment's autograder on Gradescope); isolation: "
           f"{'NONE (--unsafe-no-sandbox)' if args.unsafe_no_sandbox else args.isolation}")
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # run_autograder: `python -m graders.gradescope_kit run ROOT`
+    from graders.cli import main
+
     if sys.argv[1:2] == ["run"] and len(sys.argv) == 3:
-        sys.exit(run(Path(sys.argv[2])))
-    sys.exit(cmd_kit(sys.argv[1:]))
+        sys.exit(run(Path(sys.argv[2]), main))
+    sys.exit(main(["gradescope-kit", *sys.argv[1:]]))

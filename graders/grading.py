@@ -20,7 +20,7 @@ import torch
 import graders
 from graders.answers_file import UnreadableAnswers, read_answers_file
 from graders.atomic import write_atomically
-from graders.assignment import current, for_submission, installed as installed_packs, load as load_pack
+from graders.assignment import for_submission, installed as installed_packs, load as load_pack
 from graders.checks.contract import ForwardingStudent
 from graders.consistency import validate_assignment
 from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, environment_result,
@@ -499,12 +499,11 @@ def rejected_result(source, reason, assignment, mode, started, only_parts=None, 
     }
 
 
-def error_result(source, reason, *, mode=INSTRUCTOR, only_parts=None, started=None):
-    """The results of a grade that failed unexpectedly (a bug of the grader, a broken machine):
-    status "error", no points, and the reason. Built defensively: whatever broke the grade may
-    also break the rubric or the hashing of the input."""
+def error_result(source, reason, *, assignment=None, mode=INSTRUCTOR, only_parts=None, started=None):
+    """The results of a grade of `assignment` (None: not known) that failed unexpectedly (a bug of
+    the grader, a broken machine): status "error", no points, and the reason. Built defensively:
+    whatever broke the grade may also break the rubric or the hashing of the input."""
     try:
-        assignment = current()
         max_score = assignment.rubric.points(only_parts)
         version_info, which = versions(assignment), {"assignment": assignment_json(assignment)}
     except Exception:  # noqa: BLE001

@@ -21,72 +21,24 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
+# What a hand-in is and how much of one is read: shared with the notebook reader, which this
+# module calls (graders/handin.py); callers of `ingest` find them here too.
+from graders.handin import MiB, IngestLimits, Rejected, SubmissionLayout
+
 # The grader reads no more of a questions file than this, and parses it safely.
 from graders.answers_file import MAX_ANSWERS_BYTES, parse_answers
-
-
-@dataclass(frozen=True)
-class SubmissionLayout:
-    """What a hand-in of one assignment holds (its manifest's [modules] and [answers])."""
-    expected_files: tuple[str, ...]  # every file a student hands in
-    # The public names each module defines. A notebook definition goes to the first module that
-    # lists its name.
-    module_names: dict[str, tuple[str, ...]]
-    answers_file: str | None  # the questions file, or None
-    # The ids a notebook's markdown cell may be headed with to answer a question (docs/submissions.md):
-    # its key and the ids the manifest lists for it, with or without the questions file's stem as
-    # a prefix (`answers.`); each maps to its (section, key) in the questions file.
-    answer_headings: dict[str, tuple[str, str]]
-
-    @classmethod
-    def of(cls, assignment) -> SubmissionLayout:
-        prefixes = ("", f"{Path(assignment.answers_file).stem}.") if assignment.answers_file else ("",)
-        headings = {f"{prefix}{name}": question
-                    for question, aliases in assignment.questions.items()
-                    for name in (question[1], *aliases) for prefix in prefixes}
-        return cls(assignment.expected_files,
-                   {file: names for file, names in assignment.modules.items() if file.endswith(".py")},
-                   assignment.answers_file, headings)
-
-
-def layout_of(assignment=None) -> SubmissionLayout:
-    """The layout of `assignment`, or of the assignment being graded."""
-    from graders.assignment import current
-
-    return SubmissionLayout.of(assignment or current())
 
 
 # Folders and files that operating systems and editors add on their own. They are skipped
 # without being read, wherever they appear in the tree.
 IGNORED_NAMES = frozenset({"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store", ".git"})
 
-MiB = 1024 * 1024
 _COPY_CHUNK = 64 * 1024
 # Below this size a high compression ratio is ordinary (a short file of repeated lines).
 _RATIO_CHECK_FROM_BYTES = 1 * MiB
 
 RAW_FOLDER = "submission"
 NOTEBOOK_FOLDER = "from_notebook"
-
-
-class Rejected(Exception):
-    """The input cannot be graded at all; `reason` says why, in words for a TA."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class IngestLimits:
-    max_total_bytes: int = 50 * MiB
-    max_files: int = 200
-    max_file_bytes: int = 10 * MiB
-    max_compression_ratio: float = 200.0
-    # Every entry counts here: files, folders and ignored system files (a .git/ folder, the
-    # __MACOSX/ copies). Files to grade are held to `max_files` besides. Without this, a zip of
-    # ~950,000 folder entries (under 50 MiB) costs 12 s and 700 MB before any other limit is hit.
-    max_entries: int = 10_000
 
 
 @dataclass(frozen=True)
@@ -104,9 +56,9 @@ class Ingested:
     origin: dict | None = None
 
 
-def ingest(source: Path, dest: Path, *, limits: IngestLimits = IngestLimits(), assignment=None) -> Ingested:
+def ingest(source: Path, dest: Path, *, assignment, limits: IngestLimits = IngestLimits()) -> Ingested:
     """Copy the submission at `source` into `dest` (absent or empty) and locate the modules of
-    `assignment` (by default the one being graded).
+    `assignment` (graders/assignment.py).
 
     A zip or folder is copied into `dest/submission/`; a notebook's definitions are written as
     modules into `dest/from_notebook/`. On rejection everything written into `dest` is removed.
@@ -120,7 +72,7 @@ def ingest(source: Path, dest: Path, *, limits: IngestLimits = IngestLimits(), a
         raise ValueError("the destination must not lie inside the submission folder")
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        return _ingest_into(source, dest, limits, layout_of(assignment))
+        return _ingest_into(source, dest, limits, SubmissionLayout.of(assignment))
     except Rejected:
         for child in dest.iterdir():
             if child.is_dir():

@@ -193,12 +193,16 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def cmd_mutants(argv: list[str], assignment: Assignment) -> int:
-    """`grade mutants`: every mutant and alternative of the pack graded; exit 1 on a miss."""
+def cmd_mutants(argv: list[str], given: str | None = None) -> int:
+    """`grade mutants`: every mutant and alternative of the pack `given` (--assignment, else the
+    only installed one) graded; exit 1 on a miss."""
     import sys
     import tempfile
 
+    from graders.assignment import resolve
     from graders.options import command_parser
+
+    assignment = resolve(given)
     from graders.sandbox.isolation import refuse_unless_isolated
 
     parser = command_parser("grade mutants", f"Grade every mutant and alternative of {assignment.title}.")

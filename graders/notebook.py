@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from .ingest import IngestLimits, Rejected, SubmissionLayout, layout_of
+from .handin import IngestLimits, Rejected, SubmissionLayout
 
 HEADER_IMPORTS = (
     "import math",
@@ -91,12 +91,11 @@ class _Statement:
     references: frozenset[str]
 
 
-def extract_notebook(ipynb: Path, dest: Path, *, max_bytes: int = IngestLimits.max_file_bytes,
-                     layout: SubmissionLayout | None = None) -> NotebookExtraction:
-    """Write the notebook's definitions as the modules of `layout` (by default, the assignment
-    being graded) into `dest`; never run any of it."""
+def extract_notebook(ipynb: Path, dest: Path, *, layout: SubmissionLayout,
+                     max_bytes: int = IngestLimits.max_file_bytes) -> NotebookExtraction:
+    """Write the notebook's definitions as the modules of `layout` (an assignment's:
+    `SubmissionLayout.of(assignment)`) into `dest`; never run any of it."""
     ipynb, dest = Path(ipynb), Path(dest)
-    layout = layout or layout_of()
     cells, markdown_cells, format_notes = _read_cells(ipynb, max_bytes)
     reader = _NotebookReader(layout.module_names)
     for number, source in cells:

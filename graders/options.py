@@ -2,8 +2,8 @@
 validated here once, so that an option means the same wherever it is given.
 
     parser = argparse.ArgumentParser()
-    add_grading_arguments(parser)
-    options = grading_options(parser.parse_args(argv), parser)   # exits 2 on a bad value
+    add_grading_arguments(parser, assignment)
+    options = grading_options(parser.parse_args(argv), parser, assignment)   # exits 2 on a bad value
     options.limits()          # the sandbox's budgets, the assignment's extra budget included
     options.check_options()   # what graders.grading.grade takes as `options`
 
@@ -73,11 +73,8 @@ class GradingOptions:
         return dataclasses.replace(self, assignment=self.assignment.resolved())
 
 
-def assignment_options_module():
-    """The `options` module of the assignment being graded, or None (also where no assignment is chosen)."""
-    from graders.assignment import chosen
-
-    assignment = chosen()
+def assignment_options_module(assignment):
+    """The `options` module of the assignment, or None (also where there is no assignment)."""
     return assignment.options_module() if assignment is not None else None
 
 
@@ -92,8 +89,9 @@ def positive_number(text: str) -> float:
     return value
 
 
-def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of one grade, the same for `grade` and `grade batch`."""
+def add_grading_arguments(parser: argparse.ArgumentParser, assignment) -> None:
+    """The options of one grade, the same for `grade` and `grade batch`, with the assignment's own
+    (none where `assignment` is None)."""
     parser.add_argument("--seed", type=int, default=None, help="grading seed (default: the rubric's; same seed, same score)")
     parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
     parser.add_argument("--timeout", type=positive_number, default=None, metavar="S",
@@ -108,28 +106,26 @@ def add_grading_arguments(parser: argparse.ArgumentParser) -> None:
                              "container is the boundary (docs/sandbox.md)")
     parser.add_argument("--count-provisional", action="store_true",
                         help="count provisional points (checks run in a reduced mode) in the totals; they are shown apart otherwise")
-    module = assignment_options_module()
+    module = assignment_options_module(assignment)
     if module is not None:
         module.add_arguments(parser)
 
 
-def validate_parts(parts, parser: argparse.ArgumentParser) -> None:
-    """A usage error (exit 2) naming the parts that the rubric does not have."""
-    from graders.scoring import load_rubric
-
-    if not parts:
+def validate_parts(parts, parser: argparse.ArgumentParser, assignment) -> None:
+    """A usage error (exit 2) naming the parts that the assignment's rubric does not have."""
+    if not parts or assignment is None:
         return  # nothing to look up: a command that needs no assignment (`grade doctor`) goes on
-    known = [part.id for part in load_rubric().parts]
+    known = [part.id for part in assignment.rubric.parts]
     unknown = [part for part in parts if part not in known]
     if unknown:
         parser.error(f"no such part: {', '.join(unknown)} (the parts are: {', '.join(known)})")
 
 
-def grading_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> GradingOptions:
-    """The options of `args`, validated: an unknown part, or a bad value of the assignment's own
-    options, is a usage error."""
-    validate_parts(args.parts, parser)
-    module = assignment_options_module()
+def grading_options(args: argparse.Namespace, parser: argparse.ArgumentParser, assignment) -> GradingOptions:
+    """The options of `args`, validated against `assignment` (None: no assignment's): an unknown
+    part, or a bad value of the assignment's own options, is a usage error."""
+    validate_parts(args.parts, parser, assignment)
+    module = assignment_options_module(assignment)
     return GradingOptions(
         parts=tuple(args.parts) if args.parts else None,
         seed=args.seed,

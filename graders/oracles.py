@@ -56,10 +56,8 @@ def _resolve(assignment, name):
 class ReferenceOracle:
     kind = "reference"
 
-    def __init__(self, assignment=None):
-        from graders.assignment import current
-
-        self.assignment = assignment or current()
+    def __init__(self, assignment):
+        self.assignment = assignment
 
     def call(self, name, *args, **kwargs):
         with torch.no_grad():
@@ -119,7 +117,7 @@ def _unflatten(node, tensors):
 class RecordingOracle(ReferenceOracle):
     kind = "reference"
 
-    def __init__(self, assignment=None):
+    def __init__(self, assignment):
         super().__init__(assignment)
         self.records = {}
 

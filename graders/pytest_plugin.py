@@ -1,6 +1,6 @@
 """`pytest` in the student's homework folder runs the public checks, one test per check.
 
-The student bundle puts `STUDENT_CONFTEST` into the homework folder as `conftest.py`. pytest
+The student bundle puts `STUDENT_CONFTEST` (graders/bundle.py) into the homework folder as `conftest.py`. pytest
 then collects every file of the folder that the assignment grades (its modules and questions
 file) as a file of tests: one test per public check of the parts that live in it, named by the
 check's id (`model.py::layer.padding`), so `pytest model.py` and `pytest -k padding` work as usual.
@@ -23,50 +23,44 @@ import pytest
 
 from graders.reports.findings import check_detail_lines, not_implemented_name, where_lines
 
-STUDENT_CONFTEST = '''"""Lets plain `pytest` in this folder run the public checks of the assignment (like `grade check`).
-
-One test per public check; the folder is graded once, the results also go to .grade/.
-"""
-
-from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  # noqa: F401
-'''
-
 _STATE_KEY = pytest.StashKey[dict]()
 _REPORTED_KEY = pytest.StashKey[dict]()  # {what went wrong: the check whose failure reported it}
 # A skipped test repeats the start of the failure it points at, no more.
 SKIP_REASON_LIMIT = 120
 
 
-def _parts_by_file(folder):
-    """{module file name: [part ids]}, from the rubric of the assignment `folder` belongs to."""
-    from graders.assignment import for_submission
+def _parts_by_file(assignment):
+    """{module file name: [part ids]}, from the rubric of `assignment`."""
     from graders.scoring import part_modules
 
-    for_submission(folder)
     files = {}
-    for part, module in part_modules().items():
+    for part, module in part_modules(assignment.rubric).items():
         files.setdefault(module, []).append(part)
     return files
 
 
 def pytest_collect_file(file_path, parent):
+    from graders.assignment import for_submission
+
     if not (file_path.parent / "conftest.py").is_file():
         return None
-    parts = _parts_by_file(file_path.parent).get(file_path.name)
+    assignment = for_submission(file_path.parent)  # the homework folder's: the bundle's only pack
+    parts = _parts_by_file(assignment).get(file_path.name)
     if not parts:
         return None
-    return SelfCheckFile.from_parent(parent, path=file_path, parts=tuple(parts))
+    return SelfCheckFile.from_parent(parent, path=file_path, parts=tuple(parts), assignment=assignment)
 
 
 class SelfCheckFile(pytest.File):
-    def __init__(self, *, parts, **kwargs):
+    def __init__(self, *, parts, assignment, **kwargs):
         super().__init__(**kwargs)
         self.parts = parts
+        self.assignment = assignment
 
     def collect(self):
         from graders.scoring import public_checks
 
-        for part, chk in public_checks(self.parts):
+        for part, chk in public_checks(self.assignment, self.parts):
             yield CheckItem.from_parent(self, name=chk.id, check=chk, part=part)
 
 

@@ -25,19 +25,12 @@ MANIFEST = "manifest.json"
 SHOWN_REASONS = 3
 
 
-def _current():
-    from graders.assignment import current
-
-    return current()
-
-
-def fingerprint_files(assignment=None):
+def fingerprint_files(assignment):
     """{name: sha256} of every file whose content decides which inputs the public checks draw and
     what the reference answers: the check framework and oracles of the engine, the pack's checks
     and oracle computations (every module in their folders), the reference. When one changes,
     the golden fixtures must be recorded again. The rest of the engine is not among them: what
     it passes to the draws (the seed, the examples per property) is in the fingerprint as values."""
-    assignment = assignment or _current()
     assignment.ensure_importable()
 
     def origin(module):
@@ -61,32 +54,30 @@ def library_versions():
     return {"hypothesis": hypothesis.__version__, "torch": torch.__version__.split("+")[0]}
 
 
-def golden_fingerprint(assignment=None):
+def golden_fingerprint(assignment):
     """What the golden fixtures were recorded from: source hashes, seed, examples per property,
     public checks, versions."""
     from graders.grading import MAX_EXAMPLES, SELF_CHECK
 
-    assignment = assignment or _current()
     return {
         "assignment": assignment.name,
         "seed": assignment.rubric.seed,
         "examples_per_property": MAX_EXAMPLES[SELF_CHECK],
-        "public_checks": [c.id for _, c in public_checks(assignment=assignment)],
+        "public_checks": [c.id for _, c in public_checks(assignment)],
         "files": fingerprint_files(assignment),
         "versions": library_versions(),
     }
 
 
-def read_manifest(golden_dir=None):
-    path = Path(golden_dir or _current().golden_dir) / MANIFEST
+def read_manifest(golden_dir):
+    path = Path(golden_dir) / MANIFEST
     if not path.is_file():
         return None
     return json.loads(path.read_text())
 
 
-def stale_reasons(golden_dir=None, assignment=None):
-    """Why the golden fixtures in golden_dir (the pack's) no longer match the sources ([] when they do)."""
-    assignment = assignment or _current()
+def stale_reasons(assignment, golden_dir=None):
+    """Why the golden fixtures in golden_dir (by default the pack's) no longer match the sources ([] when they do)."""
     golden_dir = golden_dir or assignment.golden_dir
     manifest = read_manifest(golden_dir)
     if manifest is None:
@@ -100,7 +91,7 @@ def stale_reasons(golden_dir=None, assignment=None):
     return reasons
 
 
-def out_of_date(assignment=None, golden_dir=None):
+def out_of_date(assignment, golden_dir=None):
     """One line when the golden answers no longer match the checks or the reference they were
     recorded from, with the fix; else None. A self-check with such answers would mark right
     code wrong, so `grade check`, pytest in a bundle and `grade build --bundle` refuse.
@@ -109,7 +100,6 @@ def out_of_date(assignment=None, golden_dir=None):
     note). A student bundle holds no reference: there its files are not compared (`grade build
     --bundle` compared them when it wrote the bundle), and the fix is a new bundle, not a
     recording the student cannot make."""
-    assignment = assignment or _current()
     golden_dir = golden_dir or assignment.golden_dir
     manifest = read_manifest(golden_dir)
     if manifest is None:
@@ -151,15 +141,15 @@ def _source_reasons(recorded, now, *, reference_installed):
     return reasons
 
 
-def _grade_recording(source, oracle, **kwargs):
+def _grade_recording(assignment, source, oracle, **kwargs):
     """grade() in self-check mode, with `oracle` answering instead of the golden fixtures."""
     from graders import grading
 
-    return grading.grade(source, mode=grading.SELF_CHECK, oracle=oracle, **kwargs)
+    return grading.grade(source, mode=grading.SELF_CHECK, oracle=oracle, assignment=assignment, **kwargs)
 
 
-def record_golden(out_dir=None, *, parts=None, reference_dir=None, limits=None, progress=None):
-    """Run every public check on the reference in self-check mode, recording what the reference
+def record_golden(assignment, out_dir=None, *, parts=None, reference_dir=None, limits=None, progress=None):
+    """Run every public check of `assignment` on the reference in self-check mode, recording what the reference
     oracle answers, and write the records and a manifest into out_dir (replacing it).
 
     The seed is the rubric's, as `grade check` uses it, so a self-check draws the same inputs.
@@ -167,11 +157,10 @@ def record_golden(out_dir=None, *, parts=None, reference_dir=None, limits=None, 
     Returns the reference's self-check results."""
     from graders.oracles import RecordingOracle
 
-    assignment = _current()
     out_dir = Path(out_dir or assignment.golden_dir)
     recorder = RecordingOracle(assignment)
     seed = assignment.rubric.seed
-    results = _grade_recording(reference_dir or assignment.reference_dir, recorder, seed=seed, only_parts=parts,
+    results = _grade_recording(assignment, reference_dir or assignment.reference_dir, recorder, seed=seed, only_parts=parts,
                                limits=limits, progress=progress)
     problems = [f"{c['id']}: {c['status']}: {c['message']}"
                 for part in results["parts"] for c in part["checks"]
@@ -186,7 +175,7 @@ def record_golden(out_dir=None, *, parts=None, reference_dir=None, limits=None, 
             "about": "Golden fixtures for `grade check`: the reference's answers to the inputs the public "
                      "checks draw with this seed. Regenerate with `grade build --golden`.",
             "records": len(recorder.records),
-            "parts": parts or [p for p in part_ids()],
+            "parts": parts or part_ids(assignment.rubric),
             "fingerprint": golden_fingerprint(assignment),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")

@@ -44,13 +44,6 @@ def preload_of(parts):
     return tuple(sorted({name for part in parts for name in part.preload}))
 
 
-def load_rubric():
-    """The rubric of the assignment being graded (graders/assignment.py)."""
-    from graders.assignment import current
-
-    return current().rubric
-
-
 def part_score(part, check_results, every_check=()):
     """The part's points times the weighted share of credit its checks earned (computed from the
     weights, not from rounded per-check points, so a full part is exactly its points). The share
@@ -74,13 +67,11 @@ NOT_PASSING = ("failed", "error", "skipped")
 # ---------------------------------------------------------------------------- rubric queries
 
 
-def public_checks(parts=None, assignment=None):
+def public_checks(assignment, parts=None):
     """[(part id, Check)] of every public check, in rubric order, of the given parts (or all) of
-    the assignment (by default, the one being graded)."""
-    from graders.assignment import current
+    the assignment."""
     from graders.checks.framework import HIDDEN
 
-    assignment = assignment or current()
     registry = assignment.registry()
     chosen = []
     for part in assignment.rubric.parts:
@@ -90,14 +81,14 @@ def public_checks(parts=None, assignment=None):
     return chosen
 
 
-def part_ids():
-    return [part.id for part in load_rubric().parts]
+def part_ids(rubric):
+    return [part.id for part in rubric.parts]
 
 
-def part_modules():
+def part_modules(rubric):
     """{part id: the module file its checks exercise} (a module's name gets ".py"; a questions
     file keeps its own)."""
-    return {p.id: p.module if "." in p.module else f"{p.module}.py" for p in load_rubric().parts}
+    return {p.id: p.module if "." in p.module else f"{p.module}.py" for p in rubric.parts}
 
 
 def totals(parts, count_provisional=False):

@@ -70,16 +70,17 @@ def stage_folder(folder, dest):
     return copied
 
 
-def self_check(path=".", parts=None, *, golden_dir=None, limits=None, progress=None):
-    """Grade the student folder at `path` in self-check mode: public checks, golden answers (of
-    the assignment the folder belongs to, unless `golden_dir`). Returns the results dict (results.json)."""
+def self_check(path=".", parts=None, *, assignment=None, golden_dir=None, limits=None, progress=None):
+    """Grade the student folder at `path` in self-check mode as a hand-in of `assignment` (by
+    default the one the folder belongs to): public checks, golden answers (the pack's, unless
+    `golden_dir`). Returns the results dict (results.json)."""
     from graders.assignment import for_submission
     from graders.grading import SELF_CHECK, grade
 
     folder = Path(path).resolve()
     if not folder.is_dir():
         raise SelfCheckError(f"{path} is not a folder")
-    assignment = for_submission(folder)
+    assignment = assignment or for_submission(folder)
     expected = assignment.expected_files
     golden_dir = golden_dir or assignment.golden_dir
     manifest = read_manifest(golden_dir)
@@ -99,7 +100,7 @@ def self_check(path=".", parts=None, *, golden_dir=None, limits=None, progress=N
                 f"{folder} holds none of {', '.join(expected)}: run `grade check` in your homework "
                 f"folder (the one with {expected[0]}), or pass it with --path")
         results = grade(staged_dir, mode=SELF_CHECK, seed=manifest["fingerprint"]["seed"], only_parts=parts,
-                        limits=limits, golden_dir=golden_dir, progress=progress)
+                        limits=limits, golden_dir=golden_dir, progress=progress, assignment=assignment)
         if results.get("status") == "graded":
             answers = submitted_answers(staged_dir, Path(scratch) / "answers", assignment)
             results[AFTER_DEADLINE] = after_the_deadline(assignment, [p["id"] for p in results["parts"]], answers)
@@ -209,17 +210,18 @@ def _check_parser():
     return parser
 
 
-def cmd_check(argv) -> int:
-    """`grade check [PART ...] [--path DIR] [--out DIR]`; returns the exit status."""
+def cmd_check(argv, given=None) -> int:
+    """`grade check [PART ...] [--path DIR] [--out DIR]` of the assignment `given` (--assignment),
+    else of the one the folder belongs to; returns the exit status."""
     args = _check_parser().parse_args(argv)
     from graders.assignment import PackError, for_submission
 
     try:
-        assignment = for_submission(args.path)
+        assignment = for_submission(args.path, given)
     except PackError as error:
         print(f"grade check: {error}", file=sys.stderr)
         return 2
-    known = part_ids()
+    known = part_ids(assignment.rubric)
     unknown = [p for p in args.parts if p not in known]
     if unknown:
         print(f"grade check: unknown part {', '.join(unknown)}; the parts are: {', '.join(known)}", file=sys.stderr)
@@ -248,7 +250,7 @@ def cmd_check(argv) -> int:
                 status.update(f"checking {chk.id}...")
 
         try:
-            results = self_check(args.path, args.parts or None, golden_dir=args.golden,
+            results = self_check(args.path, args.parts or None, assignment=assignment, golden_dir=args.golden,
                                  limits=limits, progress=progress)
         except SelfCheckError as error:
             print(f"grade check: {error}", file=sys.stderr)
@@ -276,14 +278,14 @@ def _build_parser():
     return parser
 
 
-def cmd_build(argv) -> int:
+def cmd_build(argv, given=None) -> int:
     """`grade build [--template] [--golden] [--bundle]`; no flag builds all three, in that order,
-    for the chosen assignment or, where none is chosen, for every installed pack."""
+    for the assignment `given` (--assignment) or, where none is given, for every installed pack."""
     args = _build_parser().parse_args(argv)
-    from graders.assignment import chosen_or_all, select
+    from graders.assignment import given_or_all
     from graders.consistency import AssignmentError, validate_assignment
 
-    assignments = chosen_or_all()
+    assignments = given_or_all(given)
     if args.bundle_out and len(assignments) > 1:
         print(f"grade build: --bundle-out names one zip, and {len(assignments)} assignments are installed: "
               "choose one with --assignment NAME", file=sys.stderr)
@@ -295,7 +297,7 @@ def cmd_build(argv) -> int:
             print(f"grade build: {error}", file=sys.stderr)
             return 2
     for assignment in assignments:
-        status = _build(select(assignment.folder), args)
+        status = _build(assignment, args)
         if status:
             return status
     return 0
@@ -311,13 +313,13 @@ def _build(assignment, args) -> int:
     if everything or args.template:
         from graders.build import build_template
 
-        for path in build_template(assignment=assignment):
+        for path in build_template(assignment):
             print(f"wrote {path}")
     if everything or args.golden:
         import time
 
         started = time.perf_counter()
-        results = record_golden(progress=lambda chk: None)
+        results = record_golden(assignment, progress=lambda chk: None)
         manifest = read_manifest(assignment.golden_dir)
         checks = sum(len(p["checks"]) for p in results["parts"])
         print(f"wrote {assignment.golden_dir} ({manifest['records']} recorded answers from {checks} public checks "
@@ -330,7 +332,7 @@ def _build(assignment, args) -> int:
             print(f"grade build: {mismatch}", file=sys.stderr)
             return 2
         try:
-            path = build_bundle(args.bundle_out or bundle_path(assignment), assignment=assignment)
+            path = build_bundle(assignment, args.bundle_out or bundle_path(assignment))
         except LeakError as error:
             print(f"grade build: {error}", file=sys.stderr)
             return 1
@@ -341,16 +343,10 @@ def _build(assignment, args) -> int:
     return 0
 
 
-def main(argv=None):
-    """`python -m graders.selfcheck check|build ...`: the same as `grade check|build ...`."""
-    from graders.cli import main as grade
+if __name__ == "__main__":  # `python -m graders.selfcheck check|build ...`: the same as `grade check|build ...`
+    from graders.cli import main
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("check", "build"):
+    if sys.argv[1:2] not in (["check"], ["build"]):
         print("usage: python -m graders.selfcheck {check,build} ...", file=sys.stderr)
-        return 2
-    return grade(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        sys.exit(2)
+    sys.exit(main(sys.argv[1:]))

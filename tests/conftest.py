@@ -1,4 +1,10 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, and how the suite is shared out among processes.
+
+The README's test command runs on every core (pyproject.toml's addopts: `-n auto --dist loadgroup`,
+pytest-xdist). A test of no `xdist_group` goes to whichever process is free; the tests of one group
+run in one process, in file order. A module whose tests share a module-scoped fixture is a group,
+so that the fixture is set up once; so is each module that uses something beyond its process.
+"""
 
 import pytest
 import torch
@@ -15,22 +21,23 @@ def one_torch_thread():
 
 
 def pytest_configure(config):
-    """Module-scoped fixtures grade too, before any test's own fixtures run."""
     config.addinivalue_line("markers", "slurm: needs a real Slurm (sinfo answers; .ci/run starts scripts/slurm-cluster.sh)")
-    from graders import assignment
-    from tests.course import HOMEWORK
-
-    assignment._remember(HOMEWORK)
 
 
-@pytest.fixture(autouse=True)
-def the_homework_unless_chosen(monkeypatch):
-    """Engine calls made in this process without an assignment grade the suite's HOMEWORK (three
-    packs are installed, so nothing would be the default); a test that grades another pack says
-    so (`select` or an explicit `assignment=`). Whatever a test selects, and the GRADE_ASSIGNMENT
-    it exports, ends with it."""
-    from graders import assignment
-    from tests.course import HOMEWORK
+# What a module's tests use beyond their process, which two processes must not use at once.
+SHARED_BEYOND_THE_PROCESS = {
+    "test_batch_slurm.py": "the test Slurm cluster, which its tests switch between accounting and none",
+    "test_hostile.py": "the machine's process table: an attack's leftover `sleep 1000` is looked for wherever it went",
+}
 
-    monkeypatch.setattr(assignment, "_selected", [HOMEWORK])
-    monkeypatch.delenv(assignment.ENVIRONMENT_VARIABLE, raising=False)
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and (
+                item.path.name in SHARED_BEYOND_THE_PROCESS or _shares_a_module_fixture(item)):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
+
+def _shares_a_module_fixture(item):
+    return any(definitions[-1].scope == "module" for definitions in item._fixtureinfo.name2fixturedefs.values())

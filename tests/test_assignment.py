@@ -71,8 +71,6 @@ def test_two_copies_of_one_pack_are_imported_apart(tmp_path):
 
 
 def test_a_homework_folder_belongs_to_the_pack_whose_files_it_holds(tmp_path, monkeypatch):
-    monkeypatch.delenv(assignment.ENVIRONMENT_VARIABLE, raising=False)
-    monkeypatch.setattr(assignment, "_selected", [])
     two = {"bert": load("bert").folder, "softmax": EXAMPLE}
     monkeypatch.setattr(assignment, "installed", lambda: two)
     monkeypatch.setattr(assignment, "load", lambda name: load(two.get(str(name), name)))
@@ -80,8 +78,8 @@ def test_a_homework_folder_belongs_to_the_pack_whose_files_it_holds(tmp_path, mo
     homework.mkdir()
     (homework / "softmax.py").write_text("")
     assert for_submission(homework).name == "softmax"
-    assert assignment.ENVIRONMENT_VARIABLE not in os.environ  # only --assignment is handed down
-    monkeypatch.setattr(assignment, "_selected", [])
+    assert "GRADE_ASSIGNMENT" not in os.environ  # nothing is handed down but the value
+    assert for_submission(homework, given="bert").name == "bert"  # --assignment wins
     (homework / "softmax.py").unlink()
     with pytest.raises(PackError, match="holds no file or graded name.*choose one with --assignment"):
         for_submission(homework)  # an empty folder: no pack's files
@@ -93,21 +91,21 @@ def test_every_command_takes_the_assignment_and_refuses_an_unknown_one(argv):
     assert run.returncode == 2 and "no assignment 'nope'" in run.stderr
 
 
-def test_the_assignment_chosen_reaches_the_processes_a_command_starts(tmp_path):
-    probe = "from graders.assignment import current; print(current().name)"
-    run = subprocess.run([sys.executable, "-c", f"from graders.assignment import select; select({str(EXAMPLE)!r}); "
-                          f"import subprocess, sys; subprocess.run([sys.executable, '-c', {probe!r}])"],
-                         capture_output=True, text=True, cwd=tmp_path)
+def test_the_assignment_reaches_the_processes_a_command_starts_as_a_value(tmp_path):
+    """No process-wide choice: a batch job's spec names the pack's folder, which its process loads."""
+    from graders.batch.discover import Submission
+    from graders.batch.run import BatchConfig, job_specs
+
+    assert not {"current", "select", "chosen"} & set(vars(assignment))
+    pack = load(EXAMPLE)
+    submission = Submission("alice", tmp_path / "alice.zip", sha256="0" * 64)
+    [spec] = job_specs(pack, [submission], tmp_path / "out", BatchConfig())
+    probe = "import json, sys; from graders.assignment import load; print(load(json.loads(sys.argv[1])['assignment']).name)"
+    run = subprocess.run([sys.executable, "-c", probe, json.dumps(spec)], capture_output=True, text=True, cwd=tmp_path)
     assert run.stdout.strip() == "softmax", run.stderr
 
 
 # ------------------------------------------------------------------ the course's three homeworks
-
-
-@pytest.fixture
-def nothing_chosen(monkeypatch):
-    monkeypatch.setattr(assignment, "_selected", [])
-    monkeypatch.delenv(assignment.ENVIRONMENT_VARIABLE, raising=False)
 
 
 def test_the_course_is_three_packs_that_share_no_part_but_answers():
@@ -121,21 +119,18 @@ def test_the_course_is_three_packs_that_share_no_part_but_answers():
     assert len({pack.bundle_name for pack in packs}) == 3
 
 
-def test_a_submission_belongs_to_the_homework_whose_files_or_names_it_holds(tmp_path, nothing_chosen):
+def test_a_submission_belongs_to_the_homework_whose_files_or_names_it_holds(tmp_path):
     causal_lm = tmp_path / "lm"
     causal_lm.mkdir()
     (causal_lm / "causal_lm.py").write_text("")
     (causal_lm / "answers.toml").write_text("")
     assert for_submission(causal_lm).name == "causal_lm"
-    assignment._selected.clear()
     zipped = tmp_path / "gpt.zip"
     with zipfile.ZipFile(zipped, "w") as archive:
         archive.writestr("alice_hw3/gpt.py", "")
     assert for_submission(zipped).name == "gpt"
-    assignment._selected.clear()
     notebook = REPO / "fixtures" / "bert" / "notebooks" / "seed004_student.ipynb"
     assert for_submission(notebook).name == "bert"
-    assignment._selected.clear()
     only_answers = tmp_path / "answers"
     only_answers.mkdir()
     (only_answers / "answers.toml").write_text("")
@@ -150,8 +145,7 @@ def test_a_submission_belongs_to_the_homework_whose_files_or_names_it_holds(tmp_
 def test_grade_grades_the_homework_a_submission_is_of(tmp_path):
     out = tmp_path / "out"
     run = subprocess.run([sys.executable, "-m", "graders.cli", str(load("gpt").template_dir), "--out", str(out),
-                          "--parts", "gpt"], capture_output=True, text=True, cwd=tmp_path,
-                         env={k: v for k, v in os.environ.items() if k != assignment.ENVIRONMENT_VARIABLE})
+                          "--parts", "gpt"], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     results = json.loads((out / "results.json").read_text())
     assert results["assignment"]["name"] == "gpt" and [p["id"] for p in results["parts"]] == ["gpt"]
@@ -159,18 +153,16 @@ def test_grade_grades_the_homework_a_submission_is_of(tmp_path):
 
 
 def test_commands_that_need_one_homework_ask_for_it(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != assignment.ENVIRONMENT_VARIABLE}
     batch = subprocess.run([sys.executable, "-m", "graders.cli", "batch", str(tmp_path), "--out", str(tmp_path / "o")],
-                           capture_output=True, text=True, cwd=tmp_path, env=env)
+                           capture_output=True, text=True, cwd=tmp_path)
     assert batch.returncode == 2 and "choose one with --assignment NAME" in batch.stderr, batch.stderr
     build = subprocess.run([sys.executable, "-m", "graders.cli", "build", "--bundle", "--bundle-out", "x.zip"],
-                           capture_output=True, text=True, cwd=tmp_path, env=env)
+                           capture_output=True, text=True, cwd=tmp_path)
     assert build.returncode == 2 and "--bundle-out names one zip" in build.stderr, build.stderr
     assert not (tmp_path / "x.zip").exists()
 
 
 def test_a_missing_submission_is_named_before_any_homework_is_asked_for(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != assignment.ENVIRONMENT_VARIABLE}
     run = subprocess.run([sys.executable, "-m", "graders.cli", str(tmp_path / "typo.zip")], capture_output=True,
-                         text=True, cwd=tmp_path, env=env)
+                         text=True, cwd=tmp_path)
     assert run.returncode == 2 and "no such file or folder" in run.stderr, run.stderr

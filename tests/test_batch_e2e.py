@@ -94,14 +94,13 @@ def read_gradebook(out: Path) -> dict[str, dict]:
 
 SINGLE = r"""
 import json, sys
-from graders.assignment import select
+from graders.assignment import load
 from graders.grading import grade
-select("bert")
 from graders.sandbox import Limits
 paths, parts, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 scores = {}
 for sid, path in paths:
-    r = grade(path, only_parts=parts, limits=Limits(call_timeout_s=5))
+    r = grade(path, only_parts=parts, limits=Limits(call_timeout_s=5), assignment=load("bert"))
     scores[sid] = [r["status"], r["score"], [(p["id"], p["score"]) for p in r["parts"]]]
 json.dump(scores, open(out, "w"))
 """
@@ -134,7 +133,7 @@ def course(tmp_path_factory):
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         subs = build_course(root)
-        assert cmd_batch([str(subs), "--out", str(out), "--jobs", "2", *BATCH_ARGS]) == 0
+        assert cmd_batch([str(subs), "--out", str(out), "--jobs", "2", *BATCH_ARGS], "bert") == 0
     return {"root": root, "subs": subs, "out": out}
 
 
@@ -173,7 +172,7 @@ def test_a_second_run_regrades_nothing_and_a_changed_file_is_regraded(course, tm
     subs = tmp_path / "course"
     shutil.copytree(course["subs"], subs)
     before = len(store.read_ledger(out))
-    assert cmd_batch([str(subs), "--out", str(out), "--jobs", "2", *BATCH_ARGS]) == 0
+    assert cmd_batch([str(subs), "--out", str(out), "--jobs", "2", *BATCH_ARGS], "bert") == 0
     new = store.read_ledger(out)[before:]
     assert [e["event"] for e in new] == ["run"]
     assert (out / "gradebook.csv").read_text() == (course["out"] / "gradebook.csv").read_text()
@@ -181,7 +180,7 @@ def test_a_second_run_regrades_nothing_and_a_changed_file_is_regraded(course, tm
     shutil.rmtree(subs / "bug_noscale")
     copy_reference(subs / "bug_noscale")
     before = len(store.read_ledger(out))
-    assert cmd_batch([str(subs), "--out", str(out), "--jobs", "2", *BATCH_ARGS]) == 0
+    assert cmd_batch([str(subs), "--out", str(out), "--jobs", "2", *BATCH_ARGS], "bert") == 0
     graded = [e["student_id"] for e in store.read_ledger(out)[before:] if e["event"] == "done"]
     assert graded == ["bug_noscale"]
     assert read_gradebook(out)["bug_noscale"]["total"] == read_gradebook(out)["good00"]["total"]
@@ -309,12 +308,12 @@ def test_the_slurm_path_runs_real_jobs_with_submitits_executors(course, tmp_path
         (shutil.copytree if source.is_dir() else shutil.copy)(source, subs / name)
     out = tmp_path / "out"
     assert cmd_batch([str(subs), "--out", str(out), *BATCH_ARGS, "--backend", "slurm",
-                      "--slurm-cluster", cluster, "--slurm-parallelism", "2"]) == 0
+                      "--slurm-cluster", cluster, "--slurm-parallelism", "2"], "bert") == 0
     book, reference = read_gradebook(out), read_gradebook(course["out"])
     assert set(book) == {id_from_entry(name)[0] for name in picked}
     for sid, row in book.items():
         assert row == reference[sid], sid
     # a second submission of the same folder has nothing left to do
     before = len(store.read_ledger(out))
-    assert cmd_batch([str(subs), "--out", str(out), *BATCH_ARGS, "--backend", "slurm", "--slurm-cluster", cluster]) == 0
+    assert cmd_batch([str(subs), "--out", str(out), *BATCH_ARGS, "--backend", "slurm", "--slurm-cluster", cluster], "bert") == 0
     assert [e["event"] for e in store.read_ledger(out)[before:]] == ["run"]

@@ -57,10 +57,9 @@ GREEDY_SNOOP = SPAWN_MANY + """
 # batch, whose greedy student spends most of its time asleep.
 ALONE = r"""
 import json, sys
-from graders.assignment import select
+from graders.assignment import load
 from graders.grading import grade
-select("bert")
-print(json.dumps(grade(sys.argv[1], only_parts=json.loads(sys.argv[2]))["score"]))
+print(json.dumps(grade(sys.argv[1], only_parts=json.loads(sys.argv[2]), assignment=load("bert"))["score"]))
 """
 
 
@@ -80,7 +79,7 @@ def test_a_greedy_snooping_student_harms_no_neighbour(tmp_path):
     try:
         out = tmp_path / "out"
         status = cmd_batch([str(course), "--out", str(out), "--jobs", "2", "--parts", *PARTS,
-                            "--timeout", "10", "--no-progress"])
+                            "--timeout", "10", "--no-progress"], "bert")
         printed, errors = alone.communicate(timeout=600)
     finally:
         if alone.poll() is None:

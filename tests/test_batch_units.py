@@ -20,6 +20,7 @@ from graders.batch.gradebook import rebuild
 from graders.batch.merge import merge_manual
 from graders.batch.run import Eta
 from graders.batch.supervise import Job, run_pool
+from tests.course import HOMEWORK
 
 
 # ----------------------------------------------------------------------------------- discovery
@@ -153,7 +154,7 @@ def stand_in_jobs(tmp_path, ids, *, hard_timeout=30.0, retries=2):
     jobs = []
     for sid in ids:
         spec = {"out": str(tmp_path / "out"), "student_id": sid, "source": str(tmp_path / f"{sid}.zip"),
-                "input_sha256": "1" * 64, "key": f"key-{sid}", "parts": ["attention"]}
+                "input_sha256": "1" * 64, "key": f"key-{sid}", "parts": ["attention"], "assignment": str(HOMEWORK.folder)}
         job = StandInJob(spec, tmp_path / "out" / store.STATE, hard_timeout, retries)
         job.script = script
         jobs.append(job)
@@ -239,7 +240,7 @@ def test_an_interrupted_batch_still_rebuilds_its_gradebook(tmp_path, monkeypatch
 
     monkeypatch.setattr(batch_run, "_run_local", graded_one_then_interrupted)
     with pytest.raises(Interrupted):
-        batch_run.run_batch(subs, out, batch_run.BatchConfig(parts=["attention"], progress=False))
+        batch_run.run_batch(HOMEWORK, subs, out, batch_run.BatchConfig(parts=["attention"], progress=False))
     with (out / "gradebook.csv").open() as handle:
         rows = {row["student_id"]: row for row in csv.DictReader(handle)}
     assert rows["a"]["total"] == "6"
@@ -364,13 +365,13 @@ def test_slurm_backend_submits_one_capped_array_of_the_unfinished(tmp_path, monk
     args = ["--out", str(out), "--parts", "attention", "--backend", "slurm", "--no-wait",
             "--slurm-partition", "gpu", "--slurm-gpus-per-job", "1", "--slurm-parallelism", "3",
             "--slurm-time", "30", "--slurm-setup", "module load cuda"]
-    parser = _batch_parser()
-    config = config_from_args(parser.parse_args([str(subs), *args]), parser)
-    specs, _ = plan(subs, out, config)
+    parser = _batch_parser(HOMEWORK)
+    config = config_from_args(parser.parse_args([str(subs), *args]), parser, HOMEWORK)
+    specs, _ = plan(HOMEWORK, subs, out, config)
     done = next(s for s in specs if s["student_id"] == "a")
     store.publish(out, "a", fake_results(8.0), {"key": done["key"]})
 
-    assert cmd_batch([str(subs), *args]) == 1  # submitted, not collected yet
+    assert cmd_batch([str(subs), *args], "bert") == 1  # submitted, not collected yet
     script = (record / "script-0").read_text()
     assert "#SBATCH --array=0-3%3" in script
     assert "#SBATCH --gpus-per-node=1" in script
@@ -390,7 +391,7 @@ def test_a_machine_that_cannot_isolate_is_a_node_failure_not_a_grade(tmp_path, m
     job is not retried there, and the error row names the machine and the whole refusal."""
     monkeypatch.setenv("TRANSFORMER_GRADER_BWRAP", "")  # bubblewrap is nowhere
     spec = {"out": str(tmp_path / "out"), "student_id": "alice", "source": str(tmp_path / "alice.zip"),
-            "input_sha256": "1" * 64, "key": "key-alice", "parts": ["attention"]}
+            "input_sha256": "1" * 64, "key": "key-alice", "parts": ["attention"], "assignment": str(HOMEWORK.folder)}
     (result,) = run_pool([Job(spec, tmp_path / "out" / store.STATE, 60.0, retries=2)], slots=1)
     assert result.outcome == "error" and result.attempts == 1
     assert f"the machine {os.uname().nodename} cannot grade: it cannot isolate student code" in result.reason
@@ -455,7 +456,7 @@ def test_an_ended_task_is_settled_once_cancels_are_never_resubmitted(tmp_path):
 
     def spec(sid):
         return {"out": str(out), "student_id": sid, "source": str(tmp_path / f"{sid}.zip"), "input_sha256": "1" * 64,
-                "key": f"key-{sid}", "parts": ["attention"]}
+                "key": f"key-{sid}", "parts": ["attention"], "assignment": str(HOMEWORK.folder)}
 
     assert settle(out, spec("a"), TaskState("CANCELLED", node="n1", by="alice", source="sacct"), True, options) is None
     assert "cancelled by alice while it ran on n1" in json.loads((out / "submissions/a/results.json").read_text())["reason"]

@@ -27,7 +27,7 @@ MODULES = ("attention.py", "encoder.py", "bert.py", "sentiment.py")
 
 @pytest.fixture(scope="module")
 def files():
-    return bundle_files()
+    return bundle_files(PACK)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_layout(files):
 
 
 def test_homework_is_the_template(files):
-    for name, text in template_files().items():
+    for name, text in template_files(PACK).items():
         assert files[f"{TOP}/{HOMEWORK}/{name}"].decode() == text
 
 
@@ -89,7 +89,7 @@ def test_pyproject_pins_the_lock_and_ships_the_golden_data(files):
 
 
 def test_the_zip_is_reproducible(files, bundle_zip, tmp_path):
-    again = write_zip(bundle_files(), tmp_path / "again.zip")
+    again = write_zip(bundle_files(PACK), tmp_path / "again.zip")
     assert again.read_bytes() == bundle_zip.read_bytes()
     assert read_bundle(bundle_zip) == files
 
@@ -98,17 +98,17 @@ def test_the_zip_is_reproducible(files, bundle_zip, tmp_path):
 
 
 def test_no_reference_solution_in_the_bundle(files):
-    leaks = _kinds(scan(files), "the solution of")
+    leaks = _kinds(scan(files, assignment=PACK), "the solution of")
     assert not leaks, "\n".join(map(str, leaks))
 
 
 def test_no_rubric_secret_in_the_bundle(files):
-    secrets = secret_strings()
+    secrets = secret_strings(PACK)
     assert len(secrets) == 3 and any(secret.startswith("It gives the gradient a path") for secret in secrets)
     for secret in secrets:
         carriers = [name for name, data in files.items() if secret.encode() in data]
         assert not carriers, f"{secret!r} is in {carriers}"
-    leaks = _kinds(scan(files), "rubric secret")
+    leaks = _kinds(scan(files, assignment=PACK), "rubric secret")
     assert not leaks, "\n".join(map(str, leaks))
 
 
@@ -122,17 +122,17 @@ def test_no_numeric_answer_in_the_causal_lm_bundle():
 
 
 def test_no_hidden_fixture_in_the_bundle(files):
-    leaks = _kinds(scan(files), "hidden") + _kinds(scan(files), "reference/")
+    leaks = _kinds(scan(files, assignment=PACK), "hidden") + _kinds(scan(files, assignment=PACK), "reference/")
     assert not leaks, "\n".join(map(str, leaks))
 
 
 def test_build_bundle_writes_a_clean_bundle(tmp_path):
-    path = build_bundle(tmp_path / "student_bundle.zip")  # raises LeakError on any leak
+    path = build_bundle(PACK, tmp_path / "student_bundle.zip")  # raises LeakError on any leak
     assert zipfile.ZipFile(path).testzip() is None
 
 
 def test_every_solution_block_is_searched():
-    snippets = solution_snippets()
+    snippets = solution_snippets(REFERENCE_DIR)
     labels = {s.label for s in snippets}
     for function in ["attention.py: scaled_dot_product", "attention.py: MultiHeadAttention.forward",
                      "bert.py: mask_inputs", "sentiment.py: BERTGRUSentiment.forward", "encoder.py: PositionalEncoding.forward"]:
@@ -150,7 +150,7 @@ def _plant(files, path, extra):
 def test_scan_finds_a_planted_reference_module(files):
     path = f"{TOP}/graders/checks/compare.py"
     planted = _plant(files, path, (REFERENCE_DIR / "attention.py").read_text())
-    found = {leak.what.split("the solution of ")[-1] for leak in scan(planted) if leak.path == path}
+    found = {leak.what.split("the solution of ")[-1] for leak in scan(planted, assignment=PACK) if leak.path == path}
     assert {"attention.py: scaled_dot_product", "attention.py: MultiHeadAttention.forward"} <= found
 
 
@@ -164,16 +164,16 @@ def test_scan_finds_a_solution_renamed_and_hidden_inside_another_function(files)
         def visit_Name(self, node):
             return ast.Name(id=f"renamed_{node.id}", ctx=node.ctx)
 
-    snippet = next(s for s in solution_snippets() if s.label == "attention.py: scaled_dot_product")
+    snippet = next(s for s in solution_snippets(REFERENCE_DIR) if s.label == "attention.py: scaled_dot_product")
     renamed = [Rename().visit(copy.deepcopy(statement)) for statement in snippet.statements]
     body = ast.unparse(ast.Module(body=renamed, type_ignores=[]))
     assert "renamed_q" in body and "renamed_mask" in body
     helper = ("def _helper(renamed_q, renamed_k, renamed_v, renamed_attn_drop_rate, renamed_mask):\n"
               "    unrelated = 1\n" + textwrap.indent(body, "    ") + "\n    return None\n")
     path = f"{TOP}/graders/reports/svg.py"
-    leaks = scan(_plant(files, path, helper))
+    leaks = scan(_plant(files, path, helper), assignment=PACK)
     assert [leak for leak in leaks if leak.path == path and "attention.py: scaled_dot_product" in leak.what]
-    assert find_solutions("def f(x):\n    return x + 1\n", solution_snippets()) == []
+    assert find_solutions("def f(x):\n    return x + 1\n", solution_snippets(REFERENCE_DIR)) == []
 
 
 def test_scan_finds_a_planted_rubric_secret_and_hidden_fixture(files, tmp_path):
@@ -183,7 +183,7 @@ def test_scan_finds_a_planted_rubric_secret_and_hidden_fixture(files, tmp_path):
     planted = dict(files)
     planted[f"{TOP}/graders/data.json"] = b'{"labels": [1, 0, 1, 1]}'
     planted[f"{TOP}/graders/notes.md"] = b"model answer: It gives the gradient a path around every sub-layer, so deep stacks"
-    leaks = scan(planted, hidden_dirs=[hidden])
+    leaks = scan(planted, assignment=PACK, hidden_dirs=[hidden])
     assert any("hidden fixture heldout_labels.json" in leak.what for leak in leaks)
     assert any(leak.path.endswith("notes.md") and "rubric secret" in leak.what for leak in leaks)
     with pytest.raises(LeakError):
@@ -192,7 +192,7 @@ def test_scan_finds_a_planted_rubric_secret_and_hidden_fixture(files, tmp_path):
         original = bundle.bundle_files
         bundle.bundle_files = lambda assignment=None: planted
         try:
-            build_bundle(tmp_path / "never.zip")
+            build_bundle(PACK, tmp_path / "never.zip")
         finally:
             bundle.bundle_files = original
     assert not (tmp_path / "never.zip").exists()
@@ -262,7 +262,7 @@ def perfect_homework(template: Path, folder: Path, reference_dir: Path = REFEREN
 def test_each_homework_has_a_bundle_of_its_own(pack, tmp_path):
     """The other homeworks' bundles: their own pack alone, and a self-check from the bundle passes
     the reference's modules and fails the template's."""
-    bundle = build_bundle(tmp_path / f"{pack.bundle_name}.zip", assignment=pack)
+    bundle = build_bundle(pack, tmp_path / f"{pack.bundle_name}.zip")
     packs = {PurePosixPath(name).parts[3] for name in zipfile.ZipFile(bundle).namelist()
              if PurePosixPath(name).parts[1:3] == ("graders", "packs") and len(PurePosixPath(name).parts) > 4}
     assert packs == {pack.name}
@@ -281,7 +281,7 @@ def test_a_bundle_whose_answers_no_longer_match_its_checks_refuses(tmp_path):
     --bundle` refuses to write) tells the student so in one line, from `grade check` and from
     pytest, instead of marking right code wrong. Positive control: the same bundle unchanged
     checks the template."""
-    bundle = build_bundle(tmp_path / f"{CAUSAL_LM.bundle_name}.zip", assignment=CAUSAL_LM)
+    bundle = build_bundle(CAUSAL_LM, tmp_path / f"{CAUSAL_LM.bundle_name}.zip")
     with unpacked_bundle(bundle, CAUSAL_LM.bundle_name) as (root, python):
         homework = root / HOMEWORK
         fresh = _run(python, ["-P", "-m", "graders.selfcheck", "check"], cwd=homework)

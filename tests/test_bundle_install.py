@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.course import TOP
+from tests.course import BERT, TOP
 from graders.bundle import HOMEWORK, build_bundle
 
 from test_bundle import perfect_homework
@@ -53,7 +53,7 @@ def installed(tmp_path_factory):
     """(bundle root, venv bin folder): the bundle unzipped and installed as its README says."""
     base = Path(tempfile.mkdtemp(prefix="bundle-install-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else None))
     try:
-        bundle = build_bundle(tmp_path_factory.mktemp("dist") / "student_bundle.zip")
+        bundle = build_bundle(BERT, tmp_path_factory.mktemp("dist") / "student_bundle.zip")
         with zipfile.ZipFile(bundle) as archive:
             archive.extractall(base)
         root = base / TOP

@@ -27,13 +27,12 @@ import pytest
 import torch
 
 import graders
-from tests.course import REFERENCE_DIR, REGISTRY, TEMPLATE_DIR
+from tests.course import HOMEWORK, REFERENCE_DIR, REGISTRY, TEMPLATE_DIR
 from graders.checks.framework import (ERROR, FAILED, PASSED, PENDING_MANUAL, SKIPPED, CheckResult, Context,
                                       check_seed, run_check)
 from graders.grading import grade, part_json
 from graders.oracles import ReferenceOracle
 from graders.sandbox import BudgetExhausted, Limits, ProtocolError, RequestError, WorkerCrashed, WorkerTimeout
-from graders.scoring import load_rubric
 from tests.checks_inprocess import InProcessStudent, _out, _student
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using a non-tuple sequence for multidimensional indexing")
@@ -248,7 +247,7 @@ class Faulty:
 
 def run_fuzzed(chk, student, *, answers=None):
     seed = check_seed(0, chk.id)
-    ctx = Context(student, ReferenceOracle(), seed, max_examples=3, answers=answers,
+    ctx = Context(student, ReferenceOracle(HOMEWORK), seed, max_examples=3, answers=answers,
                   reference_answers=REFERENCE_ANSWERS, options={})
     result = run_check(chk, ctx, before=lambda: student.seed(seed))
     assert ctx.student is student  # run_check hands the check a recorder, and gives the student back
@@ -268,7 +267,7 @@ def assert_valid(result, chk):
 
 
 def assert_results_validate(results_by_part):
-    rubric = {part.id: part for part in load_rubric().parts}
+    rubric = {part.id: part for part in HOMEWORK.rubric.parts}
     parts = [part_json(rubric[part_id], results, REGISTRY) for part_id, results in results_by_part.items()]
     results = {
         "schema_version": 1, "status": "graded", "reason": None, "mode": "instructor", "seed": 0,
@@ -510,8 +509,10 @@ def test_batch_records_a_grade_without_a_worker_as_an_error(monkeypatch):
     from graders import grading
     from graders.batch import run_one, store
 
-    monkeypatch.setattr(grading, "grade", lambda source, **kwargs: grading.error_result(source, "no worker"))
-    spec = {"source": str(REFERENCE_DIR), "limits": Limits().to_json(), "student_id": "s1", "input_sha256": "0" * 64}
+    monkeypatch.setattr(grading, "grade", lambda source, *, assignment, **kwargs:
+                        grading.error_result(source, "no worker", assignment=assignment))
+    spec = {"source": str(REFERENCE_DIR), "limits": Limits().to_json(), "student_id": "s1", "input_sha256": "0" * 64,
+            "assignment": str(HOMEWORK.folder)}
     results = run_one.grade_spec(spec)
     jsonschema.validate(results, SCHEMA)
     assert results["batch"]["outcome"] == "error" and store.outcome_of(results) == store.ERROR

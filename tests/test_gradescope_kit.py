@@ -42,7 +42,7 @@ FULL = os.geteuid() == 0 and isolation.find_bwrap() is not None and isolation.bw
 
 
 def test_the_kit_holds_what_gradescope_needs(tmp_path):
-    kit = write_kit(tmp_path / "autograder.zip", parts=PARTS, assignment=PACK)
+    kit = write_kit(tmp_path / "autograder.zip", PACK, parts=PARTS)
     with zipfile.ZipFile(kit) as archive:
         names = set(archive.namelist())
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
@@ -63,7 +63,7 @@ def test_the_kit_holds_what_gradescope_needs(tmp_path):
     assert config == {"assignment": "causal_lm", "parts": PARTS, "seed": None, "isolation": "container",
                       "unsafe_no_sandbox": False}
     assert subprocess.run(["bash", "-n", "-c", setup]).returncode == 0
-    assert write_kit(tmp_path / "again.zip", parts=PARTS, assignment=PACK).read_bytes() == kit.read_bytes()
+    assert write_kit(tmp_path / "again.zip", PACK, parts=PARTS).read_bytes() == kit.read_bytes()
 
 
 def test_the_kit_command_rejects_an_unknown_part(tmp_path):
@@ -84,7 +84,7 @@ def gradescope_root():
     root = Path(tempfile.mkdtemp(prefix="autograder-"))
     try:
         root.chmod(0o755)
-        kit = write_kit(root / "autograder.zip", parts=PARTS, assignment=PACK)
+        kit = write_kit(root / "autograder.zip", PACK, parts=PARTS)
         with zipfile.ZipFile(kit) as archive:
             archive.extractall(root / "source")
         for path in (root / "source").rglob("*"):

@@ -12,8 +12,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from graders.ingest import IngestLimits, Rejected, ingest
-from tests.course import EXPECTED_FILES, MODULE_NAMES
+from graders import ingest as intake
+from graders.ingest import IngestLimits, Rejected
+from tests.course import EXPECTED_FILES, HOMEWORK, MODULE_NAMES
+
+
+def ingest(source, dest, **kwargs):
+    """A hand-in of the suite's HOMEWORK, whose EXPECTED_FILES and MODULE_NAMES the tests name."""
+    return intake.ingest(source, dest, assignment=HOMEWORK, **kwargs)
 
 MiB = 1024 * 1024
 

@@ -12,7 +12,7 @@ import pytest
 from graders.integrity import KINDS, MAX_FLAGS_PER_FILE, scan_folder, scan_source
 from graders.mutants import collect
 from graders.notebook import extract_notebook
-from tests.course import PACKS
+from tests.course import LAYOUT, PACKS
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = ROOT / "fixtures" / "bert" / "submissions" / "hostile"
@@ -241,7 +241,7 @@ def honest_sources(tmp_path):
     yield str(path.relative_to(ROOT)), path.read_text()
     for notebook in sorted((ROOT / "fixtures" / "bert" / "notebooks").glob("*.ipynb")):
         out = tmp_path / notebook.stem
-        extract_notebook(notebook, out)
+        extract_notebook(notebook, out, layout=LAYOUT)
         for path in sorted(out.glob("*.py")):
             yield f"{notebook.name}:{path.name}", path.read_text()
     for pack in PACKS:
@@ -321,6 +321,6 @@ def test_a_notebooks_extracted_code_is_scanned(tmp_path):
     ]
     path = tmp_path / "hw.ipynb"
     nbformat.write(notebook, path)
-    extract_notebook(path, tmp_path / "modules")
+    extract_notebook(path, tmp_path / "modules", layout=LAYOUT)
     flags, _ = scan_folder(tmp_path / "modules")
     assert [(f.file, f.kind) for f in flags] == [("attention.py", "frame-introspection")]

@@ -275,7 +275,7 @@ def test_a_batch_refuses_before_reading_anything(monkeypatch, tmp_path):
     from graders.batch.cli import cmd_batch
     monkeypatch.setenv(isolation.BWRAP_ENVIRONMENT, "")
     (tmp_path / "course" / "alice").mkdir(parents=True)
-    assert cmd_batch([str(tmp_path / "course"), "--out", str(tmp_path / "out"), "--no-progress"]) == 3
+    assert cmd_batch([str(tmp_path / "course"), "--out", str(tmp_path / "out"), "--no-progress"], "bert") == 3
     assert not (tmp_path / "out").exists()
 
 

@@ -133,12 +133,12 @@ def test_a_self_check_under_another_hypothesis_refuses_with_the_fix(newer_hypoth
 
 
 def test_grade_build_refuses_to_record_or_ship_answers_of_another_environment(newer_hypothesis, capsys):
-    assert cmd_build(["--golden"]) == 2
+    assert cmd_build(["--golden"], "bert") == 2
     err = capsys.readouterr().err
     assert err == (f"grade build: hypothesis 6.999.0 is installed and the lock says {newer_hypothesis}: the golden "
                    "answers are the lock's; run `bash setup.sh` to install the lock, or `bash scripts/upgrade-lock.sh` "
                    "to move it\n")
-    assert cmd_build(["--bundle"]) == 2
+    assert cmd_build(["--bundle"], "bert") == 2
 
 
 def test_the_lock_check_command_says_whether_this_environment_is_the_lock(capsys, monkeypatch):

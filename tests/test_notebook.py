@@ -13,19 +13,20 @@ import pytest
 
 from graders.ingest import Rejected, SubmissionLayout
 from graders.notebook import MAX_CELL_CHARS, extract_notebook
-from tests.course import PACKS, WHOLE_COURSE
+from tests.course import HOMEWORK, PACKS, WHOLE_COURSE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bert" / "notebooks"
 
 
 @pytest.fixture(autouse=True)
 def the_whole_course(monkeypatch):
-    """A notebook here defines names of all three homeworks: it is read as one hand-in of them all."""
-    def layout_of(assignment=None):
-        return WHOLE_COURSE if assignment is None else SubmissionLayout.of(assignment)
+    """A notebook here defines names of all three homeworks: it is read as one hand-in of them all
+    (`ingest` is given the suite's HOMEWORK, and reads it with the whole course's layout)."""
+    monkeypatch.setattr(SubmissionLayout, "of", classmethod(lambda cls, assignment: WHOLE_COURSE))
 
-    monkeypatch.setattr("graders.ingest.layout_of", layout_of)
-    monkeypatch.setattr("graders.notebook.layout_of", layout_of)
+
+def extract(ipynb, dest, **kwargs):
+    return extract_notebook(ipynb, dest, layout=WHOLE_COURSE, **kwargs)
 
 # Cell numbers in the notes count every cell, markdown included; the comments give them.
 STUDENT_CELLS = [
@@ -124,7 +125,7 @@ def write_notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
 
 @pytest.fixture
 def extracted(tmp_path):
-    extraction = extract_notebook(write_notebook(tmp_path / "hw.ipynb", STUDENT_CELLS), tmp_path / "out")
+    extraction = extract(write_notebook(tmp_path / "hw.ipynb", STUDENT_CELLS), tmp_path / "out")
     texts = {module: (tmp_path / "out" / module).read_text() for module in extraction.modules}
     return extraction, texts
 
@@ -205,7 +206,7 @@ def test_shared_class_goes_to_encoder_and_is_imported_by_causal_lm(tmp_path):
         ("code", "import torch.nn as nn\nclass PositionalEncoding(nn.Module):\n    pass"),
         ("code", "class TransformerModel(nn.Module):\n    def __init__(self):\n        self.pe = PositionalEncoding()"),
     ]
-    extraction = extract_notebook(write_notebook(tmp_path / "lm.ipynb", cells), tmp_path / "out")
+    extraction = extract(write_notebook(tmp_path / "lm.ipynb", cells), tmp_path / "out")
     assert extraction.modules == ["encoder.py", "causal_lm.py"]
     causal_lm = (tmp_path / "out" / "causal_lm.py").read_text()
     assert "from .encoder import PositionalEncoding\n" in causal_lm
@@ -220,7 +221,7 @@ def test_reassignments_and_future_imports(tmp_path):
         ("code", "from __future__ import annotations, barry_as_FLUFL, braces"),
         ("code", "def evaluate(model, iterator, criterion):\n    return 1\ndef evaluate(model, iterator, criterion):\n    return N_HEADS != 4"),
     ]
-    extraction = extract_notebook(write_notebook(tmp_path / "nb.ipynb", cells), tmp_path / "out")
+    extraction = extract(write_notebook(tmp_path / "nb.ipynb", cells), tmp_path / "out")
     sentiment = (tmp_path / "out" / "sentiment.py").read_text()
     assert "N_HEADS = 4" in sentiment
     assert sentiment.splitlines()[2] == "from __future__ import annotations"
@@ -235,7 +236,7 @@ def test_oversized_and_unparseable_cells_are_skipped(tmp_path):
         ("code", "X = " + "-" * 100_000 + "1"),
         ("code", "def binary_accuracy(preds, y):\n    return 1"),
     ]
-    extraction = extract_notebook(write_notebook(tmp_path / "nb.ipynb", cells), tmp_path / "out")
+    extraction = extract(write_notebook(tmp_path / "nb.ipynb", cells), tmp_path / "out")
     assert extraction.modules == ["sentiment.py"]
     assert any(note.startswith("cell 1: ") and note.endswith("read from one cell; skipped") for note in extraction.notes)
     assert any(note.startswith("cell 2: ") and note.endswith("; skipped") for note in extraction.notes)
@@ -245,7 +246,7 @@ def test_oversized_and_unparseable_cells_are_skipped(tmp_path):
 def test_malformed_notebook_is_rejected(tmp_path, content):
     (tmp_path / "nb.ipynb").write_text(content)
     with pytest.raises(Rejected) as caught:
-        extract_notebook(tmp_path / "nb.ipynb", tmp_path / "out")
+        extract(tmp_path / "nb.ipynb", tmp_path / "out")
     assert caught.value.reason.startswith(("the notebook cannot be read", "the notebook has no list of cells"))
 
 
@@ -255,7 +256,7 @@ def test_schema_errors_are_tolerated(tmp_path):
                            "metadata": {}, "outputs": [], "execution_count": None, "unexpected": True},
                           {"cell_type": "code", "source": 42, "metadata": {}, "outputs": []}]}
     (tmp_path / "nb.ipynb").write_text(json.dumps(notebook))
-    extraction = extract_notebook(tmp_path / "nb.ipynb", tmp_path / "out")
+    extraction = extract(tmp_path / "nb.ipynb", tmp_path / "out")
     assert extraction.modules == ["sentiment.py"]
     assert any(note.startswith("the notebook does not fully follow the notebook format") for note in extraction.notes)
     assert "cell 2: its source is not text; skipped" in extraction.notes
@@ -264,7 +265,7 @@ def test_schema_errors_are_tolerated(tmp_path):
 def test_oversized_notebook_is_rejected(tmp_path):
     path = write_notebook(tmp_path / "nb.ipynb", [("code", "x = 1")])
     with pytest.raises(Rejected) as caught:
-        extract_notebook(path, tmp_path / "out", max_bytes=10)
+        extract(path, tmp_path / "out", max_bytes=10)
     assert "MiB; the limit is" in caught.value.reason
 
 
@@ -288,7 +289,7 @@ def test_fixture_matches_its_generator(tmp_path):
 
 def test_fixture_modules_import_as_a_package_without_running_training(tmp_path, monkeypatch):
     package = tmp_path / "seed004_submission"
-    extraction = extract_notebook(FIXTURES / "seed004_style.ipynb", package)
+    extraction = extract(FIXTURES / "seed004_style.ipynb", package)
     assert extraction.modules == ["attention.py", "encoder.py", "bert.py", "sentiment.py"]
     (package / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -346,7 +347,7 @@ ANSWER_CELLS = [
 
 
 def test_markdown_cells_headed_with_a_question_id_are_answers(tmp_path):
-    extraction = extract_notebook(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "out")
+    extraction = extract(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "out")
     assert extraction.answers == {
         "written": {"layer_norm": "It keeps activations in range.",
                     "residual_connection": "Gradients flow around\nevery sub-layer.",
@@ -367,7 +368,7 @@ def test_ingest_writes_the_notebook_answers_as_answers_toml(tmp_path):
 
     from graders.ingest import ingest
 
-    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "dest")
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "dest", assignment=HOMEWORK)
     assert "answers.toml" not in ingested.missing
     written = tomllib.loads((ingested.root / "answers.toml").read_text())
     assert written["written"]["layer_norm"] == "It keeps activations in range."
@@ -389,7 +390,7 @@ def test_answers_toml_beside_the_notebook_wins_and_the_notes_say_so(tmp_path):
     folder.mkdir()
     write_notebook(folder / "hw.ipynb", ANSWER_CELLS)
     (folder / "answers.toml").write_text('[written]\nlayer_norm = "from the file"\nresidual_connection = ""\n')
-    ingested = ingest(folder, tmp_path / "dest")
+    ingested = ingest(folder, tmp_path / "dest", assignment=HOMEWORK)
     assert ingested.kind == "notebook"
     written = tomllib.loads((ingested.root / "answers.toml").read_text())["written"]
     assert written["layer_norm"] == "from the file"
@@ -406,7 +407,7 @@ def test_hostile_answer_text_round_trips_through_answers_toml(tmp_path):
 
     nasty = 'end """ \'\'\' \\u0000 \x7f \x1b[31m ] [numeric]\ncausal_lm_base_parameters = 1'
     cells = [("code", "def generate(model):\n    return model"), ("markdown", "## head_replacement\n" + nasty)]
-    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest", assignment=HOMEWORK)
     parsed = tomllib.loads((ingested.root / "answers.toml").read_text())
     assert parsed == {"written": {"head_replacement": nasty.strip()}}
 
@@ -414,7 +415,7 @@ def test_hostile_answer_text_round_trips_through_answers_toml(tmp_path):
 def test_a_module_the_notebook_leaves_out_is_named_with_its_expected_names(tmp_path):
     from graders.ingest import ingest
 
-    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "dest")
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", ANSWER_CELLS), tmp_path / "dest", assignment=HOMEWORK)
     assert "gpt.py" in ingested.missing
     assert ingested.missing_reasons["gpt.py"] == ("the notebook 'hw.ipynb' defines none of gpt.py's names "
                                                   "(GPTConfig, GPT, LanguageModelingDataset, lm_collate_fn, ...)")
@@ -430,7 +431,7 @@ def test_only_an_answers_toml_beside_the_notebook_is_read(tmp_path):
     (folder / "old").mkdir(parents=True)
     write_notebook(folder / "hw.ipynb", ANSWER_CELLS)
     (folder / "old" / "answers.toml").write_text('[written]\nlayer_norm = "an old draft"\n')
-    ingested = ingest(folder, tmp_path / "dest")
+    ingested = ingest(folder, tmp_path / "dest", assignment=HOMEWORK)
     assert ingested.kind == "notebook"
     assert tomllib.loads((ingested.root / "answers.toml").read_text())["written"]["layer_norm"] == \
         "It keeps activations in range."
@@ -441,7 +442,7 @@ def test_a_notebook_that_only_answers_questions_is_graded_not_rejected(tmp_path)
     from graders.ingest import ingest
 
     cells = [("markdown", "## answers.layer_norm\nMy answer.")]
-    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest", assignment=HOMEWORK)
     assert ingested.files == ["answers.toml"]
     assert ingested.missing == [name for name in WHOLE_COURSE.expected_files if name != "answers.toml"]
 
@@ -453,7 +454,7 @@ def test_a_long_answer_is_cut_and_every_answer_stays_readable(tmp_path):
 
     keys = sorted({key for _, key in WHOLE_COURSE.answer_headings.values()})
     cells = [("markdown", f"## {key}\n" + "\U0001F600" * (3 * MAX_ANSWER_CHARS)) for key in keys]
-    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest")
+    ingested = ingest(write_notebook(tmp_path / "hw.ipynb", cells), tmp_path / "dest", assignment=HOMEWORK)
     answers = read_answers(ingested.root, "answers.toml")  # None would fail every answer as unreadable
     assert answers is not None
     assert all(len(text) == MAX_ANSWER_CHARS for section in answers.values() for text in section.values())
@@ -470,7 +471,7 @@ def test_an_unreadable_answers_toml_beside_the_notebook_is_graded_as_handed_in(t
     folder.mkdir()
     write_notebook(folder / "hw.ipynb", ANSWER_CELLS)
     (folder / "answers.toml").write_text("[written\nlayer_norm = ")
-    ingested = ingest(folder, tmp_path / "dest")
+    ingested = ingest(folder, tmp_path / "dest", assignment=HOMEWORK)
     assert (ingested.root / "answers.toml").read_text() == "[written\nlayer_norm = "
     assert grading.read_answers(ingested.root, "answers.toml") is None  # its part says the file cannot be read
     assert any(note.startswith("answers.toml beside the notebook cannot be read (") for note in ingested.notes)

@@ -13,9 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 from graders.build import REPO_ROOT
-from graders import assignment
-from tests.course import PACKS, REFERENCE_DIR, TEMPLATE_DIR
-from graders.pytest_plugin import STUDENT_CONFTEST
+from tests.course import HOMEWORK, PACKS, REFERENCE_DIR, TEMPLATE_DIR
+from graders.bundle import STUDENT_CONFTEST
 from graders.recording import read_manifest, record_golden, stale_reasons
 from graders.scoring import public_checks
 from graders.selfcheck import SelfCheckError, cmd_check, not_passing, self_check
@@ -38,21 +37,20 @@ def _results(folder):
 
 @pytest.mark.parametrize("pack", PACKS, ids=lambda pack: pack.name)
 def test_golden_fixtures_are_up_to_date(pack):
-    reasons = stale_reasons(assignment=pack)
+    reasons = stale_reasons(pack)
     assert not reasons, (f"{pack.golden_dir} is out of date: run `grade build --golden` and commit it\n  "
                          + "\n  ".join(reasons))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pack", PACKS, ids=lambda pack: pack.name)
-def test_golden_fixtures_regenerate_identically(tmp_path, pack, monkeypatch):
+def test_golden_fixtures_regenerate_identically(tmp_path, pack):
     """Recording again gives the committed fixtures: the same calls on the same inputs (every
     key, bit for bit) and the same answers, to the last bits that CPUs with other vector units
     compute differently, far inside the checks' own tolerances. Nothing outside the
     fingerprinted files changed what the public checks draw. (25 s for the three packs on 2 idle
     cores, 100 s on busy ones; the hash comparison above is the quick guard.)"""
-    monkeypatch.setattr(assignment, "_selected", [pack])
-    record_golden(tmp_path / "golden")
+    record_golden(pack, tmp_path / "golden")
     fresh = json.loads((tmp_path / "golden" / "golden.json").read_text())
     committed = json.loads((pack.golden_dir / "golden.json").read_text())
     assert fresh == committed, f"{pack.golden_dir} is stale: run `grade build --golden` and commit it"
@@ -131,8 +129,8 @@ def test_a_part_that_preloads_gets_a_worker_of_its_own_and_the_same_results(tmp_
 
 
 def test_golden_fixtures_hold_no_hidden_check():
-    manifest = read_manifest()
-    hidden = {c.id for _, c in public_checks()} ^ set(manifest["fingerprint"]["public_checks"])
+    manifest = read_manifest(HOMEWORK.golden_dir)
+    hidden = {c.id for _, c in public_checks(HOMEWORK)} ^ set(manifest["fingerprint"]["public_checks"])
     assert not hidden
     from tests.course import REGISTRY
 
@@ -183,7 +181,7 @@ def test_only_public_checks_run(reference_check):
     results = _results(folder)
     checks = [c for part in results["parts"] for c in part["checks"]]
     assert checks and all(c["visibility"] == "public" for c in checks)
-    assert {c["id"] for c in checks} == {c.id for _, c in public_checks([*QUICK_PARTS, "answers"])}
+    assert {c["id"] for c in checks} == {c.id for _, c in public_checks(HOMEWORK, [*QUICK_PARTS, "answers"])}
 
 
 def test_reports_go_to_dot_grade(reference_check):
@@ -278,7 +276,7 @@ def test_pytest_runs_one_test_per_public_check_from_one_grade(tmp_path, monkeypa
 
     monkeypatch.chdir(folder)
     status = pytest.main(["-q", "-p", "no:cacheprovider", "attention.py"], plugins=[Collect()])
-    expected = {c.id for _, c in public_checks(QUICK_PARTS)}
+    expected = {c.id for _, c in public_checks(HOMEWORK, QUICK_PARTS)}
     assert set(reports) == expected
     assert calls == [(folder, QUICK_PARTS)]
     assert status == pytest.ExitCode.TESTS_FAILED

@@ -10,8 +10,7 @@ import shutil
 import pytest
 
 import graders.recording
-from graders import assignment
-from graders.pytest_plugin import STUDENT_CONFTEST
+from graders.bundle import STUDENT_CONFTEST
 from graders.recording import out_of_date
 from graders.reports.summary import count_checks, headline
 from graders.cli import main as grade
@@ -32,11 +31,6 @@ def perfect_causal_lm(folder):
     for name in ("causal_lm.py", "answers.toml"):
         shutil.copy(CAUSAL_LM.reference_dir / name, folder / name)
     return folder
-
-
-@pytest.fixture(autouse=True)
-def causal_lm_graded(monkeypatch):
-    monkeypatch.setattr(assignment, "_selected", [CAUSAL_LM])
 
 
 @pytest.fixture

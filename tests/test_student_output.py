@@ -13,7 +13,7 @@ import torch
 from tests.course import HOMEWORK, REFERENCE_DIR, TEMPLATE_DIR
 from graders.checks.framework import _describe
 from graders.packs.bert.checks.sentiment import GRUArch, SentimentInput
-from graders.pytest_plugin import STUDENT_CONFTEST
+from graders.bundle import STUDENT_CONFTEST
 from graders.selfcheck import cmd_check
 
 MASK_ON_KEYS = "mask = mask[:, None, None, :]"
@@ -86,10 +86,8 @@ def test_written_answers_are_apart_with_the_rubric_points(tmp_path, capsys, monk
     """A perfect homework scores full marks on the automatic checks; each written answer shows
     the rubric's 5 points (not the causal-LM homework's 21 points of answers shared among its 3
     public ones: the numeric answers are hidden)."""
-    from graders import assignment
     from tests.course import CAUSAL_LM
 
-    monkeypatch.setattr(assignment, "_selected", [])  # the homework's files say which it is
     folder = _homework(CAUSAL_LM.reference_dir, tmp_path / "hw")
     monkeypatch.setenv("COLUMNS", "80")
     assert cmd_check(["causal_lm", "answers", "--path", str(folder)]) == 0

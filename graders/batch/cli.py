@@ -22,7 +22,7 @@ from graders.sandbox.isolation import refuse_unless_isolated
 from graders.options import add_grading_arguments, command_parser, grading_options
 
 
-def _batch_parser() -> argparse.ArgumentParser:
+def _batch_parser(assignment) -> argparse.ArgumentParser:
     parser = command_parser("grade batch", "Grade a folder of submissions, resumably.")
     parser.add_argument("submissions", type=Path, nargs="?", default=None,
                         help="folder of zips / folders / .ipynb notebooks (one per student)")
@@ -39,7 +39,7 @@ def _batch_parser() -> argparse.ArgumentParser:
     parser.add_argument("--redo-errors", action="store_true", help="grade again the submissions that ended in an error")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
     parser.add_argument("--backend", choices=("local", "slurm"), default="local")
-    add_grading_arguments(parser)
+    add_grading_arguments(parser, assignment)
     slurm = parser.add_argument_group("Slurm (through submitit; DIR must be on a shared file system)")
     slurm.add_argument("--slurm-partition", default=None)
     slurm.add_argument("--slurm-time", type=float, default=None, metavar="MIN",
@@ -60,10 +60,10 @@ def _batch_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_from_args(args, parser):
+def config_from_args(args, parser, assignment):
     from graders.batch.run import BatchConfig
 
-    options = grading_options(args, parser).resolved()
+    options = grading_options(args, parser, assignment).resolved()
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
     slurm = {"partition": args.slurm_partition, "time_min": args.slurm_time, "mem_gb": args.slurm_mem_gb,
              "gpus_per_job": args.slurm_gpus_per_job, "cpus_per_task": args.slurm_cpus_per_task,
@@ -78,8 +78,12 @@ def config_from_args(args, parser):
                        unsafe=options.unsafe, isolation=options.isolation)
 
 
-def cmd_batch(argv: list[str]) -> int:
-    parser = _batch_parser()
+def cmd_batch(argv: list[str], given: str | None = None) -> int:
+    """`grade batch` of the assignment `given` (--assignment), else of the only installed one."""
+    from graders.assignment import resolve
+
+    assignment = resolve(given)
+    parser = _batch_parser(assignment)
     args = parser.parse_args(argv)
     if args.submissions is None and args.manifest is None:
         print("grade batch: give a SUBMISSIONS folder or a --manifest", file=sys.stderr)
@@ -90,7 +94,7 @@ def cmd_batch(argv: list[str]) -> int:
     if args.jobs < 0 or args.retries < 0:
         print("grade batch: --jobs and --retries must not be negative", file=sys.stderr)
         return 2
-    config = config_from_args(args, parser)  # exits 2 on a bad option
+    config = config_from_args(args, parser, assignment)  # exits 2 on a bad option
     # Local jobs run on this machine: refuse here, before anything is read. Slurm tasks run on
     # compute nodes, which may differ from this one: each refuses there (graders.batch.run_one),
     # and its submission's row says why.
@@ -103,7 +107,7 @@ def cmd_batch(argv: list[str]) -> int:
     from graders.batch.supervise import Interrupted
 
     try:
-        summary = run_batch(args.submissions, args.out, config)
+        summary = run_batch(assignment, args.submissions, args.out, config)
     except DiscoveryError as error:
         print(f"grade batch: {error}", file=sys.stderr)
         return 2
@@ -129,7 +133,7 @@ def cmd_batch(argv: list[str]) -> int:
     return 0
 
 
-def cmd_merge(argv: list[str]) -> int:
+def cmd_merge(argv: list[str], given: str | None = None) -> int:
     parser = command_parser("grade merge", "Merge manual scores of written answers.")
     parser.add_argument("manual", type=Path, help="CSV: student_id,check_id,score[,comment]")
     parser.add_argument("--out", type=Path, required=True, help="the batch output folder")
@@ -140,14 +144,14 @@ def cmd_merge(argv: list[str]) -> int:
     if not (args.out / "submissions").is_dir():
         print(f"grade merge: {args.out} holds no batch results (no submissions/ folder)", file=sys.stderr)
         return 2
-    from graders.assignment import chosen, installed, select
+    from graders.assignment import installed, load
     from graders.batch.merge import merge_manual
 
     graded = _graded_assignment(args.out)
-    if chosen() is None and graded in installed():
-        select(graded)  # the gradebook is rebuilt in its rubric's order
+    # the gradebook is rebuilt in its rubric's order, where the pack is at hand
+    assignment = load(given) if given is not None else load(graded) if graded in installed() else None
     try:
-        report = merge_manual(args.manual, args.out)
+        report = merge_manual(args.manual, args.out, assignment)
     except (ValueError, RuntimeError) as error:
         print(f"grade merge: {error}", file=sys.stderr)
         return 2
@@ -166,14 +170,8 @@ def _graded_assignment(out: Path) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m graders.batch.cli [batch|merge] ...`: the same commands as `grade batch` and
-    `grade merge`, --assignment included."""
-    from graders.cli import main as grade
+if __name__ == "__main__":  # `python -m graders.batch.cli [batch|merge] ...`: `grade batch` and `grade merge`
+    from graders.cli import main
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    return grade(argv if argv[:1] in (["batch"], ["merge"]) else ["batch", *argv])
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    argv = sys.argv[1:]
+    sys.exit(main(argv if argv[:1] in (["batch"], ["merge"]) else ["batch", *argv]))

@@ -37,7 +37,6 @@ from graders.batch import store
 from graders.integrity import flag_summary
 from graders.reports.html import CSP_META, visible_text
 from graders.reports.summary import isolation_warning
-from graders.scoring import load_rubric
 
 GRADEBOOK = "gradebook.csv"
 SUMMARY = "summary.html"
@@ -67,10 +66,13 @@ def display_name(row: dict) -> str:
     return str(batch_section(row["results"]).get("name") or row["marker"].get("name") or "")
 
 
-def part_ids(rows: list[dict]) -> list[str]:
-    """The parts any result graded, in rubric order."""
+def part_ids(rows: list[dict], rubric=None) -> list[str]:
+    """The parts any result graded, in the order of `rubric` (the batch's assignment's), else of
+    the results themselves (each lists its parts in its rubric's order)."""
     seen = {p.get("id") for row in rows for p in row["results"].get("parts") or []}
-    ordered = [p.id for p in load_rubric().parts if p.id in seen]
+    order = [p.id for p in rubric.parts] if rubric is not None else \
+        list(dict.fromkeys(p.get("id") for row in rows for p in row["results"].get("parts") or []))
+    ordered = [pid for pid in order if pid in seen and isinstance(pid, str)]
     return ordered + sorted(pid for pid in seen - set(ordered) if isinstance(pid, str))
 
 
@@ -86,8 +88,8 @@ def _fmt(value: float) -> str:
     return f"{round(value, 2):g}"
 
 
-def gradebook_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
-    parts = part_ids(rows)
+def gradebook_rows(rows: list[dict], rubric=None) -> tuple[list[str], list[list[str]]]:
+    parts = part_ids(rows, rubric)
     header = ["student_id", "name", "late", "total", "max", "status", *parts, "provisional", "pending_manual", "flags",
               "isolation", "report", "reason"]
     table = []
@@ -150,8 +152,8 @@ def _flags_cell(results: dict) -> str:
     return f"{count}: {', '.join(kinds)}" if count else "0"
 
 
-def write_gradebook(out: Path, rows: list[dict]) -> Path:
-    header, table = gradebook_rows(rows)
+def write_gradebook(out: Path, rows: list[dict], rubric=None) -> Path:
+    header, table = gradebook_rows(rows, rubric)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -367,8 +369,10 @@ def render_summary(rows: list[dict]) -> str:
     return _environment.from_string(_TEMPLATE).render(v=summary_view(rows), csp_meta=CSP_META)
 
 
-def rebuild(out: Path) -> tuple[Path, Path]:
-    """Write DIR/gradebook.csv and DIR/summary.html from the result folders."""
+def rebuild(out: Path, assignment=None) -> tuple[Path, Path]:
+    """Write DIR/gradebook.csv and DIR/summary.html from the result folders, the gradebook's parts
+    in the order of `assignment`'s rubric (None: of the results)."""
     rows = load_rows(out)
-    return write_gradebook(out, rows), write_atomically(Path(out) / SUMMARY, render_summary(rows))
+    return (write_gradebook(out, rows, assignment.rubric if assignment is not None else None),
+            write_atomically(Path(out) / SUMMARY, render_summary(rows)))
 

@@ -168,7 +168,9 @@ def _save_stored(out: Path, stored: dict) -> None:
     write_atomically(Path(out) / MANUAL_JSON, json.dumps(stored, indent=1, sort_keys=True))
 
 
-def merge_manual(csv_path: Path, out: Path) -> MergeReport:
+def merge_manual(csv_path: Path, out: Path, assignment=None) -> MergeReport:
+    """Merge the manual scores of `csv_path` into the batch at `out`, and rebuild its gradebook
+    (its parts in `assignment`'s rubric order, where it is known)."""
     out = Path(out)
     report = MergeReport()
     grades = read_manual_csv(Path(csv_path), report)
@@ -210,5 +212,5 @@ def merge_manual(csv_path: Path, out: Path) -> MergeReport:
                 store.rewrite(folder, results)
                 report.rewritten.append(student_id)
         _save_stored(out, stored)
-        rebuild(out)
+        rebuild(out, assignment)
     return report

@@ -78,38 +78,38 @@ def secrets_for(out: Path, submissions: list[Submission]) -> list[str]:
     return sorted(paths)
 
 
-def job_specs(submissions: list[Submission], out: Path, config: BatchConfig) -> list[dict]:
-    from graders.assignment import current
-
-    grader = store.grader_key(config.grading_config())
+def job_specs(assignment, submissions: list[Submission], out: Path, config: BatchConfig) -> list[dict]:
+    """One job per submission; each names the pack's folder, which the job's process loads."""
+    grader = store.grader_key(config.grading_config(), assignment.rubric.sha256)
     secrets = secrets_for(out, submissions)
-    assignment = str(current().folder)  # the job's process grades it whatever its environment
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in (config.options or {}).items()}
     return [{
         "out": str(Path(out).resolve()), "student_id": s.student_id, "source": str(Path(s.path).resolve()),
         "name": s.name, "late": s.late, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
         "parts": config.parts, "seed": config.seed, "limits": config.limits.to_json(), "options": options,
-        "extra_secrets": secrets, "unsafe": config.unsafe, "isolation": config.isolation, "assignment": assignment,
+        "extra_secrets": secrets, "unsafe": config.unsafe, "isolation": config.isolation,
+        "assignment": str(assignment.folder),
     } for s in submissions]
 
 
-def plan(folder: Path | None, out: Path, config: BatchConfig) -> tuple[list[dict], list[dict]]:
-    """(all specs, specs still to grade)."""
+def plan(assignment, folder: Path | None, out: Path, config: BatchConfig) -> tuple[list[dict], list[dict]]:
+    """(all specs, specs still to grade) of a batch of `assignment`."""
     submissions = discover(folder, manifest=config.manifest, names=config.names, exclude=(out,),
                            staging=Path(out) / store.STATE / "intake")
-    specs = job_specs(submissions, out, config)
+    specs = job_specs(assignment, submissions, out, config)
     todo = [s for s in specs if config.regrade
             or not store.is_done(out, s["student_id"], s["key"], redo_errors=config.redo_errors)]
     return specs, todo
 
 
-def run_batch(folder: Path | None, out: Path, config: BatchConfig | None = None) -> BatchSummary:
+def run_batch(assignment, folder: Path | None, out: Path, config: BatchConfig | None = None) -> BatchSummary:
+    """Grade the submissions in `folder` (or the config's manifest) as hand-ins of `assignment` into `out`."""
     config = config or BatchConfig()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with store.RunLock(out):
         store.clean_temporaries(out, older_than_s=0 if config.backend == "local" else config.hard_timeout * 2)
-        specs, todo = plan(folder, out, config)
+        specs, todo = plan(assignment, folder, out, config)
         store.log_event(out, "run", None, total=len(specs), todo=len(todo), backend=config.backend,
                         jobs=config.jobs, gpus=config.gpus)
         skipped = len(specs) - len(todo)
@@ -126,7 +126,7 @@ def run_batch(folder: Path | None, out: Path, config: BatchConfig | None = None)
             else:
                 raise ValueError(f"unknown backend {config.backend!r} (local or slurm)")
         finally:  # an interrupt too: the gradebook and summary show every result finished so far
-            gradebook, summary = rebuild(out)
+            gradebook, summary = rebuild(out, assignment)
     return BatchSummary(len(specs), skipped, finished, gradebook, summary, submitted, slurm_job)
 
 

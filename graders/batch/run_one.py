@@ -58,14 +58,13 @@ def grading_options(options: dict | None) -> dict | None:
 
 def grade_spec(spec: dict) -> dict:
     """The results dict of the submission in `spec`, with the batch's own section added."""
-    from graders.assignment import select
+    from graders.assignment import load
     from graders.grading import grade
     from graders.sandbox import Limits
 
-    if spec.get("assignment"):
-        select(spec["assignment"])
+    assignment = load(spec["assignment"])  # the pack's folder: the job grades it whatever its environment
     started = time.time()
-    results = grade(spec["source"], seed=spec.get("seed"), only_parts=spec.get("parts"),
+    results = grade(spec["source"], assignment=assignment, seed=spec.get("seed"), only_parts=spec.get("parts"),
                     limits=Limits.from_json(spec["limits"]), options=grading_options(spec.get("options")),
                     extra_secrets=spec.get("extra_secrets", ()), unsafe=bool(spec.get("unsafe")),
                     isolation=spec.get("isolation") or "full")

@@ -26,7 +26,6 @@ import uuid
 from pathlib import Path
 
 import graders
-from graders.scoring import load_rubric
 
 # graders.grading and graders.reports (torch, jinja2) are imported where results are written: a
 # Slurm array task imports this module only to supervise its `run_one` process, which grades.
@@ -42,9 +41,9 @@ OLD_PREFIX = ".old-"
 GRADED, REJECTED, ERROR = "graded", "rejected", "error"
 
 
-def grader_key(config: dict) -> dict:
-    """What, besides the input, decides a grade."""
-    return {"grader": graders.__version__, "rubric_sha256": load_rubric().sha256,
+def grader_key(config: dict, rubric_sha256: str) -> dict:
+    """What, besides the input, decides a grade: the grader, the rubric (its manifest's hash) and the configuration."""
+    return {"grader": graders.__version__, "rubric_sha256": rubric_sha256,
             "config": json.loads(json.dumps(config, sort_keys=True, default=str))}
 
 

@@ -208,10 +208,10 @@ def publish_error(spec: dict, reason: str, *, final: bool, attempts: int = 1, ho
 def error_result(spec: dict, reason: str, *, attempts: int = 1, host: str | None = None) -> dict:
     """A results.json (status "error") for a submission whose grading did not finish; the
     gradebook shows "error", the reports show the reason, and the next run grades it again."""
-    from graders.assignment import current
+    from graders.assignment import load
     from graders.grading import SCHEMA_VERSION, assignment_json, versions
 
-    assignment = current()
+    assignment = load(spec["assignment"])  # the pack's folder: a job is told its pack
     max_score = assignment.rubric.points(spec.get("parts"))
     return {
         "schema_version": SCHEMA_VERSION,

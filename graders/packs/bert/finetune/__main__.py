@@ -1,5 +1,5 @@
-"""python -m graders.packs.bert.finetune: build or find the feature caches (see prepare.py)."""
+"""python -m graders.packs.bert.finetune: build or find the feature caches (see warm.py)."""
 
-from .prepare import main
+from .warm import main
 
 main()

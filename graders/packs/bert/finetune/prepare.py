@@ -1,7 +1,5 @@
-"""Grader side: a dataset and an encoder in, cached features and labels for train / valid / test out.
-
-    python -m graders.packs.bert.finetune --imdb PATH --encoder PATH --device cuda    # warm the cache on a runner
-    python -m graders.packs.bert.finetune                                             # the smoke set, smoke encoder
+"""Grader side: a dataset and an encoder in, cached features and labels for train / valid / test out
+(`python -m graders.packs.bert.finetune` warms the caches ahead: warm.py).
 
 The whole IMDB training set (25,000) is encoded into one cache and viewed as 17,500 train + 7,500
 valid rows, so a change of split never re-runs the encoder; the test set has its own cache.
@@ -10,19 +8,14 @@ Labels stay here, in the grader: only the training labels go to the worker.
 
 from __future__ import annotations
 
-import argparse
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .cache import Features, build_features
 from .data import Review, load_imdb, load_small_sentiment, split_positions
-from graders.packs.bert.options import DEFAULT_ENCODER, add_fine_tuning_arguments, feature_cache_root
-
-from .encoder import Encoder, load_encoder
+from .encoder import Encoder
 
 
 @dataclass
@@ -74,32 +67,3 @@ def _features(encoder, reviews: list[Review], cache_root, max_length, progress) 
 
 def _labels(reviews: list[Review]) -> np.ndarray:
     return np.array([r.label for r in reviews], dtype=np.int64)
-
-
-def command_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m graders.packs.bert.finetune",
-                                     description="Build (or find) the feature caches of the fine-tuning check.")
-    add_fine_tuning_arguments(parser)
-    parser.add_argument("--max-length", type=int, default=512)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = command_parser()
-    args = parser.parse_args(argv)
-    if args.encoder is not None and args.imdb is None:
-        parser.error("--encoder needs --imdb (without IMDB the fine-tuning check uses the smoke encoder)")
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    cache_root = feature_cache_root(args.feature_cache)
-
-    started = time.perf_counter()
-    encoder = load_encoder(args.encoder or (DEFAULT_ENCODER if args.imdb else "smoke"), device=device,
-                           cache_root=cache_root)
-    if args.imdb:
-        data = prepare_imdb(args.imdb, encoder, cache_root=cache_root, max_length=args.max_length, progress=True)
-    else:
-        data = prepare_small(encoder, cache_root=cache_root, max_length=args.max_length, progress=True)
-    print(f"encoder {encoder.source} on {device}; {time.perf_counter() - started:.1f} s in all")
-    for name in ("train", "valid", "test"):
-        features = getattr(data, name)
-        print(f"  {name:5} {len(features):6} reviews, {int(features.lengths.sum()):10} tokens   {features.folder}")
