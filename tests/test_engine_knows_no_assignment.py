@@ -92,3 +92,20 @@ def f(ctx):
     assert {"attention", "scaled_dot_product", "bert.probe_model", "sentiment.py", "MultiHeadAttention",
             "mha.padding", "softmax_wrong_dim"} <= words
     assert "encoder" not in words
+
+
+# What the engine once read the assignment of a process from: a function of the engine takes the
+# pack as an argument (docs/engine.md, "The pack is a value").
+PROCESS_WIDE = re.compile(r"\b(current|select|chosen|chosen_or_all)\(\)|\bGRADE_ASSIGNMENT\b|\b_selected\b")
+
+
+def process_wide_choices(source):
+    return [f"{number}: {line.strip()}" for number, line in enumerate(source.splitlines(), 1) if PROCESS_WIDE.search(line)]
+
+
+def test_no_function_of_the_engine_reads_a_process_wide_assignment():
+    found = {str(path.relative_to(ENGINE.parent)): lines for path in ENGINE.rglob("*.py")
+             if (lines := process_wide_choices(path.read_text()))}
+    assert found == {}
+    assert process_wide_choices("def f():\n    return assignment or current()\n") == ["2: return assignment or current()"]
+
