@@ -86,6 +86,11 @@ def grader_distribution(module_name):
     return next((name for name, module, _ in SELF_CHECK_REQUIREMENTS if module == top), None)
 
 
+def import_name(distribution):
+    """The module a distribution of SELF_CHECK_REQUIREMENTS is imported as."""
+    return next(module for name, module, _ in SELF_CHECK_REQUIREMENTS if name == distribution)
+
+
 def missing_dependency_message(module_name):
     """What to tell whoever runs the grader when `module_name` cannot be imported; None when
     the module is not one of the grader's dependencies (then it is the code's own import)."""

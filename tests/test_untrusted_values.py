@@ -195,3 +195,50 @@ def test_sandbox_a_deeply_nested_questions_file_is_the_submission_s_error(tmp_pa
     assert answers and all(c["status"] == ERROR and c["message"].startswith("answers.toml nests arrays or tables")
                            for c in answers), [(c["id"], c["status"], c["message"]) for c in answers]
     assert all(c["status"] == PASSED for cid, c in _checks(results).items() if cid.startswith("attention."))
+
+
+# ---------------------------------------------------------------- the environment blamed for the submission
+
+
+SABOTAGES = {
+    "sys.modules": {"attack.py": "import sys\nsys.modules['transformers'] = None\n\n\ndef build():\n"
+                                 "    import transformers\n"},
+    "a file of its name": {"transformers.py": "raise ModuleNotFoundError(\"No module named 'transformers'\", "
+                                              "name='transformers')\n",
+                           "attack.py": "def build():\n    import transformers\n"},
+}
+
+
+def _sabotaged(tmp_path, files):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("bubblewrap", [True, False], ids=["full", "no-namespaces"])
+@pytest.mark.parametrize("sabotage", sorted(SABOTAGES))
+def test_a_submission_that_breaks_a_grader_dependency_is_charged_for_it(tmp_path, monkeypatch, sabotage, bubblewrap):
+    """It was "the grader's environment lacks transformers" and status error. Positive control:
+    without the probe of a worker without the submission, the environment is blamed."""
+    from graders.sandbox import MissingDependency, StudentError, Worker
+
+    folder = _sabotaged(tmp_path, SABOTAGES[sabotage])
+    with Worker(folder, limits=FAST, use_bwrap=bubblewrap, require_isolation=bubblewrap) as worker:
+        with pytest.raises(StudentError, match="transformers cannot be imported beside your code"):
+            worker.call("attack", "build")
+    monkeypatch.setattr(Worker, "_imports_without_the_submission", lambda self, module: False)
+    with Worker(folder, limits=FAST, use_bwrap=bubblewrap, require_isolation=bubblewrap) as worker:
+        with pytest.raises(MissingDependency, match="lacks transformers"):
+            worker.call("attack", "build")
+
+
+def test_a_dependency_the_clean_probe_cannot_import_either_stays_the_environment_s(tmp_path, monkeypatch):
+    from graders.sandbox import MissingDependency, Worker, client
+
+    monkeypatch.setattr(client, "import_name", lambda distribution: "a_module_this_environment_lacks")
+    folder = _sabotaged(tmp_path, SABOTAGES["sys.modules"])
+    with Worker(folder, limits=FAST) as worker:
+        with pytest.raises(MissingDependency, match="lacks transformers"):
+            worker.call("attack", "build")

@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, NoReturn
 
 import graders
-from graders.dependencies import broken_dependency_message, missing_dependency_message
+from graders.dependencies import broken_dependency_message, grader_distribution, import_name, missing_dependency_message
 
 from . import audit, isolation
 from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
@@ -40,6 +41,7 @@ from .protocol import Handle, MessageEncoder, decode
 from .spawn import base_environment, pipe, spawn, start_self_check_worker, take_prestarted
 
 MAX_ERROR_TEXT = 50_000
+ENVIRONMENT_PROBE = "environment_probe"  # the module a probe's empty submission holds
 # How long a dead worker's processes get to release their pipes after the kill.
 REAP_TIMEOUT_S = 5.0
 SHUTDOWN_TIMEOUT_S = 1.0
@@ -113,6 +115,7 @@ class Worker:
         self.audit_denials_dropped = 0
         self._lock = threading.RLock()
         self._closed = False
+        self._environment_probes: dict[str, bool] = {}  # {dependency: imports without the submission}
         self._process: subprocess.Popen | None = None
         self._next_request_id = 1
 
@@ -369,6 +372,11 @@ class Worker:
                 message = broken_dependency_message(module, _text(error, "problem"))
             if message is None:  # only a dependency of the grader's may be blamed on the environment
                 raise ProtocolError(f"the worker blamed the environment for {module[:100]!r}, not a grader dependency")
+            if self._imports_without_the_submission(module):
+                raise StudentError("ImportError", f"{module} cannot be imported beside your code, though the grader's "
+                                   "environment imports it without your code: does a file of your submission have the "
+                                   f"name of {module} or of a module it imports ({module}.py, say), or does your code "
+                                   "change sys.modules or the import system?", "", output=self.last_output)
             raise MissingDependency(message, module=module, output=self.last_output)
         if kind == "exit":
             code = _text(error, "code")
@@ -379,6 +387,30 @@ class Worker:
             output = self.last_output + self._stop()
             raise WorkerCrashed(f"the student's code called sys.exit({code})", exit_status=status, output=output)
         raise ProtocolError(f"unknown error kind {kind!r}")
+
+    def _imports_without_the_submission(self, module: str) -> bool:
+        """Whether the grader dependency that `module` belongs to imports in a worker like this one
+        but for the submission (an empty folder): where it does, the worker that reported it
+        missing or broken was broken by the submission's code. Asked once per dependency; a probe
+        that cannot run proves nothing, and the environment stays blamed."""
+        top = import_name(grader_distribution(module))
+        if top not in self._environment_probes:
+            try:
+                with tempfile.TemporaryDirectory(prefix="probe-") as empty:
+                    # The module's name is the grader's own (graders/dependencies.py), never the worker's text.
+                    Path(empty, ENVIRONMENT_PROBE + ".py").write_text(f"import {top}\n")
+                    # Importing a library is a start's work: the probe gets the start's time for it.
+                    limits = dataclasses.replace(self.limits, call_timeout_s=self.limits.start_timeout_s,
+                                                 submission_budget_s=2 * self.limits.start_timeout_s)
+                    with EnvironmentProbe(empty, limits=limits, secret_paths=self.secret_paths,
+                                          readable_paths=self.readable_paths, require_isolation=False,
+                                          use_bwrap=None if self.containment_only else self.layers.bwrap,
+                                          containment_only=self.containment_only) as probe:
+                        probe.import_module(ENVIRONMENT_PROBE)
+                self._environment_probes[top] = True
+            except Exception:  # noqa: BLE001  missing, broken, or no probe at all: the environment's
+                self._environment_probes[top] = False
+        return self._environment_probes[top]
 
     def _handle(self, handle_id: int, type_name: str) -> Handle:
         return Handle(handle_id, type_name, self.starts)
@@ -519,6 +551,14 @@ class Worker:
         output = self._output.close(timeout=REAP_TIMEOUT_S)
         shutil.rmtree(self._workdir, ignore_errors=True)
         return output
+
+
+class EnvironmentProbe(Worker):
+    """A worker that imports one grader dependency and nothing of a submission: what it reports
+    missing or broken is the environment's."""
+
+    def _imports_without_the_submission(self, module: str) -> bool:
+        return False
 
 
 def default_secret_paths() -> list[str]:
