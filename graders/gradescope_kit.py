@@ -198,7 +198,6 @@ def cmd_kit(argv, given=None) -> int:
     """`grade gradescope-kit` for the assignment `given` (--assignment), else the only installed one."""
     from graders.assignment import resolve
 
-    assignment = resolve(given)
     parser = command_parser("grade gradescope-kit", "Write the autograder zip to upload to Gradescope.")
     parser.add_argument("--out", type=Path, default=Path("autograder.zip"))
     parser.add_argument("--parts", nargs="+", default=None, metavar="PART", help="grade only these parts")
@@ -210,6 +209,7 @@ def cmd_kit(argv, given=None) -> int:
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="grade even where the image cannot isolate student code; every output says so")
     args = parser.parse_args(argv)
+    assignment = resolve(given)
     validate_parts(args.parts, parser, assignment)
     path = write_kit(args.out, assignment, parts=args.parts, seed=args.seed, unsafe=args.unsafe_no_sandbox, isolation=args.isolation)
     print(f"autograder kit: {path} (upload it as the assignment's autograder on Gradescope); isolation: "

@@ -201,11 +201,9 @@ def cmd_mutants(argv: list[str], given: str | None = None) -> int:
 
     from graders.assignment import resolve
     from graders.options import command_parser
-
-    assignment = resolve(given)
     from graders.sandbox.isolation import refuse_unless_isolated
 
-    parser = command_parser("grade mutants", f"Grade every mutant and alternative of {assignment.title}.")
+    parser = command_parser("grade mutants", "Grade every mutant and alternative of an assignment pack.")
     parser.add_argument("--seeds", type=int, default=1, metavar="N",
                         help="grade each alternative under N grading seeds from the rubric's (default 1)")
     parser.add_argument("--only", nargs="+", default=(), metavar="NAME", help="only these mutants or alternatives")
@@ -214,6 +212,7 @@ def cmd_mutants(argv: list[str], given: str | None = None) -> int:
     parser.add_argument("--isolation", choices=("full", "container"), default="full",
                         help="the isolation the grades require (as for `grade`)")
     args = parser.parse_args(argv)
+    assignment = resolve(given)  # several packs installed and none given: PackError, exit 2
     if args.seeds < 1:
         parser.error("--seeds must be 1 or more")
     refused = refuse_unless_isolated(args.unsafe_no_sandbox, prog="grade mutants", level=args.isolation)

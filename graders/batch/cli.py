@@ -80,11 +80,12 @@ def config_from_args(args, parser, assignment):
 
 def cmd_batch(argv: list[str], given: str | None = None) -> int:
     """`grade batch` of the assignment `given` (--assignment), else of the only installed one."""
-    from graders.assignment import resolve
+    from graders.assignment import given_or_only, resolve
 
-    assignment = resolve(given)
+    assignment = given_or_only(given)  # None: the help, or the refusal below, without a pack's own options
     parser = _batch_parser(assignment)
     args = parser.parse_args(argv)
+    assignment = assignment or resolve(given)  # several packs installed and none given: PackError, exit 2
     if args.submissions is None and args.manifest is None:
         print("grade batch: give a SUBMISSIONS folder or a --manifest", file=sys.stderr)
         return 2
