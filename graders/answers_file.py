@@ -1,4 +1,4 @@
-"""A submission's questions file (answers.toml), read safely: it is the student's data.
+"""A submission's questions file, read safely: it is the student's data.
 
 TOML is data, never code, but its parser is recursive: a file of nested arrays or inline tables
 raises RecursionError, which no caller expects. Every way the file can be unusable (too large,
