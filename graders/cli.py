@@ -34,6 +34,7 @@ import time
 import traceback
 from pathlib import Path
 
+from graders import interrupt
 from graders.options import add_grading_arguments, command_parser, grading_options
 from graders.sandbox.isolation import EXIT_NOT_ISOLATED, refuse_unless_isolated
 
@@ -42,7 +43,7 @@ SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "export"
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
 EXIT_INCOMPLETE_INSTALLATION = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
+EXIT_INTERRUPTED = interrupt.EXIT_INTERRUPTED
 
 
 def _grade_parser(assignment):
@@ -87,6 +88,7 @@ def cmd_grade(argv, given=None):
         traceback.print_exc()
         results = error_result(args.submission, f"the grader failed: {type(error).__name__}: {error}",
                                assignment=assignment, only_parts=options.parts, started=started)
+    interrupt.stop_if_interrupted()  # nothing is written after Ctrl-C, even one whose KeyboardInterrupt was lost
     path = write_results(results, out)
     try:
         reports = write_reports(results, out)
@@ -184,11 +186,7 @@ def main(argv=None):
     if argv[0] == "--version":
         print(version_line())
         return 0
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:
-        print("\ngrade: interrupted (Ctrl-C); what had not finished was not written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    return interrupt.run_command(_main, argv)
 
 
 def version_line():

@@ -28,6 +28,7 @@ import tempfile
 from contextlib import nullcontext
 from pathlib import Path
 
+from graders import interrupt
 from graders.atomic import write_atomically
 from graders.lock import draw_mismatch
 from graders.options import command_parser
@@ -256,6 +257,7 @@ def cmd_check(argv, given=None) -> int:
             print(f"grade check: {error}", file=sys.stderr)
             return 2
     out = args.out or args.path / DEFAULT_OUT
+    interrupt.stop_if_interrupted()  # nothing is written after Ctrl-C, even one whose KeyboardInterrupt was lost
     paths = write_self_check_reports(results, out)
     print_summary(results, console, verbose=args.verbose)
     for note in results["submission"].get("notes", [])[1:]:
