@@ -23,8 +23,8 @@ from graders.atomic import write_atomically
 from graders.assignment import for_submission, installed as installed_packs, load as load_pack
 from graders.checks.contract import ForwardingStudent
 from graders.consistency import validate_assignment
-from graders.checks.framework import (ERROR, HIDDEN, SKIPPED, CheckResult, Context, check_seed, environment_result,
-                                      run_check)
+from graders.checks.framework import (ERROR, FAILED, HIDDEN, SKIPPED, CheckResult, Context, check_seed,
+                                      environment_result, run_check)
 from graders.integrity import results_section, scan_folder
 from graders.ingest import Rejected, ingest
 from graders.jsonable import jsonable
@@ -98,6 +98,10 @@ def submitted_answers(root, answers_file):
         return None, (f"{error}; fix the file: none of its answers can be graded as it is", None)
 
 
+# What a failing check keeps of the student's printed output: its end, as a traceback's.
+PRINTED_LIMIT = 4000
+
+
 class TrackedStudent(ForwardingStudent):
     """The worker as a check sees it: every handle a check receives is freed when the check ends,
     so objects do not pile up in the worker over a whole grade."""
@@ -105,9 +109,14 @@ class TrackedStudent(ForwardingStudent):
     def __init__(self, worker):
         super().__init__(worker)
         self._handles = []
+        self.printed = ""  # what the student's code printed during the check, its tail
 
     def forward(self, op, *args, **kwargs):
-        result = super().forward(op, *args, **kwargs)
+        try:
+            result = super().forward(op, *args, **kwargs)
+        finally:
+            if output := getattr(self.student, "last_output", ""):
+                self.printed = (self.printed + output)[-PRINTED_LIMIT:]
         self._collect(result)
         return result
 
@@ -338,6 +347,9 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                               note=getattr(progress, "note", None))
                 result = run_check(chk, ctx, before=functools.partial(lane.worker.seed, ctx.seed) if runs_code else None)
                 student.release()
+                if result.status in (FAILED, ERROR) and student.printed and "output" not in result.details:
+                    # A check that failed on a wrong value says what the code printed, as one that raised does.
+                    result.details = {**result.details, "output": student.printed}
                 lane.denials.mark(f"check {chk.id}")
                 failures_in_a_row = failures_in_a_row + 1 if result.worker_failed else 0
                 results.append(result)

@@ -147,3 +147,33 @@ def test_a_part_without_public_checks_is_said_with_its_points(tmp_path):
     assert results["parts"][1]["note"].startswith("Graded after the due date, not in this score: 8 points")
     assert "Fine-tuning on IMDB (linear from 50% to 90% validation accuracy) (8 points) graded after the due date" \
         in headline(results)
+
+
+# ---------------------------------------------------------------------------- what a finding shows
+
+
+def test_a_check_failing_on_a_wrong_value_shows_what_the_code_printed(tmp_path, capsys, monkeypatch):
+    """Not only a check whose code raised: one that returned a wrong value shows the end of what
+    the code printed, by default. Positive control: the check itself fails as before."""
+    monkeypatch.setenv("COLUMNS", "200")
+    folder = perfect_causal_lm(tmp_path / "printing")
+    module = (folder / "causal_lm.py").read_text()
+    start = module.index("def generate_square_subsequent_mask")
+    body = module.index("    return ", start)
+    (folder / "causal_lm.py").write_text(module[:body] + "    print('mask of size', sz)\n    return torch.zeros(sz, sz)\n"
+                                         + module[body:])
+    assert cmd_check(["causal_lm", "--path", str(folder)]) == 1
+    out = capsys.readouterr().out
+    assert "your code printed:" in out and "mask of size 2" in out
+    check = next(c for p in json.loads((folder / ".grade" / "results.json").read_text())["parts"] for c in p["checks"]
+                 if c["id"] == "causal_lm.square_mask")
+    assert check["status"] == "failed" and "mask of size" in check["details"]["output"]
+
+
+def test_expected_and_got_that_read_the_same_are_said_once():
+    from graders.reports.findings import check_detail_lines
+
+    same = {"details": {"expected": "tensor of shape (4, 2, 4, 4)", "got": "tensor of shape (4, 2, 4, 4)"}}
+    assert check_detail_lines(same) == [("expected and got", "tensor of shape (4, 2, 4, 4) both, with other values")]
+    other = {"details": {"expected": "tensor of shape (4, 2, 4, 4)", "got": "tensor of shape (4, 4, 2, 4)"}}
+    assert [label for label, _ in check_detail_lines(other)] == ["expected", "got"]

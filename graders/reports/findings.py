@@ -30,6 +30,9 @@ TRACEBACK_FRAME = re.compile(r'File "[^"]+", line \d+, in (?P<name>[\w<>]+)')
 
 # Lines of a student's traceback shown by default: the failing line and the exception.
 TRACEBACK_TAIL_LINES = 4
+# Of what the student's code printed, a finding shows the end (--verbose: up to 4,000 characters).
+PRINTED_TAIL_LINES = 8
+PRINTED_TAIL_CHARACTERS = 800
 VALUE_LIMIT = 400
 SIGNIFICANT_DIGITS = 4
 
@@ -132,14 +135,20 @@ def check_detail_lines(check: dict, *, verbose=False) -> list[tuple[str, str]]:
     lines = []
     if check.get("counterexample"):
         lines.append(("smallest input", clip(as_text(check["counterexample"]), 2 * VALUE_LIMIT)))
-    if "expected" in details:
-        lines.append(("expected", format_value(details["expected"])))
-    if "got" in details:
-        lines.append(("got", format_value(details["got"])))
+    expected, got = (format_value(details[key]) if key in details else None for key in ("expected", "got"))
+    if expected is not None and expected == got:
+        # Summaries that read the same ("tensor of shape (4, 2, 4, 4)") differ in what they summarise.
+        lines.append(("expected and got", f"{expected} both, with other values"))
+    else:
+        lines += [(label, text) for label, text in (("expected", expected), ("got", got)) if text is not None]
     for row in details.get("proportions") or []:
         if isinstance(row, dict):
             lines.append(("measured", _proportion_text(row)))
     if not verbose:
+        printed = as_text(details.get("output")).rstrip()
+        if printed:  # the end of it, as of a traceback: what it printed last, nearest the failure
+            tail = printed.splitlines()[-PRINTED_TAIL_LINES:]
+            lines.append(("your code printed", "\n" + clip("\n".join(tail), PRINTED_TAIL_CHARACTERS)))
         return lines
     if isinstance(details.get("numbers"), dict):
         lines += [(key.replace("_", " "), format_value(value)) for key, value in details["numbers"].items()]
