@@ -3,6 +3,8 @@ Moodle's folders, Canvas's LATE kept), and the totals out in Canvas's gradebook 
 Moodle's grading worksheet, with the columns their documentation names."""
 
 import csv
+import re
+import shutil
 import zipfile
 
 import pytest
@@ -204,3 +206,37 @@ def test_the_export_command_writes_the_file_and_warns_of_what_is_missing(batch, 
     assert main(["export", str(batch), "--lms", "moodle"]) == 0
     assert (batch / "moodle-worksheet.csv").is_file()
     assert main(["export", str(batch / "nope"), "--lms", "moodle"]) == 2
+
+
+def test_canvas_heads_the_column_title_and_id_from_the_option_or_the_manifest(batch, tmp_path, monkeypatch):
+    """Canvas's import matches a column by `Title (id)`; without the id it would create a new one."""
+    assert list(csv.reader(canvas_import(batch, canvas_id="4711").text.splitlines()))[0][-1] == "BERT HW (4711)"
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "assignment.toml").write_text('[lms]\ncanvas_assignment_id = 90210\n')
+    monkeypatch.setattr("graders.assignment.load", lambda name: type("Pack", (), {"folder": pack})())
+    export = canvas_import(batch)
+    assert export.canvas_id == "90210" and export.text.splitlines()[0].endswith(",BERT HW (90210)")
+
+
+def test_the_export_warns_of_a_missing_canvas_id_and_of_ids_no_lms_gave(batch, capsys):
+    store.publish(batch, "alice", fake_results(3.0) | {"batch": {"name": "Alice"}}, {"key": "e"})
+    assert main(["export", str(batch), "--lms", "canvas"]) == 0
+    err = capsys.readouterr().err
+    assert "the column has no assignment id" in err
+    assert "1 student id(s) are not Canvas user ids (not numbers), so canvas matches no student to them: alice" in err
+    assert main(["export", str(batch), "--lms", "moodle"]) == 0
+    assert "are not Moodle participant ids" in capsys.readouterr().err
+    # Positive control: ids the LMS gave draw no such warning.
+    shutil.rmtree(batch / store.SUBMISSIONS / "alice")
+    assert main(["export", str(batch), "--lms", "canvas", "--canvas-id", "4711"]) == 0
+    assert "warning: the column" not in (err := capsys.readouterr().err) and "not Canvas user ids" not in err
+
+
+def test_moodle_status_and_grade_time_come_from_what_the_batch_knew(batch):
+    store.publish(batch, "77", fake_results(4.0) | {"batch": {"name": "Late Student", "late": True}}, {"key": "f"})
+    rows = {row["Identifier"]: row for row in csv.DictReader(moodle_worksheet(batch).text.splitlines())}
+    assert rows["Participant 77"]["Status"] == "Submitted for grading - Late"
+    assert rows["Participant 12345"]["Status"] == "Submitted for grading"
+    assert re.fullmatch(r"\w+day, \d\d \w+ \d{4}, \d\d:\d\d [AP]M", rows["Participant 77"]["Last modified (grade)"])
+    assert rows["Participant 10"]["Last modified (grade)"] == ""  # no grade yet: grading did not finish

@@ -100,7 +100,7 @@ pre{white-space:pre-wrap;font:inherit;margin:.3em 0}.muted{color:#666}
 <p class="staff" role="note"><strong>For the course staff:</strong> this page shows the rubric's model answers.
 Do not send it to students. Enter the scores in <code>{{ csv_name }}</code> and merge them with
 <code>grade merge {{ csv_name }} --out DIR</code>.</p>
-<p>{{ count }} answers from {{ students }} students.</p>
+<p>{{ count }} answer{{ "" if count == 1 else "s" }} from {{ students }} student{{ "" if students == 1 else "s" }}.</p>
 {% for question in questions %}
 <h2>{{ question.title }} <span class="muted">({{ question.check_id }}, {{ question.max_score }} points)</span></h2>
 {% if question.rubric %}<div class="rubric"><strong>Rubric:</strong><pre>{{ question.rubric }}</pre></div>{% endif %}
@@ -145,7 +145,9 @@ def cmd_answers(argv: list[str]) -> int:
     csv_path = write_atomically(args.csv or args.out / ANSWERS_CSV, answers_csv(answers))
     html_path = write_atomically(args.html or args.out / ANSWERS_HTML, answers_html(answers, csv_path.name))
     pending = sum(answer.status != "graded" for answer in answers)
-    print(f"{len(answers)} written answers ({pending} to grade) from {len({a.student_id for a in answers})} students")
+    students = len({a.student_id for a in answers})
+    print(f"{len(answers)} written answer{'' if len(answers) == 1 else 's'} ({pending} to grade) "
+          f"from {students} student{'' if students == 1 else 's'}")
     print(f"csv: {csv_path}\nhtml: {html_path}")
     print(f"fill in the score column, then: grade merge {csv_path} --out {args.out}")
     return 0
