@@ -250,9 +250,14 @@ def ignores_padded_content(ctx):
         changed_values, weights = _student_attention(ctx, changed)
         real_queries = ~ex.padding.bool()[:, None, :, None].expand_as(values)
         if not torch.allclose(values[real_queries], changed_values[real_queries], atol=1e-5, equal_nan=True):
+            # named only from the weights themselves: a difference alone has other causes (dropout left on)
+            moved = ((values - changed_values).abs().amax(-1) > 1e-5) & ~ex.padding.bool()[:, None, :]  # (B, H, T)
+            padded_weight = (weights * ex.padding.bool()[:, None, None, :]).sum(-1)[~ex.padding.bool()[:, None, :].expand_as(moved)]
             raise CheckFailed(
-                "changing the keys and values at padded positions changed the outputs of real positions",
-                diagnosis=diagnose_weights(ex.q, changed.k, ex.padding, weights) or "mask_ignored",
+                "changing the keys and values at padded positions changed the outputs of real positions "
+                f"(at (batch, head, query) {moved.nonzero().tolist()[:6]}; the weight real queries give padded keys "
+                f"is up to {padded_weight.abs().max().item() if padded_weight.numel() else 0.0:.3g})",
+                diagnosis=diagnose_weights(ex.q, changed.k, ex.padding, weights),
             )
         attention_gate(ctx, ex, values, first_weights)
 
