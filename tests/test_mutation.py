@@ -22,6 +22,9 @@ from graders.mutants import Edit, apply_edits, collect
 from tests.checks_inprocess import run_part
 from tests.course import PACKS
 
+# Minutes of grading in all: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 MIN_MARGIN = 10  # a caught mutant's error is at least this many times the check's tolerance
 # The alternatives are most of this file's time: 8 seeds keep the suite's time in bounds, the
 # full run's 20 go further into the statistical checks' tails.
@@ -39,6 +42,11 @@ MUTANTS = [m for mutants, _ in COLLECTED.values() for m in mutants]
 ALTERNATIVES = [a for _, alternatives in COLLECTED.values() for a in alternatives]
 PACK_OF = {edited.id: pack for pack in PACKS for collected in COLLECTED[pack.name] for edited in collected}
 OUTCOMES = {}  # mutant id -> (part, lost points, got the expected diagnosis)
+
+
+# Each mutant's test fills OUTCOMES and the tests after them read it: they run in one process
+# (one xdist group), in file order.
+RECORDED_TOGETHER = pytest.mark.xdist_group("mutation outcomes")
 
 
 def _importers(reference_dir):
@@ -128,6 +136,7 @@ def test_dependent_parts_follow_the_imports():
     assert dependent_parts([Edit("gpt.py", "", "")], gpt) == []
 
 
+@RECORDED_TOGETHER
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.id)
 def test_mutant_loses_points_in_its_part(mutant, tmp_path):
     results = _graded_copy(tmp_path, mutant, mutant.part)
@@ -165,6 +174,7 @@ def test_alternative_keeps_full_marks(alternative, tmp_path):
             assert not short, f"{alternative.id} lost points in {part} under grading seed {seed}: {short}"
 
 
+@RECORDED_TOGETHER
 def test_mutation_score():
     """Runs after the mutants (file order): every mutant caught, at least 90% named right."""
     if len(OUTCOMES) < len(MUTANTS):
