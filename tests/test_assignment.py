@@ -142,6 +142,7 @@ def test_a_submission_belongs_to_the_homework_whose_files_or_names_it_holds(tmp_
         for_submission(not_a_zip)
 
 
+@pytest.mark.slow
 def test_grade_grades_the_homework_a_submission_is_of(tmp_path):
     out = tmp_path / "out"
     run = subprocess.run([sys.executable, "-m", "graders.cli", str(load("gpt").template_dir), "--out", str(out),

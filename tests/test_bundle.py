@@ -22,6 +22,9 @@ from tests.course import CAUSAL_LM, GPT, HOMEWORK as PACK, REFERENCE_DIR, TOP
 from graders.bundle import (HOMEWORK, LeakError, bundle_files, build_bundle, find_solutions, read_bundle,
                             scan, secret_strings, solution_snippets, write_zip)
 
+# Minutes of grading in all: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 MODULES = ("attention.py", "encoder.py", "bert.py", "sentiment.py")
 
 
@@ -257,7 +260,6 @@ def perfect_homework(template: Path, folder: Path, reference_dir: Path = REFEREN
     return folder
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("pack", [CAUSAL_LM, GPT], ids=lambda pack: pack.name)
 def test_each_homework_has_a_bundle_of_its_own(pack, tmp_path):
     """The other homeworks' bundles: their own pack alone, and a self-check from the bundle passes

@@ -35,7 +35,8 @@ from graders.oracles import ReferenceOracle
 from graders.sandbox import BudgetExhausted, Limits, ProtocolError, RequestError, WorkerCrashed, WorkerTimeout
 from tests.checks_inprocess import InProcessStudent, _out, _student
 
-pytestmark = pytest.mark.filterwarnings("ignore:Using a non-tuple sequence for multidimensional indexing")
+# Minutes of grading in all: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Using a non-tuple sequence for multidimensional indexing")]
 
 STATUSES = {PASSED, FAILED, ERROR, SKIPPED, PENDING_MANUAL}
 SCHEMA = json.loads((Path(graders.__file__).parent / "schemas" / "results.schema.json").read_text())

@@ -18,6 +18,9 @@ from graders.grading import grade, write_results
 from graders.reports import render_html, to_gradescope, write_reports
 from graders.sandbox import Limits, isolation
 
+# Minutes of grading in all: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 HOSTILE = REPO_ROOT / "fixtures" / "bert" / "submissions" / "hostile"
 HONEST = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 PARTS = ["attention", "mha"]

@@ -17,7 +17,8 @@ from graders.checks.localise import describe_difference, first_divergence, parse
 from graders.checks.weights import count_difference
 from graders.sandbox.tasks import trace_calls
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# Minutes of grading in all: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 # ---------------------------------------------------------------- how a tensor differs
 

@@ -138,6 +138,7 @@ def test_mask_inputs_never_selects_padding(B, T, seed, only_mask):
         assert torch.all(masked_text[selected] == 5) and torch.equal(masked_text[~selected], text[~selected])
 
 
+@pytest.mark.slow
 def test_first_pretraining_loss_is_near_ln_vocab_and_the_step_updates_weights():
     torch.manual_seed(1234)
     model = bert.BertModel(2, 100, 64, 4, 0.1, 0.1).train()
@@ -247,6 +248,7 @@ def test_collate_pads_x_and_ignores_padding_in_y():
     assert Y.tolist() == [[2, 3, 4], [6, gpt.IGNORE_INDEX, gpt.IGNORE_INDEX]]
 
 
+@pytest.mark.slow
 def test_gpt_learns_the_toy_corpus_and_generates_greedily(toy_corpus):
     vocab, dataset = toy_corpus
     torch.manual_seed(0)

@@ -79,6 +79,7 @@ print(seen)
 """
 
 
+@pytest.mark.slow
 def test_draws_do_not_depend_on_what_the_process_imported(tmp_path):
     """hypothesis mixes literals of loaded local modules into its draws; the self-check turns
     that off, or a self-check (which imports other modules than `grade build` did) would draw
@@ -253,6 +254,7 @@ def _homework(folder):
     return folder
 
 
+@pytest.mark.slow
 def test_pytest_runs_one_test_per_public_check_from_one_grade(tmp_path, monkeypatch):
     """In-process pytest on a homework folder: one test per public check of attention.py, each
     failing with its check's message and diagnosis, and the folder graded exactly once."""
@@ -290,6 +292,7 @@ def test_pytest_runs_one_test_per_public_check_from_one_grade(tmp_path, monkeypa
     assert {p["id"] for p in results["parts"]} == set(QUICK_PARTS)
 
 
+@pytest.mark.slow
 def test_pytest_in_a_subprocess_like_a_student(tmp_path):
     """`pytest -k` in a fresh process: exit status 1 while a check fails, 0 once the selected
     checks pass; written answers are skipped, not failed."""

@@ -21,6 +21,9 @@ import pytest
 from tests.course import PACKS, REFERENCE_DIR, pack_of
 from tests.checks_inprocess import run_part
 
+# Minutes of grading in all: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 # ---------------------------------------------------------------- the stubs, as code appended to a module
 
 # {target: (module file, how the stub is installed, {kind: body})}. A body is the code of a

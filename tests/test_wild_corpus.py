@@ -24,6 +24,10 @@ from graders.checks.localise import is_pattern
 from tests.checks_inprocess import run_part
 from tests.course import BERT, CAUSAL_LM, GPT
 
+# Minutes of grading in all: left out of the inner loop (README, "Contributing"); CI runs it. Each
+# grade (graded(), cached) is read by two tests: one process runs them all.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_wild_corpus.py")]
+
 WILD = Path(__file__).resolve().parent.parent / "fixtures" / "wild"
 PACKS = {"bert": BERT, "causal_lm": CAUSAL_LM, "gpt": GPT}
 # Examples a check: a grade's 10 for the parts that are cheap to run; the minGPT and sentiment
