@@ -173,3 +173,36 @@ def test_an_exception_says_the_call_its_input_and_the_line(edit, part, said, tmp
     assert lost, f"{edit} raised nowhere in {part}"
     for _, _, message in lost.values():
         assert all(text in message for text in said), message
+
+
+@pytest.mark.parametrize(("mutant", "checks"), [
+    # labels of 0 (or -1) outside the selection: the selection, split and replacements are read from
+    # what the function changed and labelled, so only the labels check is lost
+    ("mlm_labels_zero", {"pretraining.labels"}),
+    ("mlm_labels_minus_one", {"pretraining.labels"}),
+    ("mlm_random_up_to_mask_id", {"pretraining.random_tokens"}),
+    ("mlm_always_mask", {"pretraining.split"}),
+    ("block_ffn_no_dropout", {"block.dropout"}),
+    ("block_norms_swapped", {"block.wiring"}),
+    ("bert_one_block", {"bert.layers"}),
+    ("bert_block_repeated", {"bert.layers"}),
+])
+def test_one_behaviour_costs_the_checks_that_state_it(mutant, checks, tmp_path):
+    """Charged once: a mistake is lost where the contract states it, and the other checks of its
+    part judge the submission on its own consistent output."""
+    edited = BY_ID[mutant]
+    lost = _lost(_grade(tmp_path, edited.edits, edited.part, max_examples=10))
+    assert set(lost) == checks, lost
+    assert {d for _, d, _ in lost.values()} == {edited.diagnosis}, lost
+
+
+def test_an_exception_in_the_students_attention_is_not_blamed_on_the_stand_in(tmp_path):
+    """A block that runs an attention of its own (here a MultiHeadAttention it builds in forward,
+    with heads of no features) raises in attention.py although its self_attn is the grader's
+    stand-in: the message says so instead of claiming the stand-in ran."""
+    edit = Edit("encoder.py", "attended = self.self_attn(embedding, mask=mask)",
+                "attended = MultiHeadAttention(self.embed_dim, self.embed_dim + 1, 0.0)(embedding, mask=mask)")
+    lost = _lost(_grade(tmp_path, (edit,), "block", {"block.wiring", "block.padding"}))
+    assert lost, "the block's own attention raised nowhere"
+    for _, _, message in lost.values():
+        assert "attention.py" in message and "its self_attn the grader's stand-in" not in message, message
