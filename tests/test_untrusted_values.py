@@ -114,6 +114,7 @@ def scaled_dot_product(q, k, v, attn_drop_rate=0.1, mask=None):
 '''
 
 
+@pytest.mark.filterwarnings("ignore:Casting complex values to real discards the imaginary part")  # the control's
 def test_sandbox_a_complex_tensor_returned_fails_its_checks_and_results_are_written(tmp_path, monkeypatch):
     """Positive control: with the payload checked by safetensors alone, the complex tensor passes
     a comparison, and without `jsonable` the grade cannot be written."""
