@@ -75,7 +75,14 @@ def cmd_grade(argv, given=None):
     from graders.reports import print_summary, write_reports
     from graders.sandbox.isolation import IsolationUnavailable
 
-    out = args.out or Path("grade-out") / args.submission.stem
+    from graders.atomic import UnsafeOutputFolder, private_output_folder
+
+    try:  # before any worker starts: a folder a student's process made first would be its to rewrite
+        out = private_output_folder(args.out or Path("grade-out") / args.submission.stem,
+                                    untrusted_uids=options.limits().sandbox_uids)
+    except UnsafeOutputFolder as refusal:
+        print(f"grade: {refusal}", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     try:
         results = grade(args.submission, seed=options.seed, only_parts=options.parts, limits=options.limits(),

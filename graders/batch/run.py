@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from graders.atomic import private_output_folder
 from graders.batch import store
 from graders.batch.discover import Submission, discover
 from graders.batch.gradebook import rebuild
@@ -105,8 +106,8 @@ def plan(assignment, folder: Path | None, out: Path, config: BatchConfig) -> tup
 def run_batch(assignment, folder: Path | None, out: Path, config: BatchConfig | None = None) -> BatchSummary:
     """Grade the submissions in `folder` (or the config's manifest) as hand-ins of `assignment` into `out`."""
     config = config or BatchConfig()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    # Private before any worker starts: no student's worker may open another's results.
+    out = private_output_folder(out, untrusted_uids=config.limits.sandbox_uids)
     with store.RunLock(out):
         store.clean_temporaries(out, older_than_s=0 if config.backend == "local" else config.hard_timeout * 2)
         specs, todo = plan(assignment, folder, out, config)

@@ -61,6 +61,11 @@ class Limits:
     shm_bytes: int = 128 * MiB
     shm_files: int = 256
 
+    @property
+    def sandbox_uids(self) -> range:
+        """Every uid a worker may run as: none of them may own a folder the grader writes into."""
+        return range(self.sandbox_uid, self.sandbox_uid + self.sandbox_slots)
+
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
