@@ -147,10 +147,10 @@ def check_safetensors_header(payload: bytes) -> None:
     """Refuse, before any tensor is built, a payload of more than MAX_TENSORS tensors or with a
     tensor of another dtype than SAFETENSORS_DTYPES' or of more than MAX_TENSOR_DIMS dimensions."""
     if len(payload) < SAFETENSORS_LENGTH.size:
-        raise ProtocolError("the tensor payload is truncated")
+        raise ProtocolError("the tensor payload is malformed: it is truncated")
     (size,) = SAFETENSORS_LENGTH.unpack_from(payload)
     if size > len(payload) - SAFETENSORS_LENGTH.size:
-        raise ProtocolError("the tensor payload's header is longer than the payload")
+        raise ProtocolError("the tensor payload is malformed: its header is longer than the payload")
     raw = payload[SAFETENSORS_LENGTH.size:SAFETENSORS_LENGTH.size + size]
     # Every entry names its offsets; a name cannot hold the quoted key unescaped, so this count
     # is at least the number of tensors, and it is taken before the header is parsed.
@@ -162,7 +162,7 @@ def check_safetensors_header(payload: bytes) -> None:
         if name == "__metadata__":
             continue
         if type(entry) is not dict or type(entry.get("shape")) is not list:
-            raise ProtocolError("the tensor payload's header is malformed")
+            raise ProtocolError("the tensor payload is malformed: an entry of its header is not a tensor")
         if entry.get("dtype") not in allowed:
             raise ProtocolError(f"the payload holds a tensor of dtype {str(entry.get('dtype'))[:20]!r}, "
                                 "which the protocol does not carry")
