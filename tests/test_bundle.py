@@ -34,6 +34,12 @@ def files():
 
 
 @pytest.fixture(scope="module")
+def scanned(files):
+    """What the leak scan finds in the bundle's files: scanned once for the tests of each kind of leak."""
+    return scan(files, assignment=PACK)
+
+
+@pytest.fixture(scope="module")
 def bundle_zip(files, tmp_path_factory):
     # Written without the scan that build_bundle runs, so that a leak fails the leak tests
     # below and not every test of the bundle.
@@ -100,18 +106,18 @@ def test_the_zip_is_reproducible(files, bundle_zip, tmp_path):
 # ---------------------------------------------------------------------------- the leak scan
 
 
-def test_no_reference_solution_in_the_bundle(files):
-    leaks = _kinds(scan(files, assignment=PACK), "the solution of")
+def test_no_reference_solution_in_the_bundle(scanned):
+    leaks = _kinds(scanned, "the solution of")
     assert not leaks, "\n".join(map(str, leaks))
 
 
-def test_no_rubric_secret_in_the_bundle(files):
+def test_no_rubric_secret_in_the_bundle(files, scanned):
     secrets = secret_strings(PACK)
     assert len(secrets) == 3 and any(secret.startswith("It gives the gradient a path") for secret in secrets)
     for secret in secrets:
         carriers = [name for name, data in files.items() if secret.encode() in data]
         assert not carriers, f"{secret!r} is in {carriers}"
-    leaks = _kinds(scan(files, assignment=PACK), "rubric secret")
+    leaks = _kinds(scanned, "rubric secret")
     assert not leaks, "\n".join(map(str, leaks))
 
 
@@ -124,8 +130,8 @@ def test_no_numeric_answer_in_the_causal_lm_bundle():
     assert not scan(files, assignment=CAUSAL_LM)
 
 
-def test_no_hidden_fixture_in_the_bundle(files):
-    leaks = _kinds(scan(files, assignment=PACK), "hidden") + _kinds(scan(files, assignment=PACK), "reference/")
+def test_no_hidden_fixture_in_the_bundle(scanned):
+    leaks = _kinds(scanned, "hidden") + _kinds(scanned, "reference/")
     assert not leaks, "\n".join(map(str, leaks))
 
 
@@ -298,6 +304,48 @@ def test_a_bundle_whose_answers_no_longer_match_its_checks_refuses(tmp_path):
         assert tests.returncode == 1, tests.stdout[-3000:]
         assert tests.stdout.count("no longer match") == 1 and re.search(r"\b1 failed, \d+ skipped", tests.stdout), \
             tests.stdout[-3000:]
+
+
+def _pip_install(python, project, cwd):
+    return _run(python, ["-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(project)],
+                cwd=cwd, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_second_homework_refuses_to_install_beside_the_first(tmp_path):
+    """Two bundles in one environment would share the `graders` package and the `grade` command,
+    and uninstalling one would take them from the other: the second install refuses, saying
+    why and what to do. Positive control: with setuptools' own backend the second installs
+    silently, and uninstalling the first breaks it."""
+    for pack in (CAUSAL_LM, GPT):
+        with zipfile.ZipFile(write_zip(bundle_files(pack), tmp_path / f"{pack.bundle_name}.zip")) as archive:
+            archive.extractall(tmp_path)
+    first, second = tmp_path / CAUSAL_LM.bundle_name, tmp_path / GPT.bundle_name
+    # An environment whose `graders` is only what gets installed there; torch, pip and setuptools
+    # come from this one (a .pth to its site-packages, whose own .pth files are then not run).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    site = Path(sysconfig.get_paths(vars={"base": str(tmp_path / "venv"), "platbase": str(tmp_path / "venv")})["purelib"])
+    (site / "linked.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n")
+    python = tmp_path / "venv" / "bin" / "python"
+    installed = _pip_install(python, first, tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    refused = _pip_install(python, second, tmp_path)
+    assert refused.returncode != 0
+    assert (f"{GPT.bundle_name}-grader cannot be installed beside {CAUSAL_LM.bundle_name}-grader"
+            in " ".join(refused.stderr.split())), refused.stderr[-3000:]
+    assert "a virtual environment of its own" in " ".join(refused.stderr.split())
+    working = _run(python, ["-c", "import graders.cli, graders.packs.causal_lm"], cwd=tmp_path)
+    assert working.returncode == 0, working.stderr
+
+    pyproject = second / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('build-backend = "bundle_backend"\nbackend-path = ["build_backend"]',
+                                                       'build-backend = "setuptools.build_meta"'))
+    beside = _pip_install(python, second, tmp_path)
+    assert beside.returncode == 0, beside.stderr[-3000:]
+    removed = _run(python, ["-m", "pip", "uninstall", "-y", "-q", f"{CAUSAL_LM.bundle_name}-grader"], cwd=tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    broken = _run(python, ["-c", "import graders.cli"], cwd=tmp_path)
+    assert broken.returncode != 0  # the second homework lost the files the first one had installed
 
 
 # A perfect homework passing every public check from the bundle alone (none skipped for want of a
