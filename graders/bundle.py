@@ -53,6 +53,68 @@ def bundle_path(assignment):
     return Path("dist") / f"{assignment.bundle_name}.zip"
 
 
+# Every bundle installs the `graders` package and the `grade` command: two homeworks in one
+# environment would share those files, and uninstalling one would remove them from the other. The
+# bundle's build backend (setuptools', behind a check) refuses to install beside another bundle,
+# which it knows by this keyword in its metadata.
+BUNDLE_KEYWORD = "transformer-grader-student-bundle"
+BACKEND_FOLDER = "build_backend"
+BACKEND_MODULE = "bundle_backend"
+BUNDLE_BACKEND = '''"""Builds this homework's checks with setuptools, and refuses to install them where another
+homework's bundle is installed: both hold the `graders` package and the `grade` command, so
+uninstalling one would break the other. Each homework goes in a virtual environment of its own."""
+
+import email
+import re
+import sysconfig
+from pathlib import Path
+
+from setuptools.build_meta import *  # noqa: F403 - every hook pip may call
+from setuptools.build_meta import build_editable as _build_editable
+from setuptools.build_meta import build_wheel as _build_wheel
+from setuptools.build_meta import prepare_metadata_for_build_wheel as _prepare_metadata_for_build_wheel
+
+KEYWORD = "{keyword}"
+THIS = "{name}"
+
+
+def _canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _refuse_beside_another_bundle():
+    site = Path(sysconfig.get_paths()["purelib"])  # the environment pip installs into
+    for metadata in sorted(site.glob("*.dist-info/METADATA")):
+        fields = email.message_from_string(metadata.read_text(errors="replace"))
+        other = fields.get("Name") or ""
+        if KEYWORD in (fields.get("Keywords") or "") and _canonical(other) != _canonical(THIS):
+            raise SystemExit(
+                f"{{THIS}} cannot be installed beside {{other}}, another homework's checks: both install the "
+                "`graders` package and the `grade` command, and uninstalling one would break the other. Give "
+                "this homework a virtual environment of its own (python3 -m venv .venv in this folder, as its "
+                f"README says), or run `pip uninstall {{other}}` first.")
+
+
+def prepare_metadata_for_build_wheel(*args, **kwargs):
+    _refuse_beside_another_bundle()
+    return _prepare_metadata_for_build_wheel(*args, **kwargs)
+
+
+def build_wheel(*args, **kwargs):
+    _refuse_beside_another_bundle()
+    return _build_wheel(*args, **kwargs)
+
+
+def build_editable(*args, **kwargs):
+    _refuse_beside_another_bundle()
+    return _build_editable(*args, **kwargs)
+'''
+
+
+def distribution_name(assignment):
+    return f"{assignment.bundle_name}-grader"
+
+
 def student_pyproject(assignment):
     """pyproject.toml of the bundle: what a self-check of this assignment needs and nothing else
     (the engine's own and the pack's declared dependencies), at the lock's versions
@@ -63,12 +125,14 @@ def student_pyproject(assignment):
     deps = "".join(f"    {json.dumps(d)},\n" for d in self_check_requirements(assignment))  # a JSON string is a TOML one
     return f'''[build-system]
 requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
+build-backend = "{BACKEND_MODULE}"
+backend-path = ["{BACKEND_FOLDER}"]
 
 [project]
-name = "{assignment.bundle_name}-grader"
+name = "{distribution_name(assignment)}"
 version = "{graders.__version__}"
 description = "The public checks of {assignment.title}: `grade check` and `pytest`, offline."
+keywords = ["{BUNDLE_KEYWORD}"]
 requires-python = ">=3.11"
 dependencies = [
 {deps}]
@@ -156,7 +220,9 @@ def bundle_files(assignment):
     readme = STUDENT_README.format(title=assignment.title, files=modules, top=top,
                                    example_parts=" ".join(p.id for p in assignment.rubric.parts[:2]),
                                    parts=", ".join(p.id for p in assignment.rubric.parts))
-    files = {f"{top}/README.md": readme.encode(), f"{top}/pyproject.toml": student_pyproject(assignment).encode()}
+    files = {f"{top}/README.md": readme.encode(), f"{top}/pyproject.toml": student_pyproject(assignment).encode(),
+             f"{top}/{BACKEND_FOLDER}/{BACKEND_MODULE}.py":
+                 BUNDLE_BACKEND.format(keyword=BUNDLE_KEYWORD, name=distribution_name(assignment)).encode()}
     for relative, path in _shipped(PACKAGE_DIR):
         if relative.parts[0] == PACKS_DIR.name and len(relative.parts) > 2:
             continue  # the packs: only this assignment's, below
