@@ -306,6 +306,48 @@ def test_a_bundle_whose_answers_no_longer_match_its_checks_refuses(tmp_path):
             tests.stdout[-3000:]
 
 
+def _pip_install(python, project, cwd):
+    return _run(python, ["-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(project)],
+                cwd=cwd, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_second_homework_refuses_to_install_beside_the_first(tmp_path):
+    """Two bundles in one environment would share the `graders` package and the `grade` command,
+    and uninstalling one would take them from the other: the second install refuses, saying
+    why and what to do. Positive control: with setuptools' own backend the second installs
+    silently, and uninstalling the first breaks it."""
+    for pack in (CAUSAL_LM, GPT):
+        with zipfile.ZipFile(write_zip(bundle_files(pack), tmp_path / f"{pack.bundle_name}.zip")) as archive:
+            archive.extractall(tmp_path)
+    first, second = tmp_path / CAUSAL_LM.bundle_name, tmp_path / GPT.bundle_name
+    # An environment whose `graders` is only what gets installed there; torch, pip and setuptools
+    # come from this one (a .pth to its site-packages, whose own .pth files are then not run).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    site = Path(sysconfig.get_paths(vars={"base": str(tmp_path / "venv"), "platbase": str(tmp_path / "venv")})["purelib"])
+    (site / "linked.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n")
+    python = tmp_path / "venv" / "bin" / "python"
+    installed = _pip_install(python, first, tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    refused = _pip_install(python, second, tmp_path)
+    assert refused.returncode != 0
+    assert (f"{GPT.bundle_name}-grader cannot be installed beside {CAUSAL_LM.bundle_name}-grader"
+            in " ".join(refused.stderr.split())), refused.stderr[-3000:]
+    assert "a virtual environment of its own" in " ".join(refused.stderr.split())
+    working = _run(python, ["-c", "import graders.cli, graders.packs.causal_lm"], cwd=tmp_path)
+    assert working.returncode == 0, working.stderr
+
+    pyproject = second / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('build-backend = "bundle_backend"\nbackend-path = ["build_backend"]',
+                                                       'build-backend = "setuptools.build_meta"'))
+    beside = _pip_install(python, second, tmp_path)
+    assert beside.returncode == 0, beside.stderr[-3000:]
+    removed = _run(python, ["-m", "pip", "uninstall", "-y", "-q", f"{CAUSAL_LM.bundle_name}-grader"], cwd=tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    broken = _run(python, ["-c", "import graders.cli"], cwd=tmp_path)
+    assert broken.returncode != 0  # the second homework lost the files the first one had installed
+
+
 # A perfect homework passing every public check from the bundle alone (none skipped for want of a
 # golden answer, none needing the reference or the fixtures): tests/test_bundle_install.py, from
 # the bundle as its README installs it (one self-check of every part is enough for both).
