@@ -18,8 +18,8 @@ the submission or homework folder holds; `grade build` builds every pack).
 
 Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
 `grade check` while a public check fails (and for `grade doctor` on a machine without full
-isolation), 2 for bad usage or a missing dependency of the grader (the message says what to
-install), 3 when grading was refused because student code would not be
+isolation), 2 for bad usage, a missing dependency of the grader (the message says what to
+install) or, for `grade check`, golden answers that no longer match the checks, 3 when grading was refused because student code would not be
 isolated on this machine (the message says how to fix it), 1 for `grade mutants` when a mutant
 is missed or an alternative loses points, 130 when interrupted (Ctrl-C: one
 line, no traceback; `grade batch` keeps its own, docs/batch.md).
