@@ -36,7 +36,10 @@ def fingerprint_files(assignment):
     def origin(module):
         return Path(importlib.util.find_spec(module).origin)
 
-    pack = {path for name in assignment.check_modules for path in origin(name).parent.glob("*.py")}
+    mutants = assignment.mutants_path
+    # the pack's mutants may sit beside its checks: they decide no draw and never ship in a bundle
+    pack = {path for name in assignment.check_modules for path in origin(name).parent.glob("*.py")
+            if mutants is None or not (path == mutants or mutants in path.parents)}
     if assignment.oracle_module:
         pack.add(origin(assignment.oracle_module))
     named = [*((f"graders/{path.relative_to(ENGINE_DIR).as_posix()}", path)
