@@ -41,9 +41,10 @@ SAFETENSORS_LENGTH = struct.Struct("<Q")
 # Deeper than any sensible argument or result; bounds recursion on both sides.
 MAX_DEPTH = 64
 MAX_TYPE_NAME = 300
-# Many small values cost the reader far more memory than their bytes: a 0-d tensor is 20 bytes of
-# a payload and a kilobyte once built, `[]` 2 bytes of JSON and 56 once parsed. A reply holds a
-# few hundred tensors (a model's state_dict, a traced forward) and thousands of values at most.
+# Many small values cost the reader far more memory than their bytes: a 0-d tensor is some 50 bytes
+# of a message and kilobytes once built (150,000 took the grader from 250 MiB to 1 GiB), `[]` 2
+# bytes of JSON and 56 once parsed. A reply holds a few hundred tensors (a model's state_dict, a
+# traced forward) and thousands of values at most.
 MAX_TENSORS = 10_000
 MAX_VALUES = 1_000_000
 MAX_TENSOR_DIMS = 64
@@ -138,6 +139,7 @@ def load_safetensors(payload: bytes) -> dict[str, torch.Tensor]:
     """The tensors of a payload, once its header has passed `check_safetensors_header`."""
     check_safetensors_header(payload)
     tensors = safetensors.torch.load(payload)
+    # Python's JSON keeps the last of two entries of one name; safetensors' parser need not.
     if any(tensor.dtype not in SAFETENSORS_DTYPES for tensor in tensors.values()):
         raise ProtocolError("the payload holds a tensor of a dtype the protocol does not carry")
     return tensors
@@ -358,7 +360,7 @@ def parse_header(raw: bytes) -> dict:
 
     # A JSON value is a container or follows a comma, but the first: this bounds what parsing
     # builds before it is built (commas and brackets inside strings only make the bound stricter,
-    # and a message's texts are a few thousand characters).
+    # and a message's texts are tens of thousands of characters at most).
     if raw.count(b",") + raw.count(b"[") + raw.count(b"{") >= MAX_VALUES:
         raise ProtocolError(f"a message holds more than {MAX_VALUES:,} values")
     try:
