@@ -10,6 +10,9 @@ import torch
 from tests.course import pack_of
 from tests.checks_inprocess import run_part
 
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 # Tiny tensors: one thread is many times faster than several fighting over a busy machine.
 torch.set_num_threads(1)
 

@@ -22,6 +22,9 @@ from graders.sandbox import isolation
 from graders.sandbox.isolation import CONTAINER, FULL, IsolationUnavailable
 from tests.test_wheel_install import clean_environment, linked_venv
 
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 SYSTEM_PYTHON = Path("/usr/bin/python3.11")
 EXAMPLE = REPO_ROOT / "reference" / "bert"  # a correct homework
 

@@ -12,6 +12,9 @@ from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 from graders.cli import main
 from graders.grading import grade
 
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 
 def _strip_timings(results):
     results = json.loads(json.dumps(results))

@@ -18,6 +18,9 @@ from graders.assignment import load
 from graders.grading import grade
 from graders.mutants import apply_edits, collect
 
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parent / "example_pack"
 REPO = Path(__file__).resolve().parent.parent
 

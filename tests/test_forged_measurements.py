@@ -37,6 +37,9 @@ from graders.packs.bert.mutants import sentiment as sentiment_mutants
 from graders.packs.causal_lm.mutants import causal_lm as lm_mutants
 from graders.packs.gpt.mutants import gpt as gpt_mutants
 
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 RESULTS_SCHEMA = json.loads((Path(graders.__file__).parent / "schemas" / "results.schema.json").read_text())
 
 # ---------------------------------------------------------------- the forgeries (run inside the worker)

@@ -33,6 +33,9 @@ from tests import report_samples
 from tests.report_samples import visible_bytes
 from tests.test_wheel_install import clean_environment, linked_venv
 
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 SCHEMA = json.loads((REPO_ROOT / "graders" / "schemas" / "gradescope.schema.json").read_text())
 # The causal-LM homework's: visible checks, hidden numeric answers, written answers
 PARTS = ["causal_lm", "answers"]

@@ -13,7 +13,8 @@ from tests.checks_inprocess import run_part
 from tests.course import BERT, CAUSAL_LM, GPT
 from tests.test_wild_corpus import lost, says_where
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 FAULT = '''
 

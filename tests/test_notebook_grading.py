@@ -12,6 +12,9 @@ import pytest
 from graders.build import REPO_ROOT
 from graders.grading import grade
 
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = REPO_ROOT / "fixtures" / "bert" / "notebooks"
 NOTEBOOK = NOTEBOOKS / "seed004_student.ipynb"
 FOLDER = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"

@@ -30,6 +30,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 
 pytestmark = [
+    pytest.mark.slow,  # a browser's start and a page load each: left out of the inner loop (README, "Contributing")
     pytest.mark.chromium,
     pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install -y chromium)"),
     pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver (apt-get install -y chromium-driver)"),

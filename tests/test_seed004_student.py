@@ -7,6 +7,9 @@ import pytest
 from graders.build import REPO_ROOT
 from graders.grading import grade
 
+# Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
+pytestmark = pytest.mark.slow
+
 SEED004 = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
 
 EXPECTED = {
