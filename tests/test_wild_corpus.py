@@ -39,9 +39,11 @@ EXAMPLES = {"gpt": 2, "sentiment": 2, "pretraining": 3}
 PARTS = {
     ("gpt", "mingpt"): ("gpt",),
     ("gpt", "mingpt_2020"): ("gpt",),
+    ("gpt", "sampling_loop"): ("gpt",),
     ("bert", "uvadlc_tutorial6"): ("attention", "mha", "positional_encoding", "block"),
     ("bert", "annotated_transformer"): ("attention", "mha", "positional_encoding", "block"),
     ("bert", "hf_mlm_masking"): ("pretraining",),
+    ("bert", "loop_masking"): ("pretraining",),
     ("bert", "bentrevett_sentiment"): ("sentiment",),
     ("causal_lm", "pytorch_tutorial"): ("causal_lm",),
     ("causal_lm", "word_language_model"): ("causal_lm",),
@@ -61,6 +63,7 @@ _SEQ_FIRST_PE = "a (max_len, 1, d) table sliced by x.size(0); the docstring: 'In
 # this table is an unjudged loss and fails the test.
 JUSTIFIED = {
     ("gpt", "mingpt", "gpt"): {},
+    ("gpt", "sampling_loop", "gpt"): {},
     ("gpt", "mingpt_2020", "gpt"): {
         "gpt.padding_not_in_loss": "cross_entropy without ignore_index; docstring: 'targets ... (IGNORE_INDEX at "
                                    "padding)', lm_collate_fn: 'padding never counts in the loss'",
@@ -115,6 +118,7 @@ JUSTIFIED = {
         "block.feed_forward": "ReLU; the docstring: 'linear_net = Linear, GELU, Linear, Dropout'",
     },
     ("bert", "hf_mlm_masking", "pretraining"): {},
+    ("bert", "loop_masking", "pretraining"): {},
     ("bert", "bentrevett_sentiment", "sentiment"): {
         "sentiment.attention_mask": "BERT runs without the mask; forward: 'attention_mask: (B, T), 1 at real "
                                     "tokens', TODO: 'passing attention_mask'",
@@ -128,6 +132,7 @@ JUSTIFIED = {
         "causal_lm.src_mask_argument": "sequence-first encoder layers meet (B, T) ids; 'src: (B, T) ids; src_mask: "
                                        "(T, T) additive mask, the causal one when None'",
         "causal_lm.model_parameters": "10 parameters of the decoder head ('No head')",
+        "causal_lm.dropout": _NO_HEAD + " (the check's gate runs the whole model; its dropout is right)",
     },
     ("causal_lm", "word_language_model", "causal_lm"): {
         "causal_lm.causal": _NO_HEAD,
@@ -138,6 +143,8 @@ JUSTIFIED = {
         "causal_lm.src_mask_argument": "the second argument is a flag (has_mask): 'src_mask: (T, T) additive mask, "
                                        "the causal one when None'",
         "causal_lm.model_parameters": "the decoder head (10) and nn.Transformer's final encoder norm (8): 'No head'",
+        "causal_lm.dropout": "nn.Transformer built without the model's dropout (its default 0.1): 'dropout is the rate of "
+                             "the positional encoding and of every encoder layer'",
     },
 }
 

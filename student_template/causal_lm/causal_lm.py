@@ -38,6 +38,7 @@ class PositionalEncoding(nn.Module):
 class TransformerModel(nn.Module):
     """ids (B, T) -> embedding * sqrt(d_model) -> positional encoding -> nlayers causal
     nn.TransformerEncoderLayer (batch_first) -> hidden states (B, T, d_model). No head.
+    dropout is the rate of the positional encoding and of every encoder layer.
 
     Its sub-modules are an nn.Embedding, a PositionalEncoding and an nn.TransformerEncoder. The
     checks run each of them on its own, found by the template's attribute names (embedding,

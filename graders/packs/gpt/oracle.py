@@ -23,12 +23,13 @@ def gpt_model(reference, config, gelu="none"):
     return model
 
 
-def gpt_forward(reference, state_dict, config, idx, positions=True, final_norm=True, gelu="none"):
+def gpt_forward(reference, state_dict, config, idx, positions=True, final_norm=True, gelu="none", train=False):
     """The reference GPT's eval-mode logits under the given weights, its MLPs with the given GELU
     flavour; with positions=False, positions="ids" or final_norm=False, what a forward without the
     position embeddings, with the token ids fed to the position embedding, or without ln_f gives
-    (the mistakes a check names)."""
-    model = gpt_model(reference, config, gelu).eval()
+    (the mistakes a check names). With train=True, in training mode: deterministic where every
+    dropout rate of `config` is 0 or 1 (a rate of 1 drops its whole path)."""
+    model = gpt_model(reference, config, gelu).train(train)
     model.load_state_dict(state_dict, strict=False)
     if positions is False:
         nn.init.zeros_(model.transformer.wpe.weight)

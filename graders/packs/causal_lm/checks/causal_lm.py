@@ -1,6 +1,5 @@
 """Checks for the causal Transformer LM on nn.TransformerEncoder (seeds 000 and 001)."""
 
-import itertools
 import math
 import re
 from typing import NamedTuple
@@ -99,9 +98,34 @@ def _model(ctx, config):
     return handle
 
 
+def _causal_mask(T):
+    return torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+
+
+def _mask_function_right(ctx, T):
+    """The student's generate_square_subsequent_mask(T) is the causal mask (as causal_lm.square_mask
+    judges it: 0 on and below the diagonal, -inf or the dtype's lowest above)."""
+    try:
+        got = ctx.student.call(MODULE, "generate_square_subsequent_mask", T)
+    except StudentError:
+        return False
+    if type(got) is not torch.Tensor or got.shape != (T, T) or not got.is_floating_point():
+        return False
+    above = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    return bool((got[~above] == 0).all()) and bool((got[above] <= torch.finfo(got.dtype).min / 2).all())
+
+
+def model_args(ctx, ids):
+    """What the model's checks call it with: the ids, and, where the student's own
+    generate_square_subsequent_mask is wrong (charged in causal_lm.square_mask), the right causal mask
+    as src_mask, so that the model is judged on its own code."""
+    T = ids.size(1)
+    return (ids,) if _mask_function_right(ctx, T) else (ids, _causal_mask(T))
+
+
 def _hidden(ctx, handle, ids, config):
     try:
-        out = ctx.student.call(handle, "__call__", ids)
+        out = ctx.student.call(handle, "__call__", *model_args(ctx, ids))
     except StudentError as error:
         raise explain_model_error(ctx, handle, config, ids, error) from None
     return expect_tensor(out, "TransformerModel output", shape=(*ids.shape, config[1]))
@@ -211,7 +235,7 @@ def explain_model_error(ctx, handle, config, ids, error):
                                "size, src.size(0), not by the sequence length src.size(1)"[:900],
                                diagnosis="causal_mask_wrong_size")
         return CheckFailed(f"{raised}. The batch size {B} met the sequence length {T}: the ids are batch-first (B, T), "
-                           "so the sequence runs along axis 1 (src.size(1), x.size(1))"[:900], diagnosis="not_batch_first")
+                           "so the sequence runs along axis 1 (src.size(1), x.size(1))"[:900])
     if "index out of range" in error.message or _sizes_met(error.message) == {ntoken, d_model}:
         embedding = _sub_module(ctx, handle, "embedding")
         weights = [] if embedding is None else [t for t in _state_or_empty(ctx, embedding).values() if t.dim() == 2]
@@ -312,6 +336,11 @@ def _is_table(tensor, tables, d_model):
     rows = tensor.reshape(-1, d_model).float()
     return any(rows.shape[0] <= table.shape[0] and torch.allclose(rows, table[: rows.shape[0]], atol=1e-5)
                for table in tables)
+
+
+def _layer_copies(state):
+    """How many encoder layers the state holds, each seen by its attention's in-projection."""
+    return sum(name.endswith("self_attn.in_proj_weight") for name in state)
 
 
 def _layer_count(d_model, d_hid):
@@ -442,7 +471,7 @@ def batch_first_shape(ctx):
         config, ids, _ = ex
         handle = _model(ctx, config)
         try:
-            out = ctx.student.call(handle, "__call__", ids)
+            out = ctx.student.call(handle, "__call__", *model_args(ctx, ids))
         except StudentError as error:
             raise explain_model_error(ctx, handle, config, ids, error) from None
         B, T = ids.shape
@@ -520,6 +549,69 @@ def positional_table(ctx):
         diagnosis = next((name for name, table in variants if is_close(added, table.expand_as(added), atol=1e-4)), None)
         expect_close(got, expected, f"PositionalEncoding({d_model}) (eval mode) on x of shape {(B, T, d_model)}: x + "
                                     "PE[:T]", atol=1e-4, diagnosis=diagnosis)
+
+
+# ---------------------------------------------------------------- dropout (training mode)
+#
+# Judged at rates 0 and 1, where training mode is deterministic: at 1 a dropout drops everything it
+# is applied to, at 0 nothing. PositionalEncoding drops after adding the table; TransformerModel
+# hands its rate to its positional encoding and its encoder layers (the docstring's dropout).
+
+
+def _in_modes(ctx, module, *args, **kwargs):
+    """(training mode under one worker seed, under another, eval mode): the module's outputs on `args`."""
+    outputs = []
+    for mode, seed in (("train", 1), ("train", 2), ("eval", 1)):
+        ctx.student.call(module, mode)
+        ctx.student.seed(seed)
+        outputs.append(expect_tensor(ctx.student.call(module, "__call__", *args, **kwargs), "output", shape=args[0].shape))
+    return outputs
+
+
+def _pe_drops_after_add(ctx, d_model, x):
+    """PositionalEncoding(d_model, dropout=1.0) in training mode outputs zeros: its dropout comes after
+    the table is added. Named by what it outputs: x + PE (it never drops) or PE alone (x dropped first)."""
+    handle = ctx.student.construct(MODULE, "PositionalEncoding", d_model, 1.0)
+    got, _, in_eval = _in_modes(ctx, handle, x)
+    if is_close(got, torch.zeros_like(x), atol=1e-6):
+        return
+    diagnosis = ("pe_dropout_missing" if is_close(got, in_eval, atol=1e-5) else
+                 "pe_dropout_before_add" if is_close(got, in_eval.double() - x.double(), atol=1e-5) else None)
+    seen = {"pe_dropout_missing": ": x + PE, as in eval mode (no dropout applied)",
+            "pe_dropout_before_add": ": the table alone (x dropped before the table is added)"}.get(diagnosis, "")
+    raise CheckFailed(f"PositionalEncoding({d_model}, dropout=1.0) in training mode on x of shape {tuple(x.shape)} must "
+                      f"drop everything (the dropout comes after the add), got values up to {got.abs().max().item():.3g}"
+                      + seen, diagnosis=diagnosis)
+
+
+@check("causal_lm.dropout", "PositionalEncoding drops after the add, and TransformerModel's dropout is the rate of its "
+                            "positional encoding and of its encoder layers (training mode)")
+def dropout(ctx):
+    @ctx.given(lm_configs(), st.integers(0, 2**16))
+    def prop(config, seed):
+        d_model = config[1]
+        # a square input (B == T): read batch-first or not, it runs (the layout is charged elsewhere)
+        x = torch.randn(5, 5, d_model, generator=torch.Generator().manual_seed(seed))
+        _pe_drops_after_add(ctx, d_model, x)
+        causal_mask = torch.triu(torch.full((5, 5), float("-inf")), diagonal=1)
+        for rate in (0.0, 1.0):
+            ctx.student.seed(ctx.seed)
+            model = ctx.student.construct(MODULE, "TransformerModel", *config, rate)
+            mods = sub_modules(ctx, model)
+            for role, kwargs in (("pos_encoder", {}), ("transformer_encoder", {"mask": causal_mask})):
+                first, second, in_eval = _in_modes(ctx, mods[role], x, **kwargs)
+                repeatable = is_close(first, second, atol=1e-5)
+                if rate == 0.0 and repeatable and is_close(first, in_eval, atol=1e-4):
+                    continue
+                if rate == 1.0 and repeatable and not is_close(first, in_eval, atol=1e-4):
+                    continue
+                seen = ("differs between two passes" if not repeatable else
+                        "equals its eval-mode output" if rate == 1.0 else "differs from its eval-mode output")
+                raise CheckFailed(f"TransformerModel{config} built with dropout={rate}: in training mode its {role} "
+                                  f"({_class_name(mods[role])}) {seen}, so it drops at another rate than the model's "
+                                  f"dropout", diagnosis="lm_dropout_not_passed")
+
+    lm_gate(ctx)
 
 
 # The roles forward_wiring runs on their own, the template's attribute name and the class that fills
@@ -774,71 +866,78 @@ def count_parameters(ctx):
         handle = _model(ctx, config)
         ctx.student.call(handle, "requires_grad_", False)
         got = _as_int(ctx.student.call(MODULE, "count_parameters", handle), "count_parameters(model)")
+        sizes = (d_model, d_hid, ntoken)
         if got != 0:
-            said, diagnosis = _frozen_model_count(ctx, handle, got, d_model)
+            diagnosis, said = _count_mistake(ctx, [(_frozen_model_counts(ctx, handle, d_model), got)], sizes, frozen)
             raise CheckFailed(f"count_parameters(TransformerModel{config}) = {got} after model.requires_grad_(False); "
                               f"expected 0: only parameters that require gradients count, and buffers never{said}",
                               diagnosis=diagnosis, details={"numbers": {"expected": 0, "got": got}})
-        # a module built in the worker from torch.nn only, with frozen layers and a buffer; its state,
-        # read back, must be what the grader asked for
-        sizes = (d_model, d_hid, ntoken)
-        module = ctx.student.task("causal_lm.probe_module", list(sizes), frozen)
-        a, b, c = sizes
-        built = {"0.weight": (b, a), "0.bias": (b,), "1.weight": (c, b), "1.bias": (c,), "table": (100,)}
-        if state_shapes(ctx, module, "the probe module") != built:
-            raise CheckFailed("the probe module Sequential(Linear, Linear) with a buffer was not built as the grader "
-                              "asked: something in the worker interfered")
-        got = _as_int(ctx.student.call(MODULE, "count_parameters", module), "count_parameters")
-        expected = _partly_frozen_count(sizes, frozen)
+        got = _probe_count(ctx, sizes, frozen)
+        expected = _probe_counts(sizes, frozen)["right"]
         if got != expected:
-            said, diagnosis = _probe_count(sizes, frozen, got)
+            diagnosis, said = _count_mistake(ctx, [(_probe_counts(sizes, frozen), got)], sizes, frozen)
             raise CheckFailed(f"count_parameters of Sequential(Linear{sizes[:2]}, Linear{sizes[1:]}) with the first {frozen} "
                               f"layer(s) frozen and a buffer of 100 elements = {got}, expected {expected} (only "
                               f"requires_grad parameters count){said}",
                               diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}})
 
 
-def _frozen_model_count(ctx, handle, got, d_model):
-    """(what the count of the fully frozen model matches, its diagnosis): the whole state_dict
-    (frozen parameters and buffers) or the frozen parameters."""
-    state = state_tensors(ctx, handle, "TransformerModel")
-    tables = _positional_tables(ctx, d_model)
-    parameters = numel({n: t for n, t in learnable(state).items() if not _is_table(t, tables, d_model)})
-    if got == parameters:
-        return f": it counted the model's {parameters} parameters, all frozen", "count_includes_frozen"
-    if got == numel(state):
-        return (f": it counted all {got} elements of the model's state_dict, its {parameters} frozen parameters and "
-                f"{got - parameters} of buffers (the positional table)"), "count_from_state_dict"
-    return "", "parameter_count_off"
+# What a count may have added up instead of the trainable parameters' elements, and the diagnosis of
+# each: it is named only when one of them gives every count seen, on modules where they all differ.
+COUNT_MISTAKES = {
+    "frozen": ("the elements of every parameter, frozen ones too", "count_includes_frozen"),
+    "state": ("the elements of the whole state_dict, frozen parameters and buffers", "count_from_state_dict"),
+    "tensors": ("the trainable parameter tensors, not their elements", "count_tensors"),
+    "all_tensors": ("the parameter tensors, not their elements", "count_tensors"),
+    "nothing": ("nothing", "count_state_dict_requires_grad"),
+}
 
 
-def _probe_count(sizes, frozen, got):
-    """(which of the probe's layers and buffer the count `got` adds up, its diagnosis)."""
-    a, b, c = sizes
-    pieces = [(f"layer 0 Linear{(a, b)} ({a * b + b}{', frozen' if frozen >= 1 else ''})", a * b + b, frozen >= 1),
-              (f"layer 1 Linear{(b, c)} ({b * c + c}{', frozen' if frozen >= 2 else ''})", b * c + c, frozen >= 2),
-              ("the buffer table (100)", 100, None)]
-    sums = [combo for r in range(len(pieces) + 1) for combo in itertools.combinations(pieces, r)
-            if sum(n for _, n, _ in combo) == got]
-    if got == 0:
-        return ": it counted nothing", "count_state_dict_requires_grad"
-    if len(sums) != 1:
-        return "", "parameter_count_off"
-    counted = sums[0]
-    said = f": it counted {' + '.join(name for name, _, _ in counted)}"
-    buffer = any(kind is None for _, _, kind in counted)
-    frozen_counted = sum(1 for _, _, kind in counted if kind)
-    if buffer and frozen_counted == frozen and len(counted) == len(pieces):
-        return said, "count_from_state_dict"
-    if not buffer and frozen_counted and len(counted) == 2:
-        return said, "count_includes_frozen"
-    return said, "parameter_count_off"
-
-
-def _partly_frozen_count(sizes, frozen):
+def _probe_counts(sizes, frozen):
+    """{what is counted: the count} on the probe module Sequential(Linear(a, b), Linear(b, c)) with its
+    first `frozen` layers frozen and a buffer of 100 elements."""
     a, b, c = sizes
     layers = [a * b + b, b * c + c]
-    return sum(layers[frozen:])
+    return {"right": sum(layers[frozen:]), "frozen": sum(layers), "state": sum(layers) + 100,
+            "tensors": 2 * (2 - frozen), "all_tensors": 4, "nothing": 0}
+
+
+def _frozen_model_counts(ctx, handle, d_model):
+    """The same for the student's model with every parameter frozen, from its state_dict read back (less
+    the positional table, a buffer)."""
+    state = state_tensors(ctx, handle, "TransformerModel")
+    tables = _positional_tables(ctx, d_model)
+    parameters = {n: t for n, t in learnable(state).items() if not _is_table(t, tables, d_model)}
+    return {"right": 0, "frozen": numel(parameters), "state": numel(state), "tensors": 0,
+            "all_tensors": len(parameters), "nothing": 0}
+
+
+def _probe_count(ctx, sizes, frozen):
+    """The student's count_parameters of the probe module built in the worker; its state, read back,
+    must be what the grader asked for."""
+    module = ctx.student.task("causal_lm.probe_module", list(sizes), frozen)
+    a, b, c = sizes
+    built = {"0.weight": (b, a), "0.bias": (b,), "1.weight": (c, b), "1.bias": (c,), "table": (100,)}
+    if state_shapes(ctx, module, "the probe module") != built:
+        raise CheckFailed("the probe module Sequential(Linear, Linear) with a buffer was not built as the grader "
+                          "asked: something in the worker interfered")
+    return _as_int(ctx.student.call(MODULE, "count_parameters", module), "count_parameters")
+
+
+def _count_mistake(ctx, seen, sizes, frozen):
+    """(diagnosis, what was seen) of a wrong count: `seen` [(counts of a module, the student's count)] is
+    completed by a second probe module of other sizes and frozen layers; a mistake is named when it
+    alone gives every count, else (None, the counts)."""
+    other_sizes, other_frozen = tuple(n + i + 1 for i, n in enumerate(sizes)), 1 if frozen != 1 else 0
+    try:
+        seen = [*seen, (_probe_counts(other_sizes, other_frozen), _probe_count(ctx, other_sizes, other_frozen))]
+    except StudentError:
+        pass
+    fits = [kind for kind in COUNT_MISTAKES if all(counts[kind] == got for counts, got in seen)]
+    described = "; ".join(f"{got} where {counts['right']} is right" for counts, got in seen)
+    if len({COUNT_MISTAKES[kind][1] for kind in fits}) != 1:
+        return None, f" (counts seen: {described})"
+    return COUNT_MISTAKES[fits[0]][1], f": on {len(seen)} modules it counted {COUNT_MISTAKES[fits[0]][0]} ({described})"
 
 
 @check("causal_lm.model_parameters", "TransformerModel has exactly the parameters of its closed form (no extra or shared layer)")
@@ -856,7 +955,7 @@ def model_parameters(ctx):
         shapes = reference_shapes(ctx, "TransformerModel", *config)
         if got != expected:
             layer = _layer_count(d_model, d_hid)
-            diagnosis = "extra_layer_copy" if got == expected + layer else "parameter_count_off"
+            diagnosis = "extra_layer_copy" if got == expected + layer and _layer_copies(state) > nlayers else None
             raise CheckFailed(f"TransformerModel{config} has {got} parameters in its state_dict (besides the positional "
                               f"encoding), expected {expected}"
                               + (" (one encoder layer too many)" if diagnosis == "extra_layer_copy" else "")
@@ -866,7 +965,7 @@ def model_parameters(ctx):
         if shared:
             raise CheckFailed(f"TransformerModel{config}: {shared[:4]} share their tensor with another entry (a layer used "
                               "twice), so the model has fewer parameters than its closed form",
-                              diagnosis="parameter_count_off")
+                              diagnosis="layers_shared")
 
     # the constructor alone earns nothing: the model must also compute (a stubbed forward)
     lm_gate(ctx)

@@ -71,9 +71,9 @@ MUTANTS = [
     one("lm_classifier_softmax", "causal_lm", LM, CLS_FORWARD,
         "return torch.softmax(self.classifier(hidden[:, -1]), dim=-1)", "head_returns_probabilities"),
     one("lm_count_tensors", "causal_lm", LM, COUNT, "return len([p for p in module.parameters() if p.requires_grad])",
-        "parameter_count_off"),
+        "count_tensors"),
     one("lm_shared_layers", "causal_lm", LM, ENCODER,
-        ENCODER + "\n        self.transformer_encoder.layers = nn.ModuleList([layer] * nlayers)", "parameter_count_off"),
+        ENCODER + "\n        self.transformer_encoder.layers = nn.ModuleList([layer] * nlayers)", "layers_shared"),
     one("lm_closed_form_no_layer_norm", "causal_lm", LM, LAYER_NORMS, "layer_norms = 0", "closed_form_wrong"),
     one("lm_closed_form_no_out_proj", "causal_lm", LM, ATTENTION_FORMULA,
         "attention = 3 * d_model * d_model + 3 * d_model", "closed_form_wrong"),
@@ -99,6 +99,19 @@ MUTANTS = [
     one("lm_head_linear_swapped", "causal_lm", LM, LM_HEAD, "self.decoder = nn.Linear(ntoken, d_model)", "layer_sizes_swapped"),
     one("lm_embedding_sizes_swapped", "causal_lm", LM, "self.embedding = nn.Embedding(ntoken, d_model)",
         "self.embedding = nn.Embedding(d_model, ntoken)", "layer_sizes_swapped"),
+    # written from the docstrings for issue 32: counts other than of elements, dropout the docstring lists
+    one("lm_count_all_tensors", "causal_lm", LM, COUNT, "return len(list(module.parameters()))", "count_tensors"),
+    # counts the frozen parameters instead of the trainable ones: no known mistake gives its counts
+    one("lm_count_frozen_only", "causal_lm", LM, COUNT, "return sum(p.numel() for p in module.parameters() if not p.requires_grad)",
+        None),
+    one("lm_pe_no_dropout", "causal_lm", LM, "        x = x + self.pe[:, : x.size(1)]\n        return self.dropout(x)",
+        "        return x + self.pe[:, : x.size(1)]", "pe_dropout_missing"),
+    one("lm_pe_dropout_before_add", "causal_lm", LM, "        x = x + self.pe[:, : x.size(1)]\n        return self.dropout(x)",
+        "        return self.dropout(x) + self.pe[:, : x.size(1)]", "pe_dropout_before_add"),
+    one("lm_dropout_not_passed_to_pe", "causal_lm", LM, "self.pos_encoder = PositionalEncoding(d_model, dropout)",
+        "self.pos_encoder = PositionalEncoding(d_model)", "lm_dropout_not_passed"),
+    one("lm_dropout_not_passed_to_layers", "causal_lm", LM, LAYER,
+        "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, batch_first=True)", "lm_dropout_not_passed"),
 ]
 
 ALTERNATIVES = [

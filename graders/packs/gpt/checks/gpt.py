@@ -563,9 +563,11 @@ def dataset_shifted(ctx):
             y = expect_tensor(item[1], f"Y of sentence {ids}")
             ids_t = torch.tensor(ids)
             if not (torch.equal(x.long(), ids_t[:-1]) and torch.equal(y.long(), ids_t[1:])):
+                shift = _shift_between(x, y, ids)
                 raise CheckFailed(
-                    f"sentence {ids}: expected X = {ids[:-1]}, Y = {ids[1:]}; got X = {x.tolist()}, Y = {y.tolist()}",
-                    diagnosis="dataset_not_shifted",
+                    f"sentence {ids}: expected X = {ids[:-1]}, Y = {ids[1:]}; got X = {x.tolist()}, Y = {y.tolist()}"
+                    + (f": Y is X shifted by {shift}" if shift is not None else ""),
+                    diagnosis="dataset_not_shifted" if shift is not None else None,
                 )
             if x.dtype != torch.long or y.dtype != torch.long:
                 raise CheckFailed(f"X and Y must be long tensors (token ids), got {x.dtype} and {y.dtype}",
@@ -595,6 +597,20 @@ def dataset_drops_short(ctx):
                                   f"of two tokens or more, in order, give X = {ids[:-1]}, Y = {ids[1:]} there")
 
     dataset_gate(ctx)
+
+
+def _shift_between(x, y, ids):
+    """k != 1 when X and Y are the same-length runs ids[a:a+n] and ids[a+k:a+k+n] of the sentence (Y is X
+    shifted by k, 0 for a copy); None otherwise."""
+    if x.dim() != 1 or x.shape != y.shape or not len(x):
+        return None
+    n = len(x)
+
+    def starts(run):
+        return [a for a in range(len(ids) - n + 1) if ids[a:a + n] == run.long().tolist()]
+
+    shifts = {b - a for a in starts(x) for b in starts(y)} - {1}
+    return min(shifts, key=abs) if shifts else None
 
 
 def _drops_two_tokens(ctx):
@@ -630,16 +646,25 @@ def collate(ctx, batch):
     B, T = len(batch), max(len(x) for x, _ in batch)
     lengths = [len(x) for x, _ in batch]
     for name, got in zip("XY", result):
-        if type(got) is not torch.Tensor or tuple(got.shape) != (B, T):
-            shape = tuple(got.shape) if type(got) is torch.Tensor else type(got).__name__
-            transposed = shape == (T, B)
+        if type(got) is not torch.Tensor:
+            raise CheckFailed(f"{name} of a batch must be a tensor, got {type(got).__name__}", diagnosis="returns_wrong_type")
+        if tuple(got.shape) != (B, T):
+            shape = tuple(got.shape)
+            transposed = shape == (T, B) and _along_columns(got, batch, name)
+            truncated = got.dim() == 2 and shape[0] == B and shape[1] < T
             raise CheckFailed(f"{name} of a batch with lengths {lengths} should have shape {(B, T)}, got {shape}"
                               + (": (T_max, B), the sequences along the columns (pad_sequence without batch_first=True)"
-                                 if transposed else ""),
-                              diagnosis="collate_not_batch_first" if transposed else "collate_not_padded")
+                                 if transposed else f": {shape[1]} positions, fewer than the longest sequence's {T}"
+                                 if truncated else ""),
+                              diagnosis="collate_not_batch_first" if transposed else "collate_not_padded" if truncated else None)
         if got.is_floating_point():
             raise CheckFailed(f"{name} must hold token ids (a long tensor), got dtype {got.dtype}", diagnosis="returns_wrong_type")
     return result[0].long(), result[1].long()
+
+
+def _along_columns(got, batch, name):
+    """Column i of `got` starts with sequence i's X (or Y)."""
+    return all(torch.equal(got[: len(pair[0]), i].long(), pair["XY".index(name)]) for i, pair in enumerate(batch))
 
 
 def _collate_layout(X, Y, batch):
@@ -651,7 +676,7 @@ def _collate_layout(X, Y, batch):
     if X.size(0) == T and all(torch.equal(X[: len(x), i], x) and torch.equal(Y[: len(y), i], y)
                               for i, (x, y) in enumerate(batch)):
         return ": the sequences run along the columns (pad_sequence without batch_first=True)", "collate_not_batch_first"
-    return "", "collate_not_padded"
+    return "", None
 
 
 @check("gpt.collate_pads", "lm_collate_fn pads X with PAD_ID and Y with IGNORE_INDEX to the longest sequence")
@@ -672,8 +697,23 @@ def collate_pads(ctx):
                                   f"got {Y[i].tolist()}", diagnosis="collate_padding_counts")
 
 
-@check("gpt.padding_not_in_loss", "The loss of a padded batch equals the loss over its real tokens only")
+def padded_batch(corpus):
+    """The grader's own (X, Y) of the sentences: X padded with PAD_ID, Y with IGNORE_INDEX (the loss is
+    judged on a right batch; lm_collate_fn is graded in gpt.collate_pads)."""
+    pairs = _pairs(corpus)
+    T = max(len(x) for x, _ in pairs)
+    X = torch.full((len(pairs), T), PAD_ID, dtype=torch.long)
+    Y = torch.full((len(pairs), T), IGNORE_INDEX, dtype=torch.long)
+    for i, (x, y) in enumerate(pairs):
+        X[i, : len(x)], Y[i, : len(y)] = x, y
+    return X, Y
+
+
+@check("gpt.padding_not_in_loss", "The loss of a padded batch is the mean cross-entropy of its logits over the real "
+                                  "targets only (IGNORE_INDEX ignored)")
 def padding_not_in_loss(ctx):
+    # Judged on the logits the model returns with the loss: whether padding reaches the real positions'
+    # logits is causality, charged in gpt.causal and gpt.forward_matches_reference.
     @ctx.given(gpt_configs(), st.integers(0, 2**16), st.integers(2, 4))
     def prop(config, seed, B):
         block, V = config["block_size"], config["vocab_size"]
@@ -683,37 +723,30 @@ def padding_not_in_loss(ctx):
         lengths[-1] = 2
         corpus = [torch.randint(1, V, (n,), generator=g).tolist() for n in lengths]
         handle = build_gpt(ctx, config)
-        X, Y = collate(ctx, _pairs(corpus))
+        X, Y = padded_batch(corpus)
         try:
-            batch_logits, loss = forward(ctx, handle, X, Y)
+            logits, loss = forward(ctx, handle, X, Y)
         except StudentError as error:
-            if bool((Y == IGNORE_INDEX).any()) and _loss_runs_without_ignore_index(ctx, handle, X, Y):
+            if _loss_runs_without_ignore_index(ctx, handle, X, Y):
                 raise CheckFailed(f"GPT.forward(X, Y) raised {error.exc_type}: {error.message}; with the padded targets "
                                   f"IGNORE_INDEX = {IGNORE_INDEX} replaced by a real token it runs: the loss does not "
                                   "ignore IGNORE_INDEX"[:600], diagnosis="loss_ignore_index_wrong") from None
             raise
-        total, count = 0.0, 0
-        for ids in corpus:
-            x, y = torch.tensor([ids[:-1]]), torch.tensor(ids[1:])
-            logits, _ = forward(ctx, handle, x)
-            expect_tensor(logits, "logits", shape=(1, x.size(1), V))
-            total += F.cross_entropy(logits[0].double(), y, reduction="sum").item()
-            count += len(y)
-        expected = total / count
-        got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 else None
-        if got is None or not math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
-            padded_y = Y[torch.arange(Y.size(1))[None, :] >= torch.tensor([len(i) - 1 for i in corpus])[:, None]]
-            left = _collate_layout(X, Y, _pairs(corpus))[1] == "collate_pads_left"
-            diagnosis = ("collate_pads_left" if left else
-                         "collate_padding_counts" if bool((padded_y != IGNORE_INDEX).any()) else
-                         "loss_not_mean" if got is not None and math.isclose(got, total, rel_tol=1e-4) else
-                         "loss_class_dim" if got is not None and _loss_over_positions(ctx, handle, X, Y, got) else None)
-            how = _loss_against_own_logits(batch_logits, Y, got)
-            raise CheckFailed(
-                f"sentences of lengths {lengths}: the batch loss is {got}, but the mean cross-entropy over the real tokens "
-                f"(each sentence run alone) is {expected:.6g}" + (f": {how}" if how else ""),
-                diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}, "how": how},
-            )
+        logits = expect_tensor(logits, "logits", shape=(*X.shape, V)).double()
+        real = Y != IGNORE_INDEX
+        expected = F.cross_entropy(logits[real], Y[real]).item()
+        got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 and loss.is_floating_point() else None
+        if got is not None and math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
+            return
+        seen = {"loss_not_mean": (got is not None and math.isclose(got, F.cross_entropy(logits[real], Y[real], reduction="sum")
+                                                                   .item(), rel_tol=1e-4), ": it is their sum"),
+                "loss_class_dim": (got is not None and _loss_over_positions(ctx, handle, X, Y, got),
+                                   ": it is F.cross_entropy of the unflattened logits, the positions taken for classes")}
+        diagnosis, said = next(((d, said) for d, (holds, said) in seen.items() if holds), (None, ""))
+        raise CheckFailed(
+            f"sentences of lengths {lengths}, padded by the grader: GPT.forward(X, Y) returned the loss {loss!r}"[:300]
+            + f"; the mean cross-entropy of the logits it returned over the {int(real.sum())} real targets is "
+            f"{expected:.6g}{said}", diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}})
 
     forward_gate(ctx)
 
@@ -725,18 +758,6 @@ def _loss_over_positions(ctx, handle, X, Y, got):
     if type(logits) is not torch.Tensor or logits.shape != (*X.shape, logits.size(-1)) or logits.size(-1) != X.size(1):
         return False
     return math.isclose(got, F.cross_entropy(logits.double(), Y, ignore_index=IGNORE_INDEX).item(), rel_tol=1e-4)
-
-
-def _loss_against_own_logits(logits, Y, got):
-    """Where a wrong batch loss comes from: the loss computation (it is not the mean cross-entropy
-    of the logits returned with it) or the logits (it is, so padding changed the real positions)."""
-    if got is None or type(logits) is not torch.Tensor or logits.shape[:2] != Y.shape or not logits.is_floating_point():
-        return None
-    own = F.cross_entropy(logits.double().flatten(0, 1), Y.flatten(), ignore_index=IGNORE_INDEX).item()
-    if math.isclose(got, own, rel_tol=1e-4, abs_tol=1e-5):
-        return ("the loss is the mean cross-entropy of the batch's own logits over the real targets: the logits of the "
-                "padded batch differ from those of each sentence run alone, at real positions")
-    return f"nor is it that of the logits returned with it over the real targets ({own:.6g}): look at the loss computation"
 
 
 def _loss_runs_without_ignore_index(ctx, handle, X, Y):
@@ -859,6 +880,59 @@ def _forward_mistake(ctx, got, state, cfg, idx):
     return None
 
 
+# Dropout is judged at rates of 0 and 1, where training mode is deterministic: a rate of 1 drops its
+# whole path (the embeddings, the attention weights, or each block's two branches), so the logits are
+# the reference's in training mode under the same weights.
+DROPOUT_RATES = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
+
+
+@check("gpt.dropout", "In training mode GPT drops at GPTConfig's rates: embd_pdrop on the embeddings' sum, attn_pdrop on "
+                      "the attention weights, resid_pdrop on each block's attention and MLP outputs")
+def dropout(ctx):
+    @ctx.given(prompts())
+    def prop(ex):
+        for rate in DROPOUT_RATES:
+            _drops_at(ctx, ex, rate)
+
+    forward_gate(ctx)
+
+
+def _drops_at(ctx, ex, rate):
+    """With `rate` 1 and the other rates 0, training-mode logits are the reference's in training mode;
+    judged where the eval-mode logits are right (a wrong forward is charged in
+    gpt.forward_matches_reference)."""
+    config, idx, _ = ex
+    # LayerNorm over 2 features outputs only signs, so paths dropped or not could give the same logits
+    config = {**config, **dict.fromkeys(DROPOUT_RATES, 0.0), rate: 1.0,
+              "n_embd": max(config["n_embd"], 4 * config["n_head"])}
+    cfg = {k: v for k, v in config.items() if k != "weights_seed"}
+    shape = (*idx.shape, config["vocab_size"])
+    handle = build_gpt(ctx, config)
+    weights = grader_weights_of(ctx, handle, config["weights_seed"])
+    in_eval = reference_logits(ctx, weights.reference, cfg, idx)
+    for candidate in weights.candidates:  # the reading of the layout under which its eval forward is right
+        ctx.student.load_state_dict(handle, candidate, strict=False)
+        own = expect_tensor(forward(ctx, handle, idx)[0], "logits", shape=shape)
+        if any(is_close(own, e, atol=1e-4, rtol=1e-3) for e in in_eval.values()):
+            break
+    else:
+        return
+    ctx.student.call(handle, "train")
+    got = expect_tensor(forward(ctx, handle, idx)[0], "logits", shape=shape)
+    expected = reference_logits(ctx, weights.reference, cfg, idx, train=True)
+    if any(is_close(got, e, atol=1e-4, rtol=1e-3) for e in expected.values()):
+        return
+    nearer = closest(got, expected.values())
+    # never applied: the logits are the eval-mode ones where the rate changes every position's
+    dropped_everywhere = bool(((nearer.double() - closest(nearer, in_eval.values()).double()).abs().amax(-1) > 1e-2).all())
+    ignored = dropped_everywhere and is_close(got, own, atol=1e-4, rtol=1e-3)
+    expect_close(got, nearer,
+                 f"training-mode logits with {rate}=1 and the other rates 0 (what {rate} drops must vanish"
+                 + (f"; yours equal the eval-mode logits: {rate} is never applied)" if ignored else ")"),
+                 atol=1e-4, rtol=1e-3, diagnosis="dropout_rate_ignored" if ignored else None,
+                 axes=("batch", "position", "vocabulary"))
+
+
 @check("gpt.causal", "GPT logits at position t do not depend on later tokens")
 def causal(ctx):
     @ctx.given(prompts())
@@ -894,9 +968,11 @@ def classifier_last_position(ctx):
         ctx.student.load_state_dict(handle, {"classifier_head.weight": lm_w[:C].clone(),
                                              "classifier_head.bias": torch.zeros(C)}, strict=False)
         lm_logits, _ = forward(ctx, handle, idx)
-        got, _ = forward(ctx, handle, idx, finetune_classify=True)
         B, T = idx.shape
+        targets = torch.randint(0, C, (B,), generator=torch.Generator().manual_seed(int(idx.sum())))
+        got, loss = forward(ctx, handle, idx, targets, finetune_classify=True)
         expect_tensor(got, "classification logits", shape=(B, C))
+        _expect_class_loss(got, targets, loss)
         expected = lm_logits[:, -1, :C]
         if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
             elsewhere = [lm_logits[:, t, :C] for t in range(T - 1)] + [lm_logits[:, :, :C].mean(1)]
@@ -910,6 +986,21 @@ def classifier_last_position(ctx):
                                        "how": how})
 
     forward_gate(ctx)
+
+
+def _expect_class_loss(logits, targets, loss):
+    """The loss returned with the class logits is their mean cross-entropy against the targets, judged
+    on the logits the model returned (a wrong logit is charged by the comparison after it)."""
+    expected = F.cross_entropy(logits.double(), targets).item()
+    got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 and loss.is_floating_point() else None
+    if got is not None and math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
+        return
+    summed = got is not None and math.isclose(got, F.cross_entropy(logits.double(), targets, reduction="sum").item(),
+                                              rel_tol=1e-4)
+    raise CheckFailed(f"GPT.forward(idx, targets {targets.tolist()}, finetune_classify=True) returned the loss {loss!r}"[:300]
+                      + f"; the mean cross-entropy of the class logits it returned against those targets is {expected:.6g}"
+                      + (": it is their sum" if summed else ""), diagnosis="loss_not_mean" if summed else None,
+                      details={"numbers": {"expected": expected, "got": got}})
 
 
 def _skips_final_norm(ctx, handle, config, idx, got):
@@ -941,14 +1032,64 @@ def greedy_follows_argmax(ctx):
             logits = last_logits(ctx, handle, out[:, : T + step], config["vocab_size"])
             expected = logits.argmax(-1)
             if not torch.equal(out[:, T + step], expected):
-                logits, _ = forward(ctx, handle, out[:, : T + step])
-                first = torch.equal(out[:, T + step], logits[:, 0].argmax(-1)) and not torch.equal(expected, logits[:, 0].argmax(-1))
+                diagnosis, seen = _greedy_mistake(ctx)
                 raise CheckFailed(f"new token {step}: generate gave {out[:, T + step].tolist()}, the argmax of the model's "
-                                  f"last-position logits is {expected.tolist()}"
-                                  + (" (it is the argmax at the first position)" if first else ""),
-                                  diagnosis="generate_wrong_position" if first else "generate_not_greedy")
+                                  f"last-position logits is {expected.tolist()}" + seen, diagnosis=diagnosis)
 
     forward_gate(ctx)
+
+
+def greedy_trajectory(ctx, handle, prompt, n, vocab_size, context_of, position=-1):
+    """The tokens greedy generation of `n` tokens gives from the model's own forward, when each step runs
+    the model on `context_of(prompt, tokens so far)` and takes the argmax at `position`."""
+    out = prompt
+    for _ in range(n):
+        context = context_of(prompt, out)
+        logits, _ = forward(ctx, handle, context)
+        logits = expect_tensor(logits, "logits", shape=(*context.shape, vocab_size))
+        out = torch.cat([out, logits[:, position].argmax(-1, keepdim=True)], dim=1)
+    return out
+
+
+# Greedy generation mistakes, each by what generate would return (from the model's own forward): the
+# tokens are named only where generate returns exactly these and the right tokens differ from them.
+GREEDY_MISTAKES = {
+    "generate_no_feedback": ({"context_of": lambda prompt, out: prompt},
+                             ": on prompts of the grader's every new token is the one the prompt alone gives; the tokens "
+                             "generated so far are never fed back to the model"),
+    "generate_wrong_position": ({"context_of": lambda prompt, out: out, "position": 0},
+                                ": on prompts of the grader's every new token is the argmax at the first position"),
+}
+GREEDY_PROBE = (8, 3, 3)  # prompts, their length, new tokens
+PROBE_CONFIG = {"vocab_size": 12, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 8, "n_classification_class": 2}
+PROBE_WEIGHTS = range(101, 109)  # weights seeds tried until the mistakes' tokens differ from each other
+
+
+def _greedy_mistake(ctx):
+    """(diagnosis, what was seen) of a greedy generate that does not follow the argmax, from a probe of
+    the grader's where the known mistakes give tokens different from each other and from the right
+    ones (the first such model of a few seeded weights): generation without feedback, the argmax at
+    the first position, or a sampler (two calls differ); (None, "") when none is seen."""
+    rows, T, n = GREEDY_PROBE
+    V = PROBE_CONFIG["vocab_size"]
+    prompt = torch.randint(0, V, (rows, T), generator=torch.Generator().manual_seed(43))
+    for weights_seed in PROBE_WEIGHTS:
+        handle = build_gpt(ctx, {**PROBE_CONFIG, "weights_seed": weights_seed})
+        right = greedy_trajectory(ctx, handle, prompt, n, V, lambda p, out: out)
+        mistakes = {diagnosis: (greedy_trajectory(ctx, handle, prompt, n, V, **kind), said)
+                    for diagnosis, (kind, said) in GREEDY_MISTAKES.items()}
+        tokens = [right] + [out for out, _ in mistakes.values()]
+        if all(not torch.equal(a, b) for a, b in itertools.combinations(tokens, 2)):
+            break
+    else:
+        return None, ""
+    got = generate(ctx, handle, prompt, n)
+    seen = [(diagnosis, said) for diagnosis, (out, said) in mistakes.items() if torch.equal(got, out)]
+    if seen:
+        return seen[0]
+    if not torch.equal(got, generate(ctx, handle, prompt, n)):
+        return "generate_not_greedy", ": two greedy calls on the same prompts gave different tokens"
+    return None, ""
 
 
 @check("gpt.greedy_deterministic", "Greedy generate in eval mode gives the same tokens twice")
@@ -966,24 +1107,91 @@ def greedy_deterministic(ctx):
     generate_gate(ctx)
 
 
-@check("gpt.generate_crops_context", "A prompt longer than block_size works and equals generation from its last block_size tokens")
+@check("gpt.generate_crops_context", "A prompt longer than block_size works and equals generation from its last block_size "
+                                     "tokens; a prompt of block_size tokens is used whole")
 def generate_crops_context(ctx):
     @ctx.given(prompts(longer_than_block=True))
     def prop(ex):
         config, idx, n = ex
-        block = config["block_size"]
+        block, V = config["block_size"], config["vocab_size"]
         handle = build_gpt(ctx, config)
         try:
             out = generate(ctx, handle, idx, n)
         except StudentError as error:
-            raise CheckFailed(f"generate on a prompt of length {idx.size(1)} > block_size={block} raised "
-                              f"{error.exc_type}: {error.message}"[:500], diagnosis="generate_no_crop") from None
+            raise _long_prompt_error(ctx, handle, idx, n, block, error) from None
         cropped = generate(ctx, handle, idx[:, -block:], n)
         if not torch.equal(out[:, idx.size(1):], cropped[:, block:]):
-            raise CheckFailed("the tokens generated from a long prompt differ from those generated from its last "
-                              "block_size tokens", diagnosis="generate_no_crop")
+            diagnosis, seen = _crop_mistake(ctx, handle, idx, n, out, config)
+            raise CheckFailed(f"on a prompt of length {idx.size(1)} > block_size={block}, generate gave the new tokens "
+                              f"{out[:, idx.size(1):].tolist()}; from the prompt's last block_size tokens it gives "
+                              f"{cropped[:, block:].tolist()}" + seen, diagnosis=diagnosis)
+        _whole_block_used(ctx, handle, idx[:, -block:], V)
 
     generate_gate(ctx)
+
+
+def _long_prompt_error(ctx, handle, idx, n, block, error):
+    """A CheckFailed naming generate_no_crop when generate raised on a long prompt as the model itself
+    raises on that whole prompt, while the prompt's last block_size tokens generate fine; else the
+    StudentError (reported with its traceback)."""
+    try:
+        ctx.student.call(handle, "__call__", idx)
+    except StudentError as uncropped:
+        same = (uncropped.exc_type, uncropped.message) == (error.exc_type, error.message)
+    else:
+        same = False
+    if not same:
+        return error
+    try:
+        generate(ctx, handle, idx[:, -block:], n)
+    except (StudentError, CheckFailed):
+        return error
+    return CheckFailed(f"generate on a prompt of length {idx.size(1)} > block_size={block} raised {error.exc_type}: "
+                       f"{error.message}"[:400] + student_line(error) + "; the model raises the same on the whole prompt, "
+                       "and generates from its last block_size tokens: the context reaches the model uncropped",
+                       diagnosis="generate_no_crop")
+
+
+CROP_MISTAKES = {
+    "generate_crop_keeps_first": lambda block: lambda prompt, out: out[:, :block],
+    "generate_crop_too_short": lambda block: lambda prompt, out: out[:, -(block - 1):],
+}
+
+
+def _crop_mistake(ctx, handle, idx, n, out, config):
+    """(diagnosis, what was seen) of generation from a long prompt that differs from generation from its
+    last block_size tokens: the tokens equal greedy generation from the model's own forward with the
+    context cropped to its first block_size tokens, or to fewer than block_size."""
+    block, V = config["block_size"], config["vocab_size"]
+    right = greedy_trajectory(ctx, handle, idx, n, V, lambda prompt, so_far: so_far[:, -block:])
+    for diagnosis, crop in CROP_MISTAKES.items():
+        if block < 2 and diagnosis == "generate_crop_too_short":
+            continue
+        mistake = greedy_trajectory(ctx, handle, idx, n, V, crop(block))
+        if torch.equal(out, mistake) and not torch.equal(mistake, right):
+            said = ("the first block_size tokens" if diagnosis == "generate_crop_keeps_first"
+                    else f"its last {block - 1} tokens")
+            return diagnosis, f": the tokens are those of greedy generation with the context cropped to {said}"
+    return None, ""
+
+
+def _whole_block_used(ctx, handle, prompt, V):
+    """A prompt of exactly block_size tokens needs no crop: its next token is the argmax of the model's
+    last-position logits on all of it. Judged where generate follows the argmax on the prompt less
+    its first token (a greedy step that is wrong anyway is charged in gpt.greedy_follows_argmax)."""
+    shorter = prompt[:, 1:]
+    if not torch.equal(generate(ctx, handle, shorter, 1)[:, -1], last_logits(ctx, handle, shorter, V).argmax(-1)):
+        return
+    got = generate(ctx, handle, prompt, 1)[:, -1]
+    expected = last_logits(ctx, handle, prompt, V).argmax(-1)
+    if torch.equal(got, expected):
+        return
+    block = prompt.size(1)
+    short = block > 1 and torch.equal(got, last_logits(ctx, handle, prompt[:, -(block - 1):], V).argmax(-1))
+    raise CheckFailed(f"on a prompt of exactly block_size={block} tokens {prompt.tolist()}, generate gave the next token "
+                      f"{got.tolist()}; the argmax of the model's last-position logits on the whole prompt is "
+                      f"{expected.tolist()}" + (f": it is the argmax from the prompt's last {block - 1} tokens" if short else ""),
+                      diagnosis="generate_crop_too_short" if short else None)
 
 
 def _sample_rows(config, seed, rows):
@@ -1074,6 +1282,20 @@ def top_k_probabilities(logits, k):
     return torch.softmax(logits.masked_fill(logits < kth, float("-inf")), dim=-1)
 
 
+def top_k_leaks(logits, k):
+    """[(what the draws show, the distribution)] of top-k samplers that leak beyond the top k: the
+    others' logits set to 0 instead of -inf, the top k + 1 kept, the softmax taken twice (the masked
+    tokens get exp(0) again). `top_k_leaks` is named only when the draws follow one of them."""
+    kth = logits.topk(k, dim=-1).values[:, -1:]
+    leaks = [("the draws follow the logits below the k-th best set to 0, not -inf",
+              torch.softmax(logits.masked_fill(logits < kth, 0.0), dim=-1)),
+             ("the draws follow a softmax of the top-k probabilities: softmax taken twice, the masked tokens get "
+              "exp(0) again", torch.softmax(top_k_probabilities(logits, k), dim=-1))]
+    if k < logits.size(-1):
+        leaks.append((f"the draws follow the top {k + 1}: one token too many is kept", top_k_probabilities(logits, k + 1)))
+    return leaks
+
+
 # A targeted example besides the drawn ones: weights so small that the model's logits are nearly
 # flat, so each of the top FLAT_K tokens holds about 1 / FLAT_K of the renormalised mass. A sampler
 # that keeps fewer tokens (only the best one, say) draws the best in every one of FLAT_DRAWS draws,
@@ -1132,10 +1354,13 @@ def top_k_draws(ctx, handle, config, seed, k, comparisons, *, prompts=None, draw
     leaked = (shares > 0) & ~allowed
     if leaked.any():
         row = int(leaked.any(-1).nonzero()[0])
+        seen = next((said for said, leak in top_k_leaks(logits, k) if not shares_fit(shares, leak, comparisons, draws)), None)
         raise CheckFailed(f"with top_k={k}, {shares[leaked].sum().item() * draws:.0f} of {total} draws fell "
                           f"outside the top {k} (prompt {prompts[row].tolist()}: drew tokens "
-                          f"{leaked[row].nonzero()[:, 0].tolist()}, the top {k} are {logits[row].topk(k).indices.tolist()})",
-                          diagnosis="top_k_leaks")
+                          f"{leaked[row].nonzero()[:, 0].tolist()}, the top {k} are {logits[row].topk(k).indices.tolist()})"
+                          + (f": {seen}" if seen else ""),
+                          diagnosis="top_k_leaks" if seen else None, details={"proportions": _proportions(
+                              shares_fit(shares, top_k_probabilities(logits, k), comparisons, draws))})
     expected = top_k_probabilities(logits, k)
     bad = shares_fit(shares, expected, comparisons, draws)
     if bad:
@@ -1187,21 +1412,40 @@ def temperature_draws(ctx, handle, config, seed, temperature, comparisons, *, pr
     expected = torch.softmax(logits / temperature, dim=-1)
     bad = shares_fit(shares, expected, comparisons, draws)
     if bad:
-        ignored = not shares_fit(shares, torch.softmax(logits, -1), comparisons, draws)
-        multiplied = not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons, draws)
-        on_best = bool((shares.gather(1, logits.argmax(-1, keepdim=True)) == 1).all())
-        never = not (ignored or multiplied) and on_best and never_samples(ctx, handle, config, seed, prompts)
+        diagnosis, seen = temperature_seen(ctx, handle, config, seed, temperature, prompts, logits, shares, comparisons,
+                                           draws)
         worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
-        seen = (": the draws follow softmax(logits), as if the temperature were 1" if ignored else
-                ": the draws follow softmax(logits * temperature)" if multiplied else
-                ": every draw was the argmax, at any temperature" if never else "")
         raise CheckFailed(
             f"with temperature={temperature}, token {worst['token']} of prompt {prompts[worst['prompt']].tolist()} was "
             f"drawn in {worst['share']:.1%} of {draws} draws; softmax(logits / temperature) gives {worst['expected']:.1%} "
             f"(a right sampler lies within [{worst['low']:.1%}, {worst['high']:.1%}] except with probability below "
-            f"{DELTA:g})" + seen,
-            diagnosis="temperature_ignored" if ignored or multiplied else "generate_never_samples" if never else None,
-            details={"proportions": _proportions(bad)})
+            f"{DELTA:g})" + seen, diagnosis=diagnosis, details={"proportions": _proportions(bad)})
+
+
+def temperature_seen(ctx, handle, config, seed, temperature, prompts, logits, shares, comparisons, draws):
+    """(diagnosis, what was seen) of draws at `temperature` that are not softmax(logits / temperature):
+    they follow softmax(logits) (the temperature has no effect), softmax(logits * temperature), or
+    are always the argmax, at this temperature and without one; (None, "") otherwise."""
+    if not shares_fit(shares, torch.softmax(logits, -1), comparisons, draws):
+        return "temperature_ignored", ": the draws follow softmax(logits), as if the temperature were 1"
+    if not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons, draws):
+        return "temperature_multiplied", ": the draws follow softmax(logits * temperature)"
+    on_best = bool((shares.gather(1, logits.argmax(-1, keepdim=True)) == 1).all())
+    if on_best and never_samples(ctx, handle, config, seed, prompts):
+        return "generate_never_samples", ": every draw was the argmax, at any temperature"
+    return None, ""
+
+
+def temperature_evidence(ctx, handle, config, seed, temperature):
+    """What draws of one token at `temperature` show (temperature_seen), on the check's seeded prompts."""
+    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, temperature=temperature)
+    comparisons = PROMPTS * config["vocab_size"]
+    if not shares_fit(shares, torch.softmax(logits / temperature, -1), comparisons):
+        return temperature_seen(ctx, handle, config, seed, temperature, prompts, logits, shares, comparisons, DRAWS)
+    return None, ""
+
+
+TINY_TEMPERATURE, HUGE_TEMPERATURE = 1e-4, 1e4
 
 
 @check("gpt.temperature_small_is_greedy", "Sampling at a tiny temperature picks the argmax: the logits are divided by it")
@@ -1214,15 +1458,16 @@ def temperature_small_is_greedy(ctx):
         top2 = logits.topk(2, dim=-1).values
         clear = (top2[:, 0] - top2[:, 1]) > 0.01  # rows with a clear winner: at T=1e-4 it has all the mass
         ctx.student.seed(seed)
-        out = generate(ctx, handle, idx, 1, temperature=1e-4, do_sample=True)
+        out = generate(ctx, handle, idx, 1, temperature=TINY_TEMPERATURE, do_sample=True)
         differs = (out[:, -1] != logits.argmax(-1)) & clear
         if differs.any():
             from_logits = _samples_from_logits(ctx, handle, idx)
-            raise CheckFailed(f"sampling with temperature=1e-4 drew a token other than the argmax in {int(differs.sum())} "
-                              f"of {int(clear.sum())} rows: at that temperature softmax(logits / T) is the argmax"
-                              + ("; plain sampling (temperature 1) raises that the probabilities hold a negative value: "
-                                 "torch.multinomial got the logits" if from_logits else ""),
-                              diagnosis="sample_from_logits" if from_logits else "temperature_ignored")
+            diagnosis, seen = (("sample_from_logits", "; plain sampling (temperature 1) raises that the probabilities hold "
+                                "a negative value: torch.multinomial got the logits") if from_logits else
+                               temperature_evidence(ctx, handle, config, seed, TINY_TEMPERATURE))
+            raise CheckFailed(f"sampling with temperature={TINY_TEMPERATURE:g} drew a token other than the argmax in "
+                              f"{int(differs.sum())} of {int(clear.sum())} rows: at that temperature softmax(logits / T) is "
+                              "the argmax" + seen, diagnosis=diagnosis)
 
     forward_gate(ctx)
 
@@ -1236,18 +1481,18 @@ def temperature_large_spreads(ctx):
         prompt = torch.randint(0, config["vocab_size"], (1, draw_len(config)), generator=g)
         ctx.student.seed(seed)
         rows = 400
-        out = generate(ctx, handle, prompt.repeat(rows, 1), 1, temperature=1e4, do_sample=True)
+        out = generate(ctx, handle, prompt.repeat(rows, 1), 1, temperature=HUGE_TEMPERATURE, do_sample=True)
         counts = torch.bincount(out[:, -1].clamp(0, config["vocab_size"] - 1), minlength=config["vocab_size"])
         # at T=1e4 the draw is uniform: a token is missed from 400 draws with probability < 10 * 0.9^400 ~ 5e-18
         if int((counts > 0).sum()) == 1 and never_samples(ctx, handle, config, seed, prompt):
-            raise CheckFailed(f"with temperature=1e4 and do_sample=True, all {rows} draws were token "
+            raise CheckFailed(f"with temperature={HUGE_TEMPERATURE:g} and do_sample=True, all {rows} draws were token "
                               f"{int(counts.argmax())}, the argmax: generate never samples", diagnosis="generate_never_samples",
                               details={"numbers": {"counts": counts.tolist()}})
         if bool((counts == 0).any()):
-            raise CheckFailed(f"with temperature=1e4, {rows} draws hit only {int((counts > 0).sum())} of "
+            diagnosis, seen = temperature_evidence(ctx, handle, config, seed, HUGE_TEMPERATURE)
+            raise CheckFailed(f"with temperature={HUGE_TEMPERATURE:g}, {rows} draws hit only {int((counts > 0).sum())} of "
                               f"{config['vocab_size']} tokens (counts {counts.tolist()}): the distribution should be "
-                              "nearly uniform", diagnosis="temperature_ignored",
-                              details={"numbers": {"counts": counts.tolist()}})
+                              "nearly uniform" + seen, diagnosis=diagnosis, details={"numbers": {"counts": counts.tolist()}})
 
     forward_gate(ctx)
 

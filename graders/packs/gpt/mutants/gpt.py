@@ -49,7 +49,7 @@ MUTANTS = [
         "kth_best = torch.topk(logits, top_k).values[:, [0]]", "top_k_only_best"),
     one("gpt_temperature_ignored", "gpt", GPT, TEMPERATURE, "logits = logits[:, -1, :]", "temperature_ignored"),
     one("gpt_temperature_multiplied", "gpt", GPT, TEMPERATURE,
-        "logits = logits[:, -1, :] * temperature", "temperature_ignored"),
+        "logits = logits[:, -1, :] * temperature", "temperature_multiplied"),
     one("gpt_dataset_off_by_two", "gpt", GPT, GETITEM, "return ids[:-2], ids[2:]", "dataset_not_shifted"),
     one("gpt_dataset_keeps_short", "gpt", GPT, KEEP_SENTENCES, "self.token_ids = [list(ids) for ids in token_ids]",
         "dataset_keeps_short"),
@@ -71,7 +71,7 @@ MUTANTS = [
     one("gpt_generate_first_position", "gpt", GPT, TEMPERATURE, "logits = logits[:, 0, :] / temperature",
         "generate_wrong_position"),
     one("gpt_crop_keeps_first", "gpt", GPT, CROP, "context = idx if idx.size(1) <= self.block_size else idx[:, : self.block_size]",
-        "generate_no_crop"),
+        "generate_crop_keeps_first"),
     Mutant(
         "gpt_temperature_after_softmax",
         "gpt",
@@ -109,6 +109,32 @@ MUTANTS = [
     one("gpt_argmax_without_keepdim", "gpt", GPT, GREEDY, "next_id = logits.argmax(dim=-1)", "generate_next_token_shape"),
     one("gpt_sample_from_logits", "gpt", GPT, SAMPLE, "next_id = torch.multinomial(logits, num_samples=1)",
         "sample_from_logits"),
+    # written from the docstrings for issue 32's false diagnoses: each earns its own name, or none
+    Mutant(
+        "gpt_generate_no_feedback",
+        "gpt",
+        (Edit(GPT, "        for _ in range(max_new_tokens):\n            " + CROP,
+              "        prompt = idx\n        for _ in range(max_new_tokens):\n            "
+              + CROP.replace("idx if idx.size(1)", "prompt if prompt.size(1)").replace("idx[:, -", "prompt[:, -")),),
+        "generate_no_feedback",
+    ),
+    one("gpt_crop_too_short", "gpt", GPT, CROP,
+        "context = idx if idx.size(1) < self.block_size else idx[:, -self.block_size + 1 :]", "generate_crop_too_short"),
+    # top-k by position in the vocabulary, not by value: draws outside the top k that no leak explains
+    one("gpt_top_k_by_index", "gpt", GPT, TOP_K_FILL, 'logits[:, top_k:] = float("-inf")', None),
+    one("gpt_temperature_squared", "gpt", GPT, TEMPERATURE, "logits = logits[:, -1, :] / temperature**2", None),
+    one("gpt_no_attention_dropout", "gpt", GPT, "att = self.attn_dropout(F.softmax(att, dim=-1))",
+        "att = F.softmax(att, dim=-1)", "dropout_rate_ignored"),
+    # resid_pdrop applied after the attention but not after the MLP: it acts, only not everywhere
+    one("gpt_mlp_no_dropout", "gpt", GPT, "self.mlpf = lambda x: m.dropout(m.c_proj(m.act(m.c_fc(x))))",
+        "self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))", None),
+    one("gpt_no_causal_mask", "gpt", GPT, ATT_MASK, "pass", "not_causal"),
+    # the classifier's bias left out: gpt.heads fails without naming lm_head's bias
+    one("gpt_classifier_head_without_bias", "gpt", GPT,
+        "self.classifier_head = nn.Linear(config.n_embd, config.n_classification_class, bias=True)",
+        "self.classifier_head = nn.Linear(config.n_embd, config.n_classification_class, bias=False)", None),
+    one("gpt_classifier_loss_summed", "gpt", GPT, "loss = None if targets is None else F.cross_entropy(logits, targets)",
+        'loss = None if targets is None else F.cross_entropy(logits, targets, reduction="sum")', "loss_not_mean"),
 ]
 
 ALTERNATIVES = [
