@@ -180,6 +180,7 @@ def test_an_exception_says_the_call_its_input_and_the_line(edit, part, said, tmp
     # what the function changed and labelled, so only the labels check is lost
     ("mlm_labels_zero", {"pretraining.labels"}),
     ("mlm_labels_minus_one", {"pretraining.labels"}),
+    ("mlm_labels_everywhere", {"pretraining.labels"}),
     ("mlm_random_up_to_mask_id", {"pretraining.random_tokens"}),
     ("mlm_always_mask", {"pretraining.split"}),
     ("block_ffn_no_dropout", {"block.dropout"}),

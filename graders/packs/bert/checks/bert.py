@@ -316,22 +316,24 @@ def masked_big_batch(ctx, *, vocab_size=100, mask_rate=0.15, padded=True, B=256,
 
 def own_unlabelled(text, labels):
     """The label mask_inputs writes at the tokens it did not select: -100 where its labels hold it
-    anywhere (or hold nothing but original tokens), otherwise the value it writes instead (0, -1),
-    the most common label that is not the original token. Writing another value than -100 is
-    charged in pretraining.labels alone; the other masking checks read the selection the function
-    made through its own convention, so that one mistake costs one check."""
+    anywhere, otherwise the value it writes instead (0, -1), the most common label that is not the
+    original token; None where every label is the original token (the labels tell no selection).
+    Writing anything but -100 there is charged in pretraining.labels alone; the other masking
+    checks read the selection the function made through its own convention, so that one mistake
+    costs one check."""
     if bool((labels == IGNORE).any()):
         return IGNORE
     not_original = labels[labels != text]
-    return IGNORE if not_original.numel() == 0 else int(not_original.mode().values)
+    return None if not_original.numel() == 0 else int(not_original.mode().values)
 
 
 def own_selection(text, masked, labels, unlabelled):
     """The tokens mask_inputs selected, as its own output shows them: those it changed, and those
     it labelled (a label other than `unlabelled`, its own value for "not selected", read by
     own_unlabelled_value: a batch at mask_rate=1.0, or one whose padding is labelled with the
-    padding id 0, cannot tell it)."""
-    return (labels != unlabelled) | (masked != text)
+    padding id 0, cannot tell it). Labels that tell no selection (None) leave the tokens changed."""
+    changed = masked != text
+    return changed if unlabelled is None else (labels != unlabelled) | changed
 
 
 def categories(text, masked, labels, mask_id, unlabelled):
@@ -423,7 +425,11 @@ def selection_rate(ctx):
         real = text != 0
         n = int(real.sum())
         share = own_selection(text, masked, labels, unlabelled)[real].double().mean().item()
-        rows.append(proportion(f"share of tokens selected (mask_rate={rate})", share, rate, n))
+        # labels that tell no selection leave the tokens changed: 80% + 10% (less a draw of the
+        # original) of the selected ones, under a right split (pretraining.split's to judge)
+        target = rate if unlabelled is not None else rate * (0.9 - 0.1 / 100)
+        rows.append(proportion(f"share of tokens {'selected' if unlabelled is not None else 'changed'} "
+                               f"(mask_rate={rate})", share, target, n))
         if outside(rows[-1]):
             raise CheckFailed(f"with mask_rate={rate}, {share:.4f} of the non-padding tokens of a 256 x 256 batch "
                               f"are selected (changed or labelled; expected within [{rows[-1]['low']:.4f}, "
@@ -438,6 +444,8 @@ def split(ctx):
     unlabelled = own_unlabelled_value(ctx)
     text, masked, labels = masked_big_batch(ctx, vocab_size=V, mask_rate=1.0, B=512, mask_id=mask_id)
     selected, is_mask, unchanged, randomised = categories(text, masked, labels, mask_id, unlabelled)
+    if unlabelled is None:
+        selected = text != 0  # mask_rate=1.0 selects every real token (pretraining.selection_rate's to judge)
     n = int(selected.sum())
     if n == 0:
         raise CheckFailed("no token of a 512 x 256 batch is selected (changed or labelled) with mask_rate=1.0",
@@ -492,6 +500,15 @@ def labels_check(ctx):
                               "label is -100: the labels must mark every selected token", diagnosis="mlm_labels_mismatch",
                               details={"got": str(labels.tolist()), "masked_text": str(masked.tolist())})
 
+    # what one small example cannot tell: labels at every token (a selected token may stay
+    # unchanged, but at mask_rate=0.15 a right masking labels 1.5% of the tokens it leaves alone)
+    text, masked, labels = _gate_batch(ctx)
+    labelled_alone = ((labels != IGNORE) & (masked == text)).double().mean().item()
+    if labelled_alone > 0.5:
+        raise CheckFailed(f"mask_inputs on a 64 x 64 batch at mask_rate=0.15 labels {labelled_alone:.0%} of the tokens "
+                          "it leaves unchanged, with no -100 among its labels: the tokens it did not select must be "
+                          "labelled -100", diagnosis="mlm_labels_not_ignored" if not bool((labels == IGNORE).any()) else None,
+                          details={"numbers": {"share labelled and unchanged": labelled_alone}})
     masking_gate(ctx)
 
 
@@ -533,7 +550,10 @@ def random_tokens(ctx):
     V, mask_id = 4, 6
     masking_gate(ctx)
     text, masked, labels = masked_big_batch(ctx, vocab_size=V, mask_rate=1.0, padded=False, B=1024, mask_id=mask_id)
-    selected, _, unchanged, _ = categories(text, masked, labels, mask_id, own_unlabelled_value(ctx))
+    unlabelled = own_unlabelled_value(ctx)
+    selected, _, unchanged, _ = categories(text, masked, labels, mask_id, unlabelled)
+    if unlabelled is None:
+        selected = torch.ones_like(selected)  # mask_rate=1.0 without padding selects every token
     became = own_mask_id(masked, masked[selected & ~unchanged], mask_id)
     values = masked[selected & ~unchanged & (masked != became)]
     out_of_range = values[(values < 0) | (values >= V)]
@@ -599,7 +619,7 @@ def only_mask(ctx):
     def prop(ex):
         masked, labels = _mask_small(ctx, ex, only_mask=True)
         V = ex.vocab_size
-        labelled = labels != unlabelled
+        labelled = own_selection(ex.text, masked, labels, unlabelled) if unlabelled is None else labels != unlabelled
         if (masked[labelled] != V).any():
             # ignored, seen: the same seed without only_mask gives the very same output
             plain = _mask_small(ctx, ex)

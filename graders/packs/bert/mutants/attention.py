@@ -48,7 +48,9 @@ MUTANTS = [
     ),
     one("sdp_mask_read_as_square", "attention", MASK_2D, "mask = mask[None, None, :, :]", "mask_as_square"),
     # the rate ignored: drops out at 0.1 whatever it is given, in eval mode too; charged here, not in mha
-    one("sdp_dropout_rate_fixed", "attention", DROPOUT, "attention = F.dropout(attention, p=0.1)", "dropout_not_applied"),
+    # (nondeterministic: the same input passes on replay, which the framework observes)
+    Mutant("sdp_dropout_rate_fixed", "attention", (Edit(F, DROPOUT, "attention = F.dropout(attention, p=0.1)"),),
+           "dropout_not_applied", also=("nondeterministic",)),
     one("mha_no_output_projection", "mha", PROJECT, "return values", "output_projection_missing"),
     one("mha_dropout_in_eval", "mha", DROP_RATE, "drop = self.attn_drop_rate", "dropout_in_eval"),
     Mutant(

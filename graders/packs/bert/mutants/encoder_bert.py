@@ -146,6 +146,8 @@ MUTANTS = [
     # the selection and split read from what the function changed and labelled
     one("mlm_labels_zero", "pretraining", BERT, LABELS,
         "mask_labels = torch.where(selected, text, torch.zeros_like(text))", "mlm_labels_not_ignored"),
+    # labels copied from the text and never set to -100: no label tells the selection apart
+    one("mlm_labels_everywhere", "pretraining", BERT, LABELS, "mask_labels = text.clone()", "mlm_labels_not_ignored"),
     # replacements drawn from [0, mask_token_ind]: <mask> itself can be drawn
     one("mlm_random_up_to_mask_id", "pretraining", BERT, RANDOM_TOKENS,
         "random_tokens = torch.randint(mask_token_ind + 1, text.shape, dtype=text.dtype)", "mlm_random_out_of_range"),
@@ -159,6 +161,9 @@ MUTANTS = [
         "    category = order.float() / max(int(selected.sum()), 1)",
         "mlm_order_dependent"),
     one("mlm_only_mask_ignored", "pretraining", BERT, ONLY_MASK, "if False:", "mlm_only_mask_ignored"),
+    # only_mask=True masks only some of the selection: only_mask fails, and it is not "ignored"
+    one("mlm_only_mask_partial", "pretraining", BERT, "        masked_text[selected] = mask_token_ind\n",
+        "        masked_text[selected & (torch.rand(text.shape) < 0.8)] = mask_token_ind\n", None),
     # <mask> at every selected token, as only_mask=True: charged in the masking checks only, never
     # in pretrain_step's (tests/test_bert_charged_once.py)
     one("mlm_always_mask", "pretraining", BERT, ONLY_MASK, "if True:", "mlm_always_mask"),
@@ -181,8 +186,14 @@ MUTANTS = [
     one("pretrain_no_padding_mask", "pretraining", BERT, "logits = model(masked_text, pad_mask)  # (B, T, V)",
         "logits = model(masked_text)", "pretrain_no_padding_mask"),
     one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
+    # a padding mask of the wrong polarity is passed: not "no padding mask"
+    one("pretrain_padding_mask_inverted", "pretraining", BERT, "pad_mask = text == pad_ind  # (B, T)",
+        "pad_mask = text != pad_ind", None),
     one("pretrain_loss_on_all_tokens", "pretraining", BERT, LOSS,
         "loss = F.cross_entropy(logits.reshape(-1, vocab_size), text.flatten())", "pretrain_loss_on_all_tokens"),
+    # a third Linear in linear_net: the docstring's Linear, GELU, Linear, Dropout is said
+    one("block_ffn_three_layers", "block", ENC, FFN_OUT,
+        "nn.Linear(4 * embed_dim, 4 * embed_dim),\n            nn.Linear(4 * embed_dim, embed_dim),", "ffn_structure"),
     # linear_net without the Dropout its docstring lists: the block still drops out after the attention
     one("block_ffn_no_dropout", "block", ENC, FFN_OUT + "\n            nn.Dropout(layer_drop_rate),", FFN_OUT,
         "ffn_no_dropout"),
