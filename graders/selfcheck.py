@@ -170,10 +170,10 @@ def _note_parts_graded_later(results):
 
     rows = list(zip(results[AFTER_DEADLINE], after_deadline_rows(results)))
     for part in results["parts"]:
-        later = ["; ".join(row[1:]) if entry["kind"] == "part" else "; ".join(row)
-                 for entry, row in rows if entry["part"] == part["id"]]
+        later = [f"{points} {state}" if entry["kind"] == "part" else f"{title}, {points}: {state}"
+                 for entry, (title, points, state) in rows if entry["part"] == part["id"]]
         if later:
-            part["note"] = "Graded after the due date, not in this score: " + " | ".join(later)
+            part["note"] = "Not in this score: " + " | ".join(later)
 
 
 def not_passing(results):

@@ -144,7 +144,7 @@ def test_a_part_without_public_checks_is_said_with_its_points(tmp_path):
                "parts": [{"id": "attention", "checks": []}, {"id": "finetune", "checks": [], "score": 0, "max_score": 0}]}
     _note_parts_graded_later(results)
     assert "note" not in results["parts"][0]
-    assert results["parts"][1]["note"].startswith("Graded after the due date, not in this score: 8 points")
+    assert results["parts"][1]["note"].startswith("Not in this score: 8 points graded after the due date, on the course's")
     assert "Fine-tuning on IMDB (linear from 50% to 90% validation accuracy) (8 points) graded after the due date" \
         in headline(results)
 
