@@ -27,8 +27,12 @@ def _batch_parser(assignment) -> argparse.ArgumentParser:
     parser.add_argument("submissions", type=Path, nargs="?", default=None,
                         help="folder of zips / folders / .ipynb notebooks (one per student)")
     parser.add_argument("--out", type=Path, required=True, help="output folder (resumes what is there)")
-    parser.add_argument("--jobs", type=int, default=0, help="submissions graded at a time (default: CPU cores)")
-    parser.add_argument("--gpus", default=None, help="GPU ids, e.g. 0,1: job slot i gets GPU i mod len (CUDA_VISIBLE_DEVICES)")
+    parser.add_argument("--jobs", type=int, default=0,
+                        help="submissions graded at a time (default: one per core, no more than the GPUs' memory "
+                             "holds at 8 GiB each; docs/batch.md)")
+    parser.add_argument("--gpus", default=None,
+                        help="GPU ids, e.g. 0,1: job slot i gets GPU i mod len (CUDA_VISIBLE_DEVICES); "
+                             "default: every GPU nvidia-smi lists, unless CUDA_VISIBLE_DEVICES is set")
     parser.add_argument("--manifest", type=Path, default=None, help="CSV student_id,path: grade exactly these")
     parser.add_argument("--names", choices=("plain", "canvas", "moodle"), default="plain",
                         help="how student ids are read from entry names (docs/batch.md)")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from graders.atomic import private_output_folder
-from graders.batch import store
+from graders.batch import concurrency, store
 from graders.batch.discover import Submission, discover
 from graders.batch.gradebook import rebuild
 from graders.batch.supervise import Finished, Job, run_pool
@@ -19,8 +18,8 @@ from graders.sandbox import Limits
 
 @dataclass
 class BatchConfig:
-    jobs: int = 0  # 0: one per CPU core
-    gpus: list[str] | None = None  # round-robin over jobs; None leaves CUDA_VISIBLE_DEVICES alone
+    jobs: int = 0  # 0: chosen from the cores and the GPUs' memory (graders.batch.concurrency)
+    gpus: list[str] | None = None  # round-robin over jobs; None: every GPU, unless CUDA_VISIBLE_DEVICES names some
     parts: list[str] | None = None
     seed: int | None = None
     limits: Limits = field(default_factory=Limits)
@@ -111,6 +110,11 @@ def run_batch(assignment, folder: Path | None, out: Path, config: BatchConfig | 
     with store.RunLock(out):
         store.clean_temporaries(out, older_than_s=0 if config.backend == "local" else config.hard_timeout * 2)
         specs, todo = plan(assignment, folder, out, config)
+        if config.backend == "local":
+            chosen = concurrency.for_this_machine(config.jobs, config.gpus)
+            config = replace(config, jobs=chosen.jobs, gpus=chosen.gpus)
+            print(f"grading {chosen.jobs} at a time ({chosen.reason})"
+                  + (f" on GPU(s) {','.join(chosen.gpus)}" if chosen.gpus else ""), file=sys.stderr)
         store.log_event(out, "run", None, total=len(specs), todo=len(todo), backend=config.backend,
                         jobs=config.jobs, gpus=config.gpus)
         skipped = len(specs) - len(todo)
@@ -132,7 +136,7 @@ def run_batch(assignment, folder: Path | None, out: Path, config: BatchConfig | 
 
 
 def _run_local(todo: list[dict], out: Path, config: BatchConfig, *, total: int, skipped: int) -> list[Finished]:
-    slots = config.jobs or os.cpu_count() or 1
+    slots = config.jobs
     state = out / store.STATE
     jobs = [Job(spec, state, config.hard_timeout, config.retries) for spec in todo]
     show = sys.stderr.isatty() if config.progress is None else config.progress

@@ -1,0 +1,70 @@
+"""How many submissions `grade batch` grades at a time, and that the choice changes no score."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from graders.batch.cli import cmd_batch
+from graders.batch.concurrency import GPU_MIB_PER_JOB, choose
+from tests.course import REFERENCE_DIR
+
+REPO = Path(__file__).resolve().parent.parent
+SEED004 = REPO / "fixtures" / "bert" / "submissions" / "seed004_student"
+H200_MIB = 143_771
+
+
+def test_a_cpu_machine_grades_one_submission_per_core_and_leaves_the_gpus_alone():
+    chosen = choose(0, None, cores=2, gpu_memory={}, visible_devices=None)
+    assert (chosen.jobs, chosen.gpus) == (2, None)
+
+
+def test_a_gpu_runner_uses_every_gpu_and_as_many_jobs_as_cores_and_memory_allow():
+    chosen = choose(0, None, cores=16, gpu_memory={"0": H200_MIB}, visible_devices=None)
+    assert (chosen.jobs, chosen.gpus) == (16, ["0"])  # 17 jobs fit in the H200's memory: the cores bound them
+    small = choose(0, None, cores=16, gpu_memory={"0": 2 * GPU_MIB_PER_JOB, "1": 3 * GPU_MIB_PER_JOB},
+                   visible_devices=None)
+    assert (small.jobs, small.gpus) == (5, ["0", "1"])
+    tiny = choose(0, None, cores=16, gpu_memory={"0": GPU_MIB_PER_JOB // 2}, visible_devices=None)
+    assert tiny.jobs == 1
+
+
+def test_flags_and_the_environment_override_the_choice():
+    memory = {"0": 2 * GPU_MIB_PER_JOB, "1": 2 * GPU_MIB_PER_JOB}
+    assert choose(7, None, cores=16, gpu_memory=memory, visible_devices=None).jobs == 7
+    only_one = choose(0, ["1"], cores=16, gpu_memory=memory, visible_devices=None)
+    assert (only_one.jobs, only_one.gpus) == (2, ["1"])
+    scheduled = choose(0, None, cores=16, gpu_memory=memory, visible_devices="1")  # e.g. Slurm's choice
+    assert (scheduled.jobs, scheduled.gpus) == (16, None)
+    unknown = choose(0, ["GPU-1234"], cores=16, gpu_memory=memory, visible_devices=None)
+    assert unknown.jobs == 16  # a GPU named by UUID has no known memory: the cores alone bound the jobs
+
+
+def _scores(out: Path) -> dict:
+    scores = {}
+    for path in sorted((out / "submissions").glob("*/results.json")):
+        results = json.loads(path.read_text())
+        scores[path.parent.name] = (results["score"], [(check["id"], check["score"], check["status"])
+                                                       for part in results["parts"] for check in part["checks"]])
+    return scores
+
+
+@pytest.mark.slow
+def test_concurrency_changes_no_score(tmp_path):
+    # The reference and the seed-004 student, fine-tuned on the smoke set (the shipped small set,
+    # no --imdb): the part that shares a feature cache and a device between jobs. A fresh cache
+    # for each run, so the jobs at --jobs 2 race to build it.
+    subs = tmp_path / "subs"
+    shutil.copytree(REFERENCE_DIR, subs / "reference", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SEED004, subs / "seed004", ignore=shutil.ignore_patterns("__pycache__"))
+    scores = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}"
+        argv = [str(subs), "--out", str(out), "--jobs", str(jobs), "--parts", "finetune", "--no-progress",
+                "--feature-cache", str(tmp_path / f"cache{jobs}")]
+        assert cmd_batch(argv, "bert") == 0
+        scores[jobs] = _scores(out)
+    assert sorted(scores[1]) == ["reference", "seed004"]
+    assert scores[1]["reference"][0] > 0
+    assert scores[1] == scores[2]
