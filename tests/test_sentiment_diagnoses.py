@@ -62,6 +62,14 @@ def test_the_reference_evaluate_passes_on_the_relabelled_batches(tmp_path):
     assert result.status == "passed", result.message
 
 
+def test_a_missing_model_eval_is_charged_once(tmp_path):
+    """evaluate_mode charges it; evaluate_values judges the figures of evaluate()'s own mode."""
+    assert _graded(tmp_path / "mode", "sent_evaluate_no_eval_mode", "sentiment.evaluate_mode").diagnosis == \
+        "evaluate_no_eval_mode"
+    result = _graded(tmp_path / "values", "sent_evaluate_no_eval_mode", "sentiment.evaluate_values")
+    assert result.status == "passed", result.message
+
+
 def test_grad_mode_in_evaluate_is_said_not_scored(tmp_path):
     from graders.packs.bert.mutants.sentiment import EVAL_NO_GRAD, SENT
     from graders.mutants import Edit

@@ -578,8 +578,10 @@ class Epoch:
         self.ctx.student.call(self.handle, "eval")  # started from the opposite mode
         return _returns(self.ctx.student.call(MODULE, "train", self.handle, self.iterator, optimizer, self.criterion))
 
-    def evaluate(self):
-        self.ctx.student.call(self.handle, "train")  # started from the opposite mode
+    def evaluate(self, *, from_training_mode=True):
+        """evaluate()'s (loss, accuracy), started from training mode (the opposite of the mode it
+        must set) unless `from_training_mode` is False."""
+        self.ctx.student.call(self.handle, "train" if from_training_mode else "eval")
         return _returns(self.ctx.student.call(MODULE, "evaluate", self.handle, self.iterator, self.criterion))
 
     def changed(self):
@@ -821,7 +823,8 @@ EVALUATE_RIGHT_PER_BATCH = (3, 1, 4)
 def evaluate_values(ctx):
     epoch = Epoch(ctx, dropout=0.25)
     epoch.relabel_for_accuracies(EVALUATE_RIGHT_PER_BATCH)
-    returned = epoch.evaluate()
+    # started in eval mode: a missing model.eval() is evaluate_mode's to charge, not again here
+    returned = epoch.evaluate(from_training_mode=False)
     _check_returns(returned, "something else", "evaluate(model, iterator, criterion)")
     # the student's own binary_accuracy is graded on its own: a wrong one is not blamed twice
     expect_epoch_means(ctx, "evaluate()", returned, epoch.eval_predictions(), epoch.labels)
