@@ -746,9 +746,18 @@ def padding_not_in_loss(ctx):
         raise CheckFailed(
             f"sentences of lengths {lengths}, padded by the grader: GPT.forward(X, Y) returned the loss {loss!r}"[:300]
             + f"; the mean cross-entropy of the logits it returned over the {int(real.sum())} real targets is "
-            f"{expected:.6g}{said}", diagnosis=diagnosis, details={"numbers": {"expected": expected, "got": got}})
+            f"{expected:.6g}{said}", diagnosis=diagnosis,
+            details={"numbers": {"expected": expected, "got": got}, "how": _loss_ratio(got, expected)})
 
     forward_gate(ctx)
+
+
+def _loss_ratio(got, expected):
+    """How a returned loss differs from the cross-entropy of the logits returned with it, in words."""
+    if got is None:
+        return "the loss returned is not a one-element float tensor"
+    return (f"the loss returned is {got:.6g}, {got / expected:.4g} times the cross-entropy of the logits returned with it"
+            if expected else f"the loss returned is {got:.6g} where the logits returned with it give 0")
 
 
 def _loss_over_positions(ctx, handle, X, Y, got):
@@ -972,7 +981,6 @@ def classifier_last_position(ctx):
         targets = torch.randint(0, C, (B,), generator=torch.Generator().manual_seed(int(idx.sum())))
         got, loss = forward(ctx, handle, idx, targets, finetune_classify=True)
         expect_tensor(got, "classification logits", shape=(B, C))
-        _expect_class_loss(got, targets, loss)
         expected = lm_logits[:, -1, :C]
         if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
             elsewhere = [lm_logits[:, t, :C] for t in range(T - 1)] + [lm_logits[:, :, :C].mean(1)]
@@ -984,6 +992,7 @@ def classifier_last_position(ctx):
                               "position's hidden state" + (f": {how}" if how else ""), diagnosis=diagnosis,
                               details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300],
                                        "how": how})
+        _expect_class_loss(got, targets, loss)
 
     forward_gate(ctx)
 
@@ -1000,7 +1009,7 @@ def _expect_class_loss(logits, targets, loss):
     raise CheckFailed(f"GPT.forward(idx, targets {targets.tolist()}, finetune_classify=True) returned the loss {loss!r}"[:300]
                       + f"; the mean cross-entropy of the class logits it returned against those targets is {expected:.6g}"
                       + (": it is their sum" if summed else ""), diagnosis="loss_not_mean" if summed else None,
-                      details={"numbers": {"expected": expected, "got": got}})
+                      details={"numbers": {"expected": expected, "got": got}, "how": _loss_ratio(got, expected)})
 
 
 def _skips_final_norm(ctx, handle, config, idx, got):
