@@ -22,6 +22,8 @@ def one_torch_thread():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slurm: needs a real Slurm (sinfo answers; .ci/run starts scripts/slurm-cluster.sh)")
+    # xdist's own marker, for a run without xdist (`-p no:xdist`) too
+    config.addinivalue_line("markers", "xdist_group(name): tests that run in one process, in file order")
 
 
 # What a module's tests use beyond their process, which two processes must not use at once.
@@ -37,6 +39,21 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("xdist_group") is None and (
                 item.path.name in SHARED_BEYOND_THE_PROCESS or _shares_a_module_fixture(item)):
             item.add_marker(pytest.mark.xdist_group(item.path.name))
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        _name_the_groups_in_the_node_ids(items)
+
+
+def _name_the_groups_in_the_node_ids(items):
+    """What xdist's scheduler groups by: `<node id>@<group>`. pytest-xdist 3.8 writes it into
+    `item._nodeid`, which pytest 9 no longer reads (a node's id is `item._id`), so every group
+    would be shared out test by test; written here where pytest 9 reads it."""
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                         for mark in item.iter_markers("xdist_group")})
+        if groups:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 def _shares_a_module_fixture(item):
