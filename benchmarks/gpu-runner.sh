@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU rehearsal's table in one call on a bare GPU machine, with nothing fetched there.
+#
+# Such a machine has Python 3.12, PyTorch and transformers, but not the grader's other dependencies
+# (jsonschema, nbformat, submitit, ...) nor bubblewrap, and no network. So, in two steps:
+#
+#   1. here, with the package index reachable (a Debian/Ubuntu machine for bubblewrap's .deb):
+#        bash benchmarks/gpu-runner.sh prepare            # fills gpu-wheels/ (ignored by git, ~5 MB)
+#      which runs with $PYTHON (default python3; any Python with pip), for the runner's Python
+#      3.12 on x86_64,
+#        pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+#            --platform manylinux_2_17_x86_64 --platform any -d gpu-wheels jsonschema nbformat ...
+#        apt-get download bubblewrap                      # into gpu-wheels/
+#   2. on the runner, with gpu-wheels/ carried beside the tree (64 MiB at most):
+#        bash benchmarks/gpu-runner.sh run [FIGURES]      # FIGURES: default $OUT, else gpu-figures/
+#      installs the wheels into a virtual environment that sees the system's PyTorch and
+#      transformers (--system-site-packages), bubblewrap from its .deb (dpkg -i as root, else
+#      unpacked onto PATH), then runs benchmarks/bench_gpu_rehearsal.py: cold cache, warm cache,
+#      one grade --parts finetune, a batch of 8, a course of 16 (every part), at IMDB's scale
+#      with an encoder of bert-base's shape, stopped after RUNNER_BUDGET_S (default 450) seconds
+#      so that one 8-minute call holds it all. The figures are written after every step, so a
+#      run stopped part-way keeps what it measured: FIGURES/rehearsal.json, environment.txt,
+#      doctor.txt and rehearsal.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WHEELS=${RUNNER_WHEELS:-gpu-wheels}
+# What a runner with PyTorch and transformers still lacks of pyproject.toml's dependencies
+# (safetensors, packaging, numpy and jinja2 come with those two), and submitit for --backend slurm.
+PACKAGES=(jsonschema nbformat submitit hypothesis rich)
+
+prepare() {
+  mkdir -p "$WHEELS"
+  "${PYTHON:-python3}" -m pip download --quiet --disable-pip-version-check --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform any \
+    -d "$WHEELS" "${PACKAGES[@]}"
+  (cd "$WHEELS" && apt-get download bubblewrap >/dev/null)
+  ls "$WHEELS"
+}
+
+run() {
+  local figures=${1:-${OUT:-gpu-figures}}
+  mkdir -p "$figures"
+  figures=$(cd "$figures" && pwd)
+  ls "$WHEELS"/*.whl "$WHEELS"/bubblewrap_*.deb >/dev/null  # prepared? (set -e stops here if not)
+
+  python3 -m venv --system-site-packages --without-pip .gpu-venv
+  .gpu-venv/bin/python -m pip install --quiet --disable-pip-version-check --no-index --find-links "$WHEELS" \
+    "${PACKAGES[@]}"
+  .gpu-venv/bin/python -c 'import torch, transformers' \
+    || { echo "gpu-runner: PyTorch and transformers are not in this Python's system site-packages" >&2; exit 1; }
+  if ! command -v bwrap >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then
+      dpkg -i "$WHEELS"/bubblewrap_*.deb >/dev/null
+    else  # without root the sandbox has no uid pool either: grade doctor below says so
+      dpkg -x "$WHEELS"/bubblewrap_*.deb .gpu-bwrap
+      export PATH="$PWD/.gpu-bwrap/usr/bin:$PATH"
+    fi
+  fi
+
+  {
+    date -u; nproc; free -g | head -2
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    .gpu-venv/bin/python -c 'import sys, torch, transformers; print(sys.version); print("torch", torch.__version__, "cuda", torch.cuda.is_available()); print("transformers", transformers.__version__)'
+    git log --oneline -1 2>/dev/null || true
+  } >"$figures/environment.txt" 2>&1
+  .gpu-venv/bin/python -m graders.cli doctor >"$figures/doctor.txt" 2>&1 || true
+
+  timeout --signal=INT --kill-after=10 "${RUNNER_BUDGET_S:-450}" \
+    .gpu-venv/bin/python benchmarks/bench_gpu_rehearsal.py --device cuda --scale 1 --encoder-size base \
+      --submissions 8 --course 16 --workdir "${TMPDIR:-/tmp}/rehearsal" --json "$figures/rehearsal.json" \
+      >"$figures/rehearsal.log" 2>&1 || echo "rehearsal stopped (exit $?): the figures so far are in $figures" >&2
+  tail -n 20 "$figures/rehearsal.log"
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: bash benchmarks/gpu-runner.sh prepare | run [FIGURES]" >&2; exit 2 ;;
+esac
