@@ -955,7 +955,8 @@ def model_parameters(ctx):
         shapes = reference_shapes(ctx, "TransformerModel", *config)
         if got != expected:
             layer = _layer_count(d_model, d_hid)
-            diagnosis = "extra_layer_copy" if got == expected + layer and _layer_copies(state) > nlayers else None
+            diagnosis = ("extra_layer_copy" if got == expected + layer and _layer_copies(state) > nlayers
+                         else "parameter_count_off")
             raise CheckFailed(f"TransformerModel{config} has {got} parameters in its state_dict (besides the positional "
                               f"encoding), expected {expected}"
                               + (" (one encoder layer too many)" if diagnosis == "extra_layer_copy" else "")

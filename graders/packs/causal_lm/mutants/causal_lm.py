@@ -100,6 +100,20 @@ MUTANTS = [
     one("lm_embedding_sizes_swapped", "causal_lm", LM, "self.embedding = nn.Embedding(ntoken, d_model)",
         "self.embedding = nn.Embedding(d_model, ntoken)", "layer_sizes_swapped"),
     # written from the docstrings for issue 32: counts other than of elements, dropout the docstring lists
+    Mutant(
+        "lm_pe_sin_cos_swapped",
+        "causal_lm",
+        (Edit(LM, "pe[0, :, 0::2] = torch.sin(position * div_term)", "pe[0, :, 0::2] = torch.cos(position * div_term)"),
+         Edit(LM, "pe[0, :, 1::2] = torch.cos(position * div_term[: embed_dim // 2])",
+              "pe[0, :, 1::2] = torch.sin(position * div_term[: embed_dim // 2])")),
+        "pe_sin_cos_swapped",
+    ),
+    # the three counts as a tuple where the docstring asks for a dict
+    one("lm_closed_form_returns_tuple", "causal_lm", LM, """    return {
+        "base": base,
+        "lm_head": d_model * ntoken + ntoken,
+        "classification_head": d_model * n_classes + n_classes,
+    }""", "    return base, d_model * ntoken + ntoken, d_model * n_classes + n_classes", "returns_wrong_type"),
     one("lm_count_all_tensors", "causal_lm", LM, COUNT, "return len(list(module.parameters()))", "count_tensors"),
     # counts the frozen parameters instead of the trainable ones: no known mistake gives its counts
     one("lm_count_frozen_only", "causal_lm", LM, COUNT, "return sum(p.numel() for p in module.parameters() if not p.requires_grad)",
