@@ -2,6 +2,7 @@
 
     python benchmarks/bench_gpu_rehearsal.py --device cuda                 # IMDB's scale, bert-base size
     python benchmarks/bench_gpu_rehearsal.py --device cpu --scale 0.02 --encoder-size small   # reduced, on CPU
+    python benchmarks/bench_gpu_rehearsal.py --device cuda --steps course --course 32          # a course's rate
 
 Everything goes through the commands an instructor runs, as subprocesses of this script:
   data      synthetic reviews in aclImdb's layout (25,000 + 25,000 times --scale), with IMDB's
@@ -12,8 +13,12 @@ Everything goes through the commands an instructor runs, as subprocesses of this
   build     python -m graders.packs.bert.finetune --imdb ... --encoder ...   (cold cache), and again (warm)
   grade     grade reference/bert/ --parts finetune ... with the warm cache, through the sandbox
   batch     grade batch over --submissions copies of the reference sharing the device and the cache
-Prints a table; --json writes the figures. On CUDA the peak memory of the GPU is sampled with
-nvidia-smi while each step runs.
+  course    with --course N: grade batch of N submissions (the reference and the seed-004 student in
+            turn), every part, at the concurrency grade batch chooses (or --course-jobs): the time
+            per submission and its extrapolation to a course of 400
+Prints a table; --json writes the figures. Each step's CPU time (user + system of every process
+it waited for) is measured, and its mean number of busy cores; on CUDA the peak memory of the GPU
+is sampled with nvidia-smi while each step runs.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -37,7 +43,11 @@ NEGATIVE = ["awful", "boring", "worst", "dull", "terrible", "hated", "waste", "m
 ENCODER_SIZES = {  # hidden, layers, heads, intermediate
     "base": (768, 12, 12, 3072),
     "small": (256, 4, 4, 1024),
+    "tiny": (32, 1, 2, 64),  # the test's: the path's plumbing, not its speed
 }
+STEPS = ("cache_build", "cache_warm", "grade", "batch", "course")
+COURSE = 400
+SEED004 = REPO / "fixtures" / "bert" / "submissions" / "seed004_student"
 
 
 def write_synthetic_imdb(root: Path, n_per_split: int, seed: int = 0) -> None:
@@ -107,11 +117,13 @@ class GpuMemory:
 def timed(name: str, command: list[str], figures: dict, device: str, env: dict,
           save: Path | None) -> subprocess.CompletedProcess:
     print(f"{name}: {' '.join(command)}", file=sys.stderr, flush=True)
-    started = time.perf_counter()
+    started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     with GpuMemory(device) as memory:
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
-    figures[name] = {"wall_s": round(time.perf_counter() - started, 1), "gpu_peak_mib": memory.peak_mib,
-                     "exit": done.returncode}
+    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    figures[name] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "busy_cores": round(cpu / wall, 2),
+                     "gpu_peak_mib": memory.peak_mib, "exit": done.returncode}
     if done.returncode != 0:
         print(done.stdout[-3000:] + done.stderr[-3000:], file=sys.stderr)
     if save:  # after every step: a run stopped part-way keeps what it measured
@@ -126,9 +138,17 @@ def main() -> None:
     parser.add_argument("--encoder-size", choices=sorted(ENCODER_SIZES), default="base")
     parser.add_argument("--submissions", type=int, default=4, help="copies of the reference in the batch")
     parser.add_argument("--budget", type=float, default=600, help="--finetune-budget of each grade")
+    parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS[:4]),
+                        help="the steps to run (default: all but course, which --course adds)")
+    parser.add_argument("--course", type=int, default=0, metavar="N",
+                        help="also grade a course of N submissions, every part, and extrapolate to 400")
+    parser.add_argument("--course-jobs", type=int, default=0, help="--jobs of the course (default: grade batch's choice)")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder, removed after")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    steps = set(args.steps) | ({"course"} if args.course else set())
+    if "course" in steps and args.course < 1:
+        parser.error("the course step needs --course N")
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="rehearsal-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -137,7 +157,8 @@ def main() -> None:
     env = {**os.environ, "TRANSFORMER_GRADER_CACHE": str(cache)}
     n = max(2, round(IMDB_REVIEWS * args.scale))
     figures: dict = {"device": args.device, "reviews_per_split": n, "encoder_size": args.encoder_size,
-                     "submissions": args.submissions}
+                     "submissions": args.submissions, "cores": len(os.sched_getaffinity(0)),
+                     "load_average": os.getloadavg()[0]}
     try:
         started = time.perf_counter()
         write_synthetic_imdb(work, n)
@@ -147,43 +168,86 @@ def main() -> None:
         figures["make_data_s"] = round(time.perf_counter() - started, 1)
         finetune = ["--imdb", str(work / "aclImdb"), "--encoder", str(work / "encoder"), "--device", args.device]
         build = [sys.executable, "-m", "graders.packs.bert.finetune", *finetune]
-        timed("cache_build", build, figures, args.device, env, args.json)
-        timed("cache_warm", build, figures, args.device, env, args.json)
+        for step in ("cache_build", "cache_warm"):
+            if step in steps:
+                timed(step, build, figures, args.device, env, args.json)
 
         grade = [sys.executable, "-m", "graders.cli"]
-        done = timed("grade", [*grade, "reference/bert", "--parts", "finetune", "--out", str(work / "one"),
-                               "--finetune-budget", str(args.budget), *finetune], figures, args.device, env, args.json)
-        if done.returncode == 0:
-            check = json.loads((work / "one" / "results.json").read_text())["parts"][0]["checks"][0]
-            curve = check.get("details", {}).get("training_curve", {})
-            numbers = check.get("details", {}).get("numbers", {})
-            figures["grade"].update(training_s=numbers.get("seconds"), predict_s=numbers.get("predict_seconds"),
-                                    worker_gpu_peak_mib=numbers.get("gpu_peak_mib"),
-                                    check_s=json.loads((work / "one" / "results.json").read_text())
-                                    .get("timings", {}).get("checks", {}).get("finetune.accuracy"),
-                                    epochs=len(curve.get("epoch", [])),
-                                    valid_acc=curve.get("valid_acc"), message=check.get("message"),
-                                    status=check.get("status"))
-
-        subs = work / "subs"
-        for i in range(args.submissions):
-            shutil.copytree(REPO / "reference" / "bert", subs / f"student{i:02d}", ignore=shutil.ignore_patterns("__pycache__"))
-        gpus = ["--gpus", "0"] if args.device == "cuda" else []
-        done = timed("batch", [*grade, "batch", str(subs), "--assignment", "bert", "--out", str(work / "batch"), "--parts", "finetune",
-                               "--jobs", str(args.submissions), *gpus, "--finetune-budget", str(args.budget),
-                               "--no-progress", *finetune], figures, args.device, env, args.json)
-        logs = "".join(p.read_text(errors="replace") for p in (work / "batch" / ".batch" / "logs").glob("*.log"))
-        figures["batch"]["encoded_again"] = "encod" in logs.lower()
+        if "grade" in steps:
+            grade_one(grade, finetune, work, args, figures, env)
+        if "batch" in steps:
+            batch(grade, finetune, work, args, figures, env)
+        if "course" in steps:
+            course(grade, finetune, work, args, figures, env)
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+    report(figures, args, n)
 
+
+def grade_one(grade: list[str], finetune: list[str], work: Path, args, figures: dict, env: dict) -> None:
+    done = timed("grade", [*grade, "reference/bert", "--parts", "finetune", "--out", str(work / "one"),
+                           "--finetune-budget", str(args.budget), *finetune], figures, args.device, env, args.json)
+    if done.returncode == 0:
+        check = json.loads((work / "one" / "results.json").read_text())["parts"][0]["checks"][0]
+        curve = check.get("details", {}).get("training_curve", {})
+        numbers = check.get("details", {}).get("numbers", {})
+        figures["grade"].update(training_s=numbers.get("seconds"), predict_s=numbers.get("predict_seconds"),
+                                worker_gpu_peak_mib=numbers.get("gpu_peak_mib"),
+                                check_s=json.loads((work / "one" / "results.json").read_text())
+                                .get("timings", {}).get("checks", {}).get("finetune.accuracy"),
+                                epochs=len(curve.get("epoch", [])),
+                                valid_acc=curve.get("valid_acc"), message=check.get("message"),
+                                status=check.get("status"), stages=check.get("details", {}).get("timings"))
+
+
+def batch(grade: list[str], finetune: list[str], work: Path, args, figures: dict, env: dict) -> None:
+    subs = work / "subs"
+    for i in range(args.submissions):
+        shutil.copytree(REPO / "reference" / "bert", subs / f"student{i:02d}", ignore=shutil.ignore_patterns("__pycache__"))
+    gpus = ["--gpus", "0"] if args.device == "cuda" else []
+    timed("batch", [*grade, "batch", str(subs), "--assignment", "bert", "--out", str(work / "batch"), "--parts", "finetune",
+                           "--jobs", str(args.submissions), *gpus, "--finetune-budget", str(args.budget),
+                           "--no-progress", *finetune], figures, args.device, env, args.json)
+    logs = "".join(p.read_text(errors="replace") for p in (work / "batch" / ".batch" / "logs").glob("*.log"))
+    figures["batch"]["encoded_again"] = "encod" in logs.lower()
+
+
+def course(grade: list[str], finetune: list[str], work: Path, args, figures: dict, env: dict) -> None:
+    """Every part of N submissions in one batch. The extrapolation assumes the batch ran at its
+    steady rate: it holds when N is at least a few times the jobs at a time."""
+    subs = work / "course"
+    for i in range(args.course):
+        source = REPO / "reference" / "bert" if i % 2 == 0 else SEED004
+        shutil.copytree(source, subs / f"student{i:03d}", ignore=shutil.ignore_patterns("__pycache__"))
+    jobs = ["--jobs", str(args.course_jobs)] if args.course_jobs else []
+    done = timed("course", [*grade, "batch", str(subs), "--assignment", "bert", "--out", str(work / "course-out"),
+                            *jobs, "--finetune-budget", str(args.budget), "--no-progress", *finetune],
+                 figures, args.device, env, args.json)
+    step = figures["course"]
+    chosen = next((line for line in done.stderr.splitlines() if line.startswith("grading ")), None)
+    graded = [json.loads(path.read_text()) for path in sorted((work / "course-out" / "submissions").glob("*/results.json"))]
+    per_submission = step["wall_s"] / args.course
+    step.update(submissions=args.course, graded=len(graded), concurrency=chosen,
+                per_submission_s=round(per_submission, 1), course_400_h=round(per_submission * COURSE / 3600, 2),
+                scores=sorted({result["score"] for result in graded}))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+def report(figures: dict, args, n: int) -> None:
     print(f"\nrehearsal on {args.device}: {n} + {n} reviews, {args.encoder_size} encoder, "
-          f"{args.submissions} submissions in the batch")
-    for name in ("cache_build", "cache_warm", "grade", "batch"):
-        step = figures.get(name, {})
+          f"{args.submissions} submissions in the batch, {figures['cores']} cores, load {figures['load_average']:.1f}")
+    for name in STEPS:
+        step = figures.get(name)
+        if step is None:
+            continue
         extra = "" if step.get("gpu_peak_mib") is None else f", GPU peak {step['gpu_peak_mib']} MiB"
-        print(f"  {name:12} {step.get('wall_s', '-'):>8} s  (exit {step.get('exit')}{extra})")
+        print(f"  {name:12} {step['wall_s']:>8} s  ({step['busy_cores']} cores busy, exit {step['exit']}{extra})")
+    if "per_submission_s" in figures.get("course", {}):
+        c = figures["course"]
+        print(f"  a course of {c['submissions']}, every part: {c['per_submission_s']} s per submission, "
+              f"{c['course_400_h']} h for {COURSE} ({c['concurrency']})")
     if "training_s" in figures.get("grade", {}):
         g = figures["grade"]
         print(f"  one grade's fine-tuning check: {g['check_s']} s, of which training {g['training_s']} s over "
