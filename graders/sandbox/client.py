@@ -47,8 +47,9 @@ REAP_TIMEOUT_S = 5.0
 SHUTDOWN_TIMEOUT_S = 1.0
 # Audit-hook denials kept per Worker (over all its restarts); more are only counted.
 MAX_AUDIT_DENIALS = 100
-CONTAINER_NOTE = ("container isolation: a uid of its own that the OS denies every secret, rlimits, the audit hook; "
-                  "no namespaces (the one-shot container is the per-submission boundary)")
+CONTAINER_NOTE = ("container isolation: a uid of its own that the OS denies every secret, rlimits, the audit hook, "
+                  "a seccomp filter, pinned CPUs, a watched write bound, everything of its uid ended after it; "
+                  "no file system or PID namespace of its own (the one-shot container is the per-submission boundary)")
 
 
 class Worker:
@@ -173,7 +174,8 @@ class Worker:
         self._lease_finalizer = weakref.finalize(self, self._uid_lease.release) if self._uid_lease else None
         try:
             self.layers = isolation.choose_layers(
-                use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid)
+                use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid,
+                slot=self._uid_lease.slot if self._uid_lease else 0, threads=limits.threads)
             if require_isolation and self.layers.level == isolation.NONE:
                 raise IsolationUnavailable(isolation.missing_layers_message(isolation.isolation_problems(level), level))
             if require_isolation and self.layers.level == isolation.CONTAINER:
@@ -328,6 +330,9 @@ class Worker:
             self._died(starting)
         except ProtocolError as error:
             self._malformed(str(error))
+        if self._space_watch is not None and (exceeded := self._space_watch.check(pids=[self._process.pid])):
+            self._stop_writer(exceeded)  # past its write bound: the reply is not used
+            self._died(starting)
         self.last_output = self._output.take()
         try:
             return self._interpret(header, tensors, request_id)
@@ -432,7 +437,8 @@ class Worker:
         except subprocess.TimeoutExpired:
             status = None  # its pipes closed but it lingers: _stop kills it
         output = self._stop()
-        reason = describe_exit(status, via_bwrap=self.layers.bwrap, cpu_seconds=self.limits.cpu_seconds)
+        reason = self._space_exceeded or describe_exit(status, via_bwrap=self.layers.bwrap,
+                                                       cpu_seconds=self.limits.cpu_seconds)
         if starting:  # no student code has run yet: this is the installation's problem, show why
             last_lines = "\n".join(output.strip().splitlines()[-15:])
             reason = f"the worker failed to start: {reason}; its last output:\n{last_lines}"
@@ -451,7 +457,7 @@ class Worker:
             "private_source": isolation.SUBMISSION_SOURCE if private else None,
             # Without bwrap the worker's parent is this process, and it checks that it still is.
             "parent_pid": None if self.layers.bwrap else os.getpid(),
-            "containment_only": self.containment_only,
+            "containment_only": self.containment_only, "confinement": self.layers.confinement(),
         }
         try:
             if self.containment_only:
@@ -463,6 +469,10 @@ class Worker:
             raise
         self._process = process
         self._workdir = workdir
+        self._space_exceeded = ""
+        self._space_watch = (isolation.SpaceWatch(workdir, run_as[0], max_bytes=self.limits.workdir_bytes,
+                                                  max_files=self.limits.workdir_files, exceeded=self._stop_writer)
+                             if self.layers.space_watch else None)
         self._channel = channel
         self._output = output
         # A Worker dropped without close() must not leave its process behind.
@@ -526,6 +536,15 @@ class Worker:
             environment["CUDA_VISIBLE_DEVICES"] = visible
         return environment
 
+    def _stop_writer(self, reason: str) -> None:
+        """From the space watch's thread: end every process of the worker's uid now; the request
+        waiting on it fails with `reason`."""
+        from . import uids
+
+        self._space_exceeded = reason
+        self.abort()
+        uids.kill_processes_of(self._uid_lease.uid, self._uid_lease.gid)
+
     def _ask_to_exit(self) -> None:
         """Ask politely first; `_stop` kills whatever is still there right after."""
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
@@ -539,12 +558,16 @@ class Worker:
         """Kill the worker's process group, reap it, and return its last output."""
         process, self._process = self._process, None
         self._finalizer.detach()
+        if self._space_watch is not None:
+            self._space_watch.stop()
         _kill_group(process.pid, None)
         process.wait()
         if self._uid_lease is not None and self.layers.sandbox_uid is not None:
             from . import uids
 
-            uids.kill_processes_of(self._uid_lease.uid)  # also those that left the group (setsid)
+            # Before any result is written: every process of the uid (those that left the group
+            # too), then its keyrings, IPC objects and files in the shared folders.
+            uids.end_everything_of(self._uid_lease.uid, self._uid_lease.gid)
         self._channel.close()
         # With bwrap the worker is in its own session inside a PID namespace; it dies with
         # bwrap. Waiting for the end of its output means every process that held it is gone.

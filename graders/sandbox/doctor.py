@@ -118,6 +118,8 @@ def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]
     no_capabilities = not any(report["capabilities"].values()) and report["no_new_privs"]
     findings.append(Finding("worker holds no capability, can gain none", no_capabilities,
                             f"{report['capabilities']}, no_new_privs={report['no_new_privs']}"))
+    if layers.sandbox_uid is not None:
+        findings += _confinement_findings(report, layers, limits)
     space = report["space"]
     bounded = all(space[name]["bytes"] <= limit for name, limit in
                   (("workdir", limits.workdir_bytes), ("tmp", limits.tmp_bytes), ("shm", limits.shm_bytes)))
@@ -147,6 +149,36 @@ def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]
                                 "" if exact else "set CUDA_VISIBLE_DEVICES to GPU indices or UUIDs that "
                                                  "nvidia-smi lists"))
     findings.append(Finding("audit hook (a tripwire, not a wall)", None, "installed in every worker"))
+    return findings
+
+
+def _confinement_findings(report: dict, layers: isolation.Layers, limits: Limits) -> list[Finding]:
+    """The layers of a worker on a uid of its own that hold without namespaces: its seccomp
+    filter, its CPUs, the bound on what it writes, and what is ended after it."""
+    filtered = report["seccomp_filters"] > 0
+    findings = [Finding("seccomp filter (no socket but AF_UNIX, no SysV IPC, keyring, io_uring, CPU change)",
+                        filtered, f"{report['seccomp_filters']} filter(s) on the worker",
+                        "" if filtered else "grade on x86-64 or aarch64 Linux, whose kernel has seccomp")]
+    pinned = layers.cpus is not None and report["cpus"] == list(layers.cpus)
+    findings.append(Finding("CPU bounded (pinned to its CPUs, which it may not change)", pinned,
+                            f"CPUs {', '.join(map(str, report['cpus']))} of {os.cpu_count()}"))
+    if not layers.bwrap:
+        findings.append(Finding("network and IPC namespaces of its own (container isolation)",
+                                True if layers.own_namespaces else None,
+                                "made as root before the worker drops to its uid" if layers.own_namespaces else
+                                "refused here (Docker's seccomp profile): the worker's filter refuses AF_UNIX sockets "
+                                "too, and IPC objects left are removed after it"))
+        findings.append(Finding("writable space bounded (container isolation: a watch of what its uid writes)",
+                                layers.space_watch, f"{limits.workdir_bytes // MiB} MiB / {limits.workdir_files} files "
+                                "over its folder and its files in " + ", ".join(uids.SHARED_WRITABLE)))
+    uid, gid = layers.sandbox_uid, layers.sandbox_uid - limits.sandbox_uid + limits.sandbox_gid
+    cleared = uids.clear_keyrings_of(uid, gid)
+    findings.append(Finding("nothing outlives a worker (its uid's processes killed by kill(-1), SysV IPC objects and "
+                            "files in shared folders removed)", True, "after each worker and before the next on its slot"))
+    findings.append(Finding("its uid's keyrings cleared after it", True if cleared else None,
+                            "cleared by a process of the uid" if cleared else
+                            "the uid cannot run this Python (under bubblewrap it reaches it through a bind): "
+                            "the seccomp filter alone keeps its keyrings empty"))
     return findings
 
 

@@ -22,21 +22,30 @@ a machine where any layer of the chosen level is missing. Two levels:
 - `full` (the default): every layer above.
 - `container`, chosen explicitly (`--isolation container`), for a one-shot container that holds
   one submission and is thrown away after it, such as Gradescope's, where Docker's default
-  seccomp profile forbids the namespaces bubblewrap needs: the container is the per-submission
-  boundary, and inside it the worker still drops to a uid of its own that the operating system
-  denies every secret (the reference, the hidden fixtures: checked, not assumed), under rlimits
-  and the audit hook, in a fresh directory. Missing there: no network namespace (the container's
-  network is the worker's), no private file system view (what the uid may read, it reads), no
-  size-limited tmpfs (RLIMIT_FSIZE bounds each file). It still fails closed: not root, or an
-  interpreter the uid cannot reach, or a secret it can still read, refuses the grade.
+  seccomp profile forbids the namespaces bubblewrap needs. It is a boundary of its own, not a
+  weaker full mode: the worker drops to a uid of its own that the operating system denies
+  every secret (the reference, the hidden fixtures: checked, not assumed), under rlimits, the
+  audit hook and a seccomp filter (no socket but AF_UNIX, no SysV IPC, keyring, io_uring or CPU
+  change), pinned to its CPUs, in a fresh directory that TMPDIR and HOME point into; it makes
+  network and IPC namespaces of its own where the kernel lets root `unshare` them; what its uid
+  writes is watched against the bound of full isolation's tmpfs (`SpaceWatch`); and after it,
+  every process, keyring key, IPC object and shared-folder file of its uid is ended
+  (graders/sandbox/uids.py). Missing there: a file system of its own (what the uid may read,
+  it reads) and a PID namespace. It still fails closed: not root, or an interpreter the uid
+  cannot reach, or a secret it can still read, refuses the grade.
+
+Both levels keep the grader's outputs in a folder that no sandbox uid can create or open
+(graders/atomic.py, `private_output_folder`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import glob
 import importlib.util
 import os
+import platform
 import re
 import shutil
 import site
@@ -44,10 +53,13 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import graders
+
+from . import seccomp
 
 BWRAP_CANDIDATES = ("bwrap", "/usr/bin/bwrap")
 # Names the bubblewrap binary to use instead of searching PATH; empty: behave as if none exists.
@@ -71,6 +83,16 @@ class Layers:
     # A self-check: crashes and hangs contained, nothing isolated; no audit hook, and rlimits
     # only where the platform has them.
     containment_only: bool = False
+    # Without bubblewrap (as root): network and IPC namespaces the worker makes for itself
+    # before it drops to its uid, where the kernel allows it (not in Docker's default profile).
+    own_namespaces: bool = False
+    # The seccomp filter (graders/sandbox/seccomp.py): with a sandbox uid, in both levels.
+    seccomp: bool = False
+    # The CPUs the worker is pinned to (and may not leave: the filter refuses sched_setaffinity).
+    cpus: tuple[int, ...] | None = None
+    # Without private mounts: a watcher of what the uid has written, which kills the worker
+    # past Limits.workdir_bytes or workdir_files.
+    space_watch: bool = False
 
     @property
     def full(self) -> bool:
@@ -90,16 +112,63 @@ class Layers:
         rlimits = not self.containment_only or importlib.util.find_spec("resource") is not None
         return {"bwrap": self.bwrap, "sandbox_uid": self.sandbox_uid, "private_mounts": self.private_mounts,
                 "full_isolation": self.full, "level": self.level, "rlimits": rlimits,
-                "audit_hook": not self.containment_only, "note": self.note}
+                "audit_hook": not self.containment_only, "own_namespaces": self.own_namespaces,
+                "seccomp": self.seccomp, "cpus": list(self.cpus) if self.cpus is not None else None,
+                "space_watch": self.space_watch, "note": self.note}
+
+    def confinement(self) -> dict:
+        """What the worker applies to itself before it drops to its uid (graders/sandbox/worker.py)."""
+        return {"unshare": self.own_namespaces, "seccomp": self.seccomp,
+                "cpus": list(self.cpus) if self.cpus is not None else None,
+                # AF_UNIX sockets reach only what a network namespace of its own holds.
+                "allow_unix_sockets": self.bwrap or self.own_namespaces}
 
 
 class IsolationUnavailable(RuntimeError):
     """Instructor grading refused: a layer of the sandbox is missing on this machine."""
 
 
-def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int) -> Layers:
+def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int, slot: int = 0, threads: int = 1) -> Layers:
     """`use_bwrap`: None uses bubblewrap where it works, True requires it, False avoids it.
-    `sandbox_uid`: the uid leased for this worker (used only when the grader is root)."""
+    `sandbox_uid`: the uid leased for this worker (used only when the grader is root), `slot`
+    its place in the pool, which chooses its `threads` CPUs."""
+    layers = _chosen_layers(use_bwrap=use_bwrap, sandbox_uid=sandbox_uid)
+    if layers.sandbox_uid is None:
+        return layers
+    return dataclasses.replace(layers, seccomp=True, cpus=cpus_for(slot, threads),
+                               own_namespaces=not layers.bwrap and namespaces_work(),
+                               space_watch=not layers.private_mounts)
+
+
+def cpus_for(slot: int, threads: int, available: list[int] | None = None) -> tuple[int, ...]:
+    """`threads` of the grader's CPUs for the worker of pool slot `slot`: consecutive slots
+    (the workers of a batch, running at the same time) get different CPUs while there are
+    enough of them."""
+    available = sorted(os.sched_getaffinity(0)) if available is None else available
+    count = max(1, min(threads, len(available)))
+    return tuple(sorted({available[(slot * count + index) % len(available)] for index in range(count)}))
+
+
+CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
+# Asked of a child (root, like the worker before it drops): the namespaces must not be the grader's.
+_UNSHARE_PROBE = ("import ctypes, sys\n"
+                  f"sys.exit(ctypes.CDLL(None, use_errno=True).unshare({CLONE_NEWNET | CLONE_NEWIPC}) != 0)")
+
+
+@functools.lru_cache(maxsize=None)
+def namespaces_work() -> bool:
+    """Whether a root process may make network and IPC namespaces of its own here (not where a
+    seccomp profile forbids unshare, like Docker's default, or without CAP_SYS_ADMIN)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        return subprocess.run([sys.executable, "-I", "-S", "-c", _UNSHARE_PROBE], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _chosen_layers(*, use_bwrap: bool | None, sandbox_uid: int) -> Layers:
     as_root = os.geteuid() == 0
     bwrap = find_bwrap() if use_bwrap is not False else None
     with_bwrap = bwrap is not None and bwrap_works(bwrap, as_root)
@@ -144,9 +213,13 @@ def isolation_problems(level: str = FULL) -> list[tuple[str, str]]:
     if not as_root:
         problems.append(("the grader is not root, so the worker cannot become an unprivileged user of its own "
                          "that the operating system denies every secret", FIX_RUN_AS_ROOT))
+    if not seccomp.supported():
+        problems.append((f"no seccomp filter for this machine's architecture ({platform.machine()}): the worker "
+                         "could open sockets, SysV IPC and keyrings", "grade on x86-64 or aarch64 Linux"))
     if level == FULL or not problems:
         return problems
-    problems = [problem for problem in problems if problem[1] == FIX_RUN_AS_ROOT]  # namespaces: the container's
+    problems = [problem for problem in problems  # namespaces: the container's
+                if problem[1] not in (FIX_INSTALL_BWRAP, FIX_ALLOW_NAMESPACES)]
     if as_root and (unreachable := [path for path in interpreter_paths() if blocking_ancestor(path)]):
         problems.append((f"the worker's uid cannot reach {unreachable[0]} (blocked at "
                          f"{blocking_ancestor(unreachable[0])})", FIX_CONTAINER_PYTHON))
@@ -528,6 +601,91 @@ def copy_submission(source: Path, destination: Path) -> None:
         return result
 
     shutil.copytree(source, destination, ignore=skipped)
+
+
+# ---------------------------------------------------------------------------- the write bound without mounts
+
+SPACE_WATCH_INTERVAL_S = 0.2
+
+
+def space_used(workdir: Path, uid: int, *, max_files: int, pids: list[int] | None = None) -> tuple[int, int]:
+    """(bytes allocated, files) of what a worker of `uid` holds on the machine's disks and
+    memory file systems: its folder, whatever the uid owns in the folders every user may write
+    (uids.SHARED_WRITABLE), and files its processes (`pids`; None: every process of the uid)
+    hold open after removing them (written through a descriptor, they are in no folder).
+    Counting stops past `max_files`."""
+    from . import uids
+
+    used, files = 0, 0
+    # (folder, whether all of it is the worker's): in a shared folder only the uid's entries are.
+    pending = [(str(workdir), True), *((folder, False) for folder in uids.SHARED_WRITABLE if os.path.isdir(folder))]
+    while pending and files <= max_files:
+        folder, all_its = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            its = all_its or info.st_uid == uid
+            if stat.S_ISDIR(info.st_mode) and (its or info.st_mode & stat.S_IWOTH):
+                pending.append((entry.path, its))
+            if its:
+                files += 1
+                used += info.st_blocks * 512
+    for pid in uids.processes_of(uid) if pids is None else pids:
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{descriptor}")
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
+                used += info.st_blocks * 512
+    return used, files
+
+
+class SpaceWatch:
+    """The write bound where there is no size-limited tmpfs (container isolation): a thread that
+    measures, every SPACE_WATCH_INTERVAL_S, what the worker of `uid` has written
+    (`space_used`) and calls `exceeded(reason)` once past `max_bytes` or `max_files`; and
+    `check`, which the grader calls on every reply before it uses it. A worker that writes
+    faster than the watch looks can overshoot by what it writes in one interval, for as long
+    as that interval."""
+
+    def __init__(self, workdir: Path, uid: int, *, max_bytes: int, max_files: int, exceeded) -> None:
+        self.workdir, self.uid, self.max_bytes, self.max_files = workdir, uid, max_bytes, max_files
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="space-watch", daemon=True, args=(exceeded,))
+        self._thread.start()
+
+    def _watch(self, exceeded) -> None:
+        while not self._stopped.wait(SPACE_WATCH_INTERVAL_S):
+            reason = self.check()
+            if reason:
+                exceeded(reason)
+                return
+
+    def check(self, pids: list[int] | None = None) -> str:
+        """Why the worker is past its bound, or "" (open files removed from their folder are
+        looked for in `pids`, every process of the uid by default)."""
+        used, files = space_used(self.workdir, self.uid, max_files=self.max_files, pids=pids)
+        if used <= self.max_bytes and files <= self.max_files:
+            return ""
+        return (f"the student's code wrote past the bound of its writable space ({self.max_bytes // (1 << 20)} MiB, "
+                f"{self.max_files} files): {used // (1 << 20)} MiB, {files}{'+' if files > self.max_files else ''} "
+                "files; the worker was stopped")
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
 
 
 # ---------------------------------------------------------------------------- secrets at the OS level

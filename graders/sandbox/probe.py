@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import glob
 import os
-import socket
 import stat
 from typing import Any
 
@@ -28,14 +27,23 @@ def sandbox_probe(ctx: Any, secret_paths: list) -> dict:
         "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups(),
         "capabilities": {name: int(fields.get(name, "0"), 16) for name in ("CapEff", "CapPrm", "CapAmb")},
         "no_new_privs": fields.get("NoNewPrivs", "").strip() == "1",
+        "seccomp_filters": int(fields.get("Seccomp_filters", "0")),
+        "cpus": sorted(os.sched_getaffinity(0)),
         "space": space,
         "tmp_writable": os.access("/tmp", os.W_OK),
-        "interfaces": sorted(name for _, name in socket.if_nameindex()),
+        "interfaces": _interfaces(),
         "processes_visible": sum(entry.isdigit() for entry in os.listdir("/proc")),
         "secrets_present": [path for path in secret_paths if _visible(path)],
         "gpu_nodes": sorted(glob.glob("/dev/nvidia*")),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
     }
+
+
+def _interfaces() -> list[str]:
+    """The network interfaces of the worker's network namespace, read from /proc: listing them
+    through a socket (if_nameindex) is refused by the worker's seccomp filter."""
+    with open("/proc/net/dev") as table:
+        return sorted(line.split(":", 1)[0].strip() for line in table.readlines()[2:])
 
 
 def _visible(path: str) -> bool:

@@ -5,8 +5,10 @@ Started by `graders.sandbox.client.Worker` as `python -s -m graders.sandbox.work
   1. imports torch, numpy and safetensors (as a module, below); a self-check's worker started
      for a part that preloads (the rubric's `preload`) imports those modules too;
   2. mounts its private, size-limited writable space and copies the submission in (when the
-     grader asks for private mounts: bubblewrap as root), applies its rlimits, forbids gaining
-     privileges, becomes the sandbox user if asked, and arranges to die with the grader;
+     grader asks for private mounts: bubblewrap as root), applies its rlimits, makes network
+     and IPC namespaces of its own and pins itself to its CPUs (as the grader's layers say),
+     forbids gaining privileges, becomes the sandbox user if asked, arranges to die with the
+     grader, and installs its seccomp filter (graders/sandbox/seccomp.py);
      a self-check's worker (`containment_only`) only applies the rlimits the platform has and
      arranges to die with the grader, with nothing Linux-only where it is not there;
   3. imports the harness task modules;
@@ -41,7 +43,7 @@ import safetensors.torch  # noqa: F401  (imported before the audit hook, like to
 import torch
 
 from graders.dependencies import broken_dependency, missing_module
-from graders.sandbox import audit
+from graders.sandbox import audit, seccomp
 from graders.sandbox import tasks  # noqa: F401  (the built-in tasks are always available)
 from graders.assignment import import_package
 from graders.sandbox.harness import TASKS
@@ -50,6 +52,7 @@ from graders.sandbox.protocol import Handle, MessageEncoder, decode, receive_mes
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
 MS_NOSUID, MS_NODEV = 2, 4
 PACKAGE = "submission"
 MAX_MESSAGE_CHARS = 2_000
@@ -87,7 +90,7 @@ def main(argv: list[str]) -> None:
     if containment_only:
         die_with_parent(config["parent_pid"])
     else:
-        harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"])
+        harden_process(run_as=config["run_as"], parent_pid=config["parent_pid"], confinement=config["confinement"])
     torch.set_num_threads(limits.threads)
     torch.set_num_interop_threads(limits.threads)
     for name, folder in config.get("packages", {}).items():
@@ -163,13 +166,20 @@ def mount_tmpfs(target: Path, size: int, files: int, mode: str, uid: int, gid: i
         raise OSError(ctypes.get_errno(), f"mounting the worker's tmpfs on {target} failed")
 
 
-def harden_process(*, run_as: list[int] | None, parent_pid: int | None) -> None:
+def harden_process(*, run_as: list[int] | None, parent_pid: int | None, confinement: dict) -> None:
+    """Everything below fails the start rather than run student code with a layer missing."""
     libc = ctypes.CDLL(None, use_errno=True)
 
     def prctl(option: int, value: int) -> None:
         if libc.prctl(option, value, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
 
+    if confinement["unshare"]:  # as root still: network and SysV IPC of its own, gone with it
+        if libc.unshare(CLONE_NEWNET | CLONE_NEWIPC) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET | CLONE_NEWIPC) failed")
+    if confinement["cpus"] is not None:  # every thread: torch's, started at import, too
+        for thread in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(thread), confinement["cpus"])
     # No setuid binary or file capability can give back what is dropped here.
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if run_as is not None:
@@ -181,6 +191,8 @@ def harden_process(*, run_as: list[int] | None, parent_pid: int | None) -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)  # the grader died before the signal was armed
+    if confinement["seccomp"]:  # last: it refuses sched_setaffinity
+        seccomp.install(allow_unix_sockets=confinement["allow_unix_sockets"])
 
 
 def linux_prctl() -> Callable[..., int] | None:

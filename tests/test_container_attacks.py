@@ -1,0 +1,458 @@
+"""Attacks on container isolation (`--isolation container`: no bubblewrap, root, the worker on a
+uid of its own), and on full isolation where they apply; each with its positive control, the
+same attack with the layer that stops it removed, which must then succeed.
+
+The attacks run as a hostile submission would once past the audit hook (a tripwire that memory
+corruption removes, docs/sandbox.md): in a fresh interpreter the worker starts with a spawner
+captured before the hook was installed (`unaudited`, a harness task of the test's own). What
+holds them is the operating system: the worker's uid, its seccomp filter, its namespaces where
+the kernel allows them, its CPUs, the write bound's watch, and what is ended and removed under
+its uid after it. The container-like machine is test_container_isolation.py's: bubblewrap
+switched off, root, the system's Python."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from graders.atomic import UnsafeOutputFolder, private_output_folder
+from graders.build import REPO_ROOT
+from graders.sandbox import Limits, isolation
+from tests.test_container_isolation import SYSTEM_PYTHON
+from tests.test_wheel_install import clean_environment, linked_venv
+
+AS_ROOT = os.geteuid() == 0
+FULL = AS_ROOT and isolation.find_bwrap() is not None and isolation.bwrap_works(isolation.find_bwrap(), True)
+needs_root = pytest.mark.skipif(not AS_ROOT, reason="the sandbox uids exist only when the grader is root")
+needs_full = pytest.mark.skipif(not FULL, reason="needs bubblewrap and root (bash setup.sh as root installs it)")
+# A corner of the uid space no grade uses (each driver below takes uids of its own in it: tests
+# running side by side must not end each other's workers).
+TEST_UIDS = Limits(call_timeout_s=120, sandbox_uid=1_970_100_000, sandbox_gid=1_970_100_000)
+
+ATTACK_TASKS = '''
+"""The hostile submission's first move, done by the test: a fresh interpreter without the
+audit hook, started through the spawner captured here, before the hook exists."""
+
+import os
+import sys
+from _posixsubprocess import fork_exec
+
+from graders.sandbox.harness import task
+
+
+@task("unaudited")
+def unaudited(ctx, code):
+    python = os.path.realpath(sys.executable).encode()
+    read_end, write_end = os.pipe()
+    error_read, error_write = os.pipe()
+    fork_exec([python, b"-I", b"-S", b"-c", code.encode()], [python], True, (error_write,), None, None,
+              -1, -1, -1, write_end, -1, write_end, error_read, error_write, True, False, -1,
+              None, None, None, -1, None, False)
+    os.close(write_end)
+    os.close(error_write)
+    chunks = []
+    while chunk := os.read(read_end, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace").strip()
+'''
+
+# Runs in the grading process (the container's Python or this one), prints one JSON line.
+DRIVER_PRELUDE = '''
+import dataclasses, json, os, sys, tempfile, time
+from pathlib import Path
+from graders.sandbox import Limits, Worker, uids
+from graders.sandbox.errors import SandboxError
+
+# A pool of the driver's own (and uids of its own, drive's): the next worker gets the slot, the
+# uid, the last one released.
+POOL = Path(tempfile.mkdtemp(prefix="uid-pool-"))
+uids.pool_folder = lambda: POOL
+
+SUBMISSION, TASKS, LEVEL = sys.argv[1], sys.argv[2], sys.argv[3]
+LIMITS = Limits(**json.loads(sys.argv[4]))
+LAYERS = {"seccomp": {"seccomp": False}, "namespaces": {"own_namespaces": False}, "cpus": {"cpus": None},
+          "space_watch": {"space_watch": False}}
+CLEAN_UP = {"keyrings": ("clear_keyrings_of", lambda uid, gid: False),
+            "ipc_sweep": ("remove_ipc_objects_of", lambda uid: 0), "file_sweep": ("remove_files_of", lambda uid: [])}
+ORIGINAL = {attribute: getattr(uids, attribute) for attribute, _ in CLEAN_UP.values()}
+
+
+def worker(*without, limits=None):
+    """A worker of this level with the layers named in `without` removed."""
+    for name, (attribute, stand_in) in CLEAN_UP.items():
+        setattr(uids, attribute, stand_in if name in without else ORIGINAL[attribute])
+    made = Worker(SUBMISSION, limits=limits or LIMITS, isolation_level=LEVEL, task_modules=["attack_tasks"],
+                  packages={"attack_tasks": TASKS}, readable_paths=[TASKS])
+    made.layers = dataclasses.replace(made.layers, **{field: value for name in without
+                                                      for field, value in LAYERS.get(name, {}).items()})
+    return made
+
+
+def attack(made, code):
+    try:
+        return made.task("unaudited", code, timeout=120)
+    except SandboxError as error:
+        return f"{type(error).__name__}: {error}"
+
+
+def restore():
+    for attribute, original in ORIGINAL.items():
+        setattr(uids, attribute, original)
+'''
+
+
+@pytest.fixture(scope="module")
+def container_python():
+    """A Python under /usr that sees this environment's packages and this checkout's grader."""
+    if not AS_ROOT or not SYSTEM_PYTHON.is_file():
+        pytest.skip("needs root and the system's Python 3.11 (a container image has both)")
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != "3.11":
+        pytest.skip("this environment's packages are for another Python")
+    home = Path(tempfile.mkdtemp(prefix="container-attacks-", dir="/var/tmp"))
+    try:
+        home.chmod(0o755)
+        yield linked_venv(home / "venv", base_python=SYSTEM_PYTHON, first=[REPO_ROOT])
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def open_home():
+    """The submission and the test's task package, where every uid may read them."""
+    home = Path(tempfile.mkdtemp(prefix="attacks-", dir="/var/tmp"))
+    home.chmod(0o755)
+    (home / "submission").mkdir()
+    (home / "submission" / "empty.py").write_text("")
+    (home / "attack_tasks").mkdir()
+    (home / "attack_tasks" / "__init__.py").write_text(ATTACK_TASKS)
+    for path in home.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def drive(python, home, program: str, *, level="container", limits: dict | None = None) -> dict:
+    """Run `program` (after DRIVER_PRELUDE) as the grading process at `level`; its last line of
+    output is JSON."""
+    environment = clean_environment(**({isolation.BWRAP_ENVIRONMENT: ""} if level == "container" else {}))
+    base = TEST_UIDS.sandbox_uid + TEST_UIDS.sandbox_slots * (1 + uuid.uuid4().int % 10_000)
+    limits = {"call_timeout_s": 120, "sandbox_uid": base, "sandbox_gid": base, **(limits or {})}
+    done = subprocess.run([str(python), "-c", DRIVER_PRELUDE + textwrap.dedent(program), str(home / "submission"),
+                           str(home / "attack_tasks"), level, json.dumps(limits)],
+                          capture_output=True, text=True, cwd="/", timeout=900, env=environment)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------- network
+
+@pytest.fixture
+def listeners():
+    """A TCP listener on the machine's loopback and an abstract AF_UNIX one (no file, no
+    permissions: any process of the same network namespace may connect)."""
+    tcp = socket.create_server(("127.0.0.1", 0))
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"\0grader-test-{uuid.uuid4().hex}"
+    abstract.bind(name)
+    abstract.listen()
+    reached = []
+
+    def accept(server, kind):
+        server.settimeout(600)
+        try:
+            while True:
+                connection, _ = server.accept()
+                reached.append(kind)
+                connection.close()
+        except OSError:
+            pass
+
+    for server, kind in ((tcp, "tcp"), (abstract, "unix")):
+        threading.Thread(target=accept, args=(server, kind), daemon=True).start()
+    yield tcp.getsockname()[1], name[1:]
+    tcp.close()
+    abstract.close()
+
+
+CONNECT = '''
+import socket
+for kind, family, address in (("tcp", socket.AF_INET, ("127.0.0.1", {port})), ("unix", socket.AF_UNIX, "\\0{name}")):
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(address)
+        print(kind, "reached")
+    except OSError as error:
+        print(kind, "refused", error.errno)
+'''
+
+
+def test_the_worker_reaches_no_listener_on_the_machine(container_python, open_home, listeners):
+    port, name = listeners
+    code = CONNECT.format(port=port, name=name)
+    found = drive(container_python, open_home, f'''
+        found = {{}}
+        for without in ((), ("namespaces",), ("seccomp",), ("namespaces", "seccomp")):
+            with worker(*without) as made:
+                found[" ".join(without) or "all"] = attack(made, {code!r})
+        print(json.dumps(found))
+    ''')
+    for layers in ("all", "namespaces", "seccomp"):  # each layer holds alone
+        assert "reached" not in found[layers], (layers, found[layers])
+    assert "tcp refused 1" in found["namespaces"] and "unix refused 1" in found["namespaces"]  # seccomp: EPERM
+    assert found["namespaces seccomp"].splitlines() == ["tcp reached", "unix reached"]  # positive control
+
+
+# ---------------------------------------------------------------------------- what outlives a worker
+
+LEAVE_BEHIND = '''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall(250, 1, None)  # a session keyring of its own (the worker's is the grader's)...
+libc.syscall(250, 8, -4, -3)  # ...holding the user keyring, whose keys it then possesses
+segment = libc.shmget(0x6a7b, 4096, 0o1666)  # IPC_CREAT | 0666
+key = libc.syscall(248, b"user", b"grader-test", b"the token", 9, -4)  # add_key into the user keyring
+libc.syscall(250, 5, key, 0x3F3F0000)  # KEYCTL_SETPERM: every process of the uid may read it
+written = []
+for folder in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock"):
+    try:
+        with open(os.path.join(folder, "grader-test-{marker}"), "w") as left:
+            left.write("for the next student")
+        written.append(folder)
+    except OSError:
+        pass
+print("segment", segment, "key", key, "files", len(written))
+'''
+
+FIND_LEFTOVERS = '''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall(250, 1, None)
+libc.syscall(250, 8, -4, -3)
+key = libc.syscall(250, 10, -4, b"user", b"grader-test", 0)  # KEYCTL_SEARCH in the user keyring
+token = ctypes.create_string_buffer(64)
+read = libc.syscall(250, 11, key, token, 64) if key > 0 else -1  # KEYCTL_READ
+print(json.dumps({"segment": libc.shmget(0x6a7b, 0, 0) >= 0, "token": token.value.decode() if read > 0 else None}))
+'''
+
+
+def _leftover_program(marker: str, without: tuple[str, ...]) -> str:
+    """Two students on one uid slot: the first leaves what it can, the second looks for it."""
+    leave = LEAVE_BEHIND.format(marker=marker)
+    find = "import json\n" + FIND_LEFTOVERS
+    return f'''
+        first = worker(*{without!r})
+        uid = first.layers.sandbox_uid
+        left = attack(first, {leave!r})
+        first.close()
+        files = [f for f in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+                 if os.path.exists(os.path.join(f, "grader-test-{marker}"))]
+        with worker(*{without!r}) as second:
+            same_uid = second.layers.sandbox_uid == uid
+            found = json.loads(attack(second, {find!r}).splitlines()[-1])
+        restore()
+        uids.end_everything_of(uid, uid)
+        print(json.dumps({{"left": left, "files": files, "same_uid": same_uid, **found}}))
+    '''
+
+
+LEFTOVER_LAYERS = ("seccomp", "namespaces", "keyrings", "ipc_sweep", "file_sweep")
+
+
+def test_nothing_a_worker_leaves_reaches_the_next_student_on_its_uid(container_python, open_home):
+    marker = uuid.uuid4().hex
+    held = drive(container_python, open_home, _leftover_program(marker, ()))
+    assert held["same_uid"], "another grade took the slot in between: run again"
+    assert "segment -1 key -1" in held["left"]  # the filter refuses both
+    assert (held["files"], held["segment"], held["token"]) == ([], False, None)
+    # Without the filter: the namespaces and what is ended after the worker hold.
+    cleaned = drive(container_python, open_home, _leftover_program(marker, ("seccomp",)))
+    assert "key -1" not in cleaned["left"] and "files 4" in cleaned["left"]
+    assert (cleaned["files"], cleaned["segment"], cleaned["token"]) == ([], False, None)
+    control = drive(container_python, open_home, _leftover_program(marker, LEFTOVER_LAYERS))
+    assert control["same_uid"], "another grade took the slot in between: run again"
+    assert len(control["files"]) == 4 and control["segment"] and control["token"] == "the token"
+
+
+@needs_full
+def test_under_bubblewrap_too_no_keyring_key_reaches_the_next_student():
+    """bubblewrap as root makes no user namespace: a uid's user keyring outlives its workers
+    there too; the seccomp filter (and clearing, where the uid can run the interpreter) holds."""
+    home = Path(tempfile.mkdtemp(prefix="attacks-full-"))
+    home.chmod(0o755)  # bound into the worker's file system as it is: its uid reads the tasks
+    try:
+        (home / "submission").mkdir()
+        (home / "attack_tasks").mkdir()
+        (home / "attack_tasks" / "__init__.py").write_text(ATTACK_TASKS)
+        marker = uuid.uuid4().hex
+        held = drive(sys.executable, home, _leftover_program(marker, ()), level="full")
+        assert held["same_uid"], "another grade took the slot in between: run again"
+        assert "key -1" in held["left"] and held["token"] is None
+        control = drive(sys.executable, home, _leftover_program(marker, ("seccomp", "keyrings")), level="full")
+        assert control["same_uid"], "another grade took the slot in between: run again"
+        assert control["token"] == "the token" and control["files"] == []  # its /tmp was bubblewrap's
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- bounds
+
+WRITE_A_LOT = '''
+import os
+written = files = 0
+try:
+    for index in range(16):
+        folder = "/tmp" if index % 2 else "."
+        with open(os.path.join(folder, "grader-test-big-{marker}-%d" % index), "wb") as big:
+            for _ in range(8):
+                big.write(b"x" * (1 << 20))
+                written += 1 << 20
+    os.makedirs("many", exist_ok=True)
+    for index in range(3000):
+        open(os.path.join("many", str(index)), "w").close()
+        files += 1
+    print("wrote", written >> 20, "MiB", files, "files")
+except OSError as error:
+    print("stopped", error)
+'''
+
+
+def test_what_a_worker_writes_is_bounded_without_a_tmpfs(container_python, open_home):
+    found = drive(container_python, open_home, f'''
+        found = {{}}
+        for without in ((), ("space_watch",)):
+            with worker(*without) as made:
+                found[" ".join(without) or "all"] = attack(made, {WRITE_A_LOT.format(marker=uuid.uuid4().hex)!r})
+        print(json.dumps(found))
+    ''', limits={"workdir_bytes": 32 << 20, "workdir_files": 500})
+    assert found["all"].startswith("WorkerCrashed") and "bound of its writable space (32 MiB, 500 files)" in found["all"]
+    assert found["space_watch"] == "wrote 128 MiB 3000 files"  # positive control
+
+
+AFFINITY = '''
+import os, threading
+everything = set(range(os.cpu_count()))
+seen = []
+def spin():
+    try:
+        os.sched_setaffinity(0, everything)
+    except OSError:
+        pass
+    seen.append(sorted(os.sched_getaffinity(0)))
+threads = [threading.Thread(target=spin) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(sorted(set(map(tuple, seen))))
+'''
+
+
+def test_a_worker_keeps_to_its_cpus_whatever_it_starts(container_python, open_home):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing to bound")
+    found = drive(container_python, open_home, f'''
+        found = {{}}
+        for without in ((), ("cpus", "seccomp")):
+            with worker(*without) as made:
+                found[" ".join(without) or "all"] = [attack(made, {AFFINITY!r}), made.layers.cpus]
+        print(json.dumps(found))
+    ''')
+    output, cpus = found["all"]
+    assert cpus is not None and len(cpus) == 1 and output == str([tuple(cpus)])
+    everything = tuple(range(os.cpu_count()))
+    assert found["cpus seccomp"][0] == str([everything])  # positive control
+
+
+# ---------------------------------------------------------------------------- the grader's outputs
+
+def _as_uid(uid, command):
+    return subprocess.run(command, user=uid, group=uid, extra_groups=[], capture_output=True, text=True, cwd="/",
+                          timeout=30)
+
+
+@pytest.fixture
+def shared_parent():
+    """A folder like /tmp: every user may write it, only an entry's owner may rename it."""
+    folder = Path(tempfile.mkdtemp(prefix="shared-"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@needs_root
+def test_an_output_folder_a_sandbox_uid_made_first_is_refused(shared_parent):
+    uid = TEST_UIDS.sandbox_uid + 7
+    out = shared_parent / "out"
+    made = _as_uid(uid, ["/bin/sh", "-c", f"mkdir -m 777 {out}"])
+    assert made.returncode == 0, made.stderr
+    with pytest.raises(UnsafeOutputFolder, match="not a folder of the grader's user"):
+        private_output_folder(out, untrusted_uids=TEST_UIDS.sandbox_uids)
+    # Positive control: a folder taken as it is (mkdir -p) stays the student's to rewrite.
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text('{"score": 0}')
+    forged = _as_uid(uid, ["/bin/sh", "-c", f"echo '{{\"score\": 16}}' > {out}/forged && mv {out}/forged "
+                                            f"{out}/results.json"])
+    assert forged.returncode == 0 and "16" in (out / "results.json").read_text()
+
+
+@needs_root
+def test_an_output_folder_the_grader_makes_no_sandbox_uid_can_open(shared_parent):
+    uid = TEST_UIDS.sandbox_uid + 7
+    out = private_output_folder(shared_parent / "new" / "out", untrusted_uids=TEST_UIDS.sandbox_uids)
+    (out / "results.json").write_text('{"score": 0}')
+    assert oct(out.stat().st_mode & 0o777) == "0o700" and out.stat().st_uid == os.geteuid()
+    for command in (f"cat {out}/results.json", f"ls {out}", f"touch {out}/forged"):
+        assert _as_uid(uid, ["/bin/sh", "-c", command]).returncode != 0, command
+    # The grader's own folder from before is closed again; a folder under one anybody may
+    # rewrite, or a link of another user on the way, is refused.
+    out.chmod(0o755)
+    assert oct(private_output_folder(out).stat().st_mode & 0o777) == "0o700"
+    open_parent = shared_parent / "open"
+    open_parent.mkdir(mode=0o777)
+    open_parent.chmod(0o777)
+    with pytest.raises(UnsafeOutputFolder, match="writable by every user"):
+        private_output_folder(open_parent / "out")
+    link = shared_parent / "link"
+    _as_uid(uid, ["/bin/ln", "-s", str(shared_parent / "new"), str(link)])
+    with pytest.raises(UnsafeOutputFolder, match="a link of another user"):
+        private_output_folder(link / "out")
+
+
+@needs_root
+def test_the_cli_refuses_an_output_folder_a_sandbox_uid_made(shared_parent):
+    out = shared_parent / "out"
+    assert _as_uid(Limits().sandbox_uid + 9, ["/bin/mkdir", "-m", "777", str(out)]).returncode == 0
+    example = REPO_ROOT / "fixtures" / "bert" / "submissions" / "seed004_student"
+    refused = subprocess.run([sys.executable, "-m", "graders.cli", str(example), "--out", str(out), "--parts",
+                              "attention", "--unsafe-no-sandbox"], capture_output=True, text=True, timeout=300,
+                             cwd=REPO_ROOT)
+    assert refused.returncode == 2 and "not a folder of the grader's user" in refused.stderr
+    assert list(out.iterdir()) == []
+
+
+@needs_root
+def test_in_a_batch_no_worker_opens_another_students_results(shared_parent):
+    """`--jobs 2`, first run: a batch's output folder is made before any worker starts, and no
+    sandbox uid can enter it. Positive control: the folder as `mkdir -p` made it before."""
+    from graders.grading import write_results
+
+    uid = TEST_UIDS.sandbox_uid + 11
+    for out, private in ((shared_parent / "batch", True), (shared_parent / "batch-as-before", False)):
+        if private:
+            private_output_folder(out, untrusted_uids=TEST_UIDS.sandbox_uids)
+        else:
+            out.mkdir()
+        results = {"status": "graded", "score": 1, "max_score": 2, "reference_answers": "the rubric"}
+        path = write_results(results, out / "submissions" / "alice")
+        read = _as_uid(uid, ["/bin/cat", str(path)])
+        assert (read.returncode != 0) == private, (out, read.stdout[:200])
