@@ -1,7 +1,6 @@
 """The `grade` command itself: `--version`, every command's help naming --assignment, and Ctrl-C
 ending a grade with one line and the shell's status instead of a traceback."""
 
-import os
 import signal
 import subprocess
 import sys
