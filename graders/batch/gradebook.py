@@ -109,9 +109,9 @@ def gradebook_rows(rows: list[dict], rubric=None) -> tuple[list[str], list[list[
 
 
 def _isolation_cell(results: dict) -> str:
-    """How isolated the student's code ran: empty when grading never ran it (an error: a node that
-    cannot isolate is an error, never "full")."""
-    if store.outcome_of(results) == store.ERROR:
+    """How isolated the student's code ran: empty when grading never ran it (a rejected submission;
+    an error: a node that cannot isolate is an error, never "full")."""
+    if store.outcome_of(results) != store.GRADED:
         return ""
     if isolation_warning(results):
         return "NOT ISOLATED"
@@ -228,7 +228,8 @@ def summary_view(rows: list[dict]) -> dict:
     not_graded = [{"id": r["student_id"], "status": store.outcome_of(r["results"]),
                    "reason": str(r["results"].get("reason") or "")[:500]} for r in rows
                   if store.outcome_of(r["results"]) != store.GRADED]
-    lowest = sorted(((r["student_id"], _number(r["results"].get("score"))) for r in graded), key=lambda t: t[1])[:10]
+    lowest = [(sid, _fmt(score)) for sid, score in
+              sorted(((r["student_id"], _number(r["results"].get("score"))) for r in graded), key=lambda t: t[1])[:10]]
     pending = sum(1 for r in graded for p in r["results"].get("parts") or [] for c in p.get("checks") or []
                   if c.get("status") == MANUAL)
     flagged = [{"id": r["student_id"], "count": count, "kinds": ", ".join(kinds)}
@@ -354,7 +355,7 @@ review, not a penalty (no points depend on it). Each report lists its flags at t
 {% else %}<tr><td colspan="3">none</td></tr>{% endfor %}</table></div>
 <h2>Lowest totals</h2>
 <div class="table-scroll"><table><tr><th>student</th><th>total</th></tr>
-{% for sid, score in v.lowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ "%g"|format(score) }}</td></tr>{% endfor %}</table></div>
+{% for sid, score in v.lowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ score }}</td></tr>{% endfor %}</table></div>
 <h2>Slowest submissions</h2>
 <div class="table-scroll"><table><tr><th>student</th><th>seconds</th></tr>
 {% for sid, seconds in v.slowest %}<tr><td><a href="submissions/{{ sid|urlencode }}/report.html">{{ sid }}</a></td><td class="n">{{ "%.1f"|format(seconds) }}</td></tr>{% endfor %}</table></div>
