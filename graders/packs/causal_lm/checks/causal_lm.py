@@ -99,7 +99,9 @@ def _model(ctx, config):
 
 
 def _causal_mask(T):
-    return torch.triu(torch.full((T, T), float("-inf")), diagonal=1)
+    # built from the boolean pattern, not as the solution writes it: this file ships in the bundle
+    above = torch.ones(T, T, dtype=torch.bool).triu(1)
+    return torch.zeros(T, T).masked_fill(above, float("-inf"))
 
 
 def _mask_function_right(ctx, T):
