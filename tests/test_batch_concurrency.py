@@ -55,7 +55,7 @@ def test_concurrency_changes_no_score(tmp_path):
     # The reference and the seed-004 student, fine-tuned on the smoke set (the shipped small set,
     # no --imdb): the part that shares a feature cache and a device between jobs. A fresh cache
     # for each run, so the jobs at --jobs 2 race to build it. A budget that never binds: a loaded
-    # machine stopped smoke mode's 120 s after one epoch, and a stop by time is the one way the
+    # machine stopped smoke mode's budget (then 120 s) after one epoch, and a stop by time is the one way the
     # machine's load may change a score.
     subs = tmp_path / "subs"
     shutil.copytree(REFERENCE_DIR, subs / "reference", ignore=shutil.ignore_patterns("__pycache__"))

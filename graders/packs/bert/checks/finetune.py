@@ -30,7 +30,7 @@ FULL_BUDGET_S = 600.0
 # same score on any machine: the budget is only a cap for a runaway loop, never the usual stop.
 # The small set has 400 training reviews: batch size 16 gives 25 optimizer steps an epoch.
 SMOKE_OVERRIDES = {"batch_size": 16, "n_epochs": 4}
-SMOKE_BUDGET_S = 120.0
+SMOKE_BUDGET_S = 600.0
 SMOKE_PROBE_REVIEWS = 64  # the reviews evaluate() is observed on each epoch (the whole set otherwise)
 # Above chance by a wide margin on 200 validation reviews (chance is 50% +- 3.5%), reached by
 # any sane model in four epochs.
