@@ -854,6 +854,8 @@ def loss_on_selected(ctx):
     probe = probe_step(ctx, text, V, ctx.seed)
     loss = probe.loss
     forms = {name: float(value) for name, (value, _) in probe.loss_forms().items()}
+    if not forms["selected"] > NO_STEP:  # labels the stand-in already predicts: no loss to tell a step by
+        raise CheckFailed(_unseen_step(probe))
     expected_step = probe.steps()["selected"]
     stepped = not _unchanged(probe) or not abs(expected_step) > NO_STEP  # a step of 0 is the right one
     if math.isclose(loss, forms["selected"], rel_tol=1e-4, abs_tol=1e-6) and stepped:
