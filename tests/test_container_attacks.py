@@ -82,7 +82,8 @@ LIMITS = Limits(**json.loads(sys.argv[4]))
 LAYERS = {"seccomp": {"seccomp": False}, "namespaces": {"own_namespaces": False}, "cpus": {"cpus": None},
           "space_watch": {"space_watch": False}}
 CLEAN_UP = {"keyrings": ("clear_keyrings_of", lambda uid, gid: False),
-            "ipc_sweep": ("remove_ipc_objects_of", lambda uid: 0), "file_sweep": ("remove_files_of", lambda uid: [])}
+            "ipc_sweep": ("remove_ipc_objects_of", lambda uid: 0), "file_sweep": ("remove_files_of", lambda uid: []),
+            "process_kill": ("kill_processes_of", lambda uid, gid=None: 0)}
 ORIGINAL = {attribute: getattr(uids, attribute) for attribute, _ in CLEAN_UP.values()}
 
 
@@ -302,6 +303,79 @@ def test_under_bubblewrap_too_no_keyring_key_reaches_the_next_student():
         assert control["token"] == "the token" and control["files"] == []  # its /tmp was bubblewrap's
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+PID_CHURN = '''
+import os, time
+if os.fork() == 0:
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
+    os.setsid()
+    while True:  # a new pid every few milliseconds: never where a scan of /proc looks
+        try:
+            if os.fork():
+                os._exit(0)
+            with open(BEAT, "a") as beat:  # a heartbeat the test can see
+                beat.write(".")
+        except OSError:
+            pass
+        time.sleep(0.002)
+print("churning")
+'''
+
+# The churn's heartbeat goes to a file of root's that every uid may write (no sweep of the uid's
+# files removes it): growing means alive. The driver's own clean-up, whatever the grader did, is
+# kill(-1) as the uid from a process that needs no exec.
+CHURN_TOOLS = '''
+import signal
+def heartbeat(name):
+    beat = Path(TASKS).parent / name
+    beat.write_text("")
+    beat.chmod(0o666)
+    return str(beat)
+
+def churn_left(beat):
+    before = os.path.getsize(beat)
+    time.sleep(0.5)
+    return os.path.getsize(beat) > before
+
+def end_the_churn(uid, beat):
+    for _ in range(20):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([]); os.setresgid(uid, uid, uid); os.setresuid(uid, uid, uid)
+                for _ in range(100):
+                    os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        if not churn_left(beat):
+            return
+'''
+
+
+def test_a_process_that_changes_its_pid_does_not_outlive_its_worker(container_python, open_home):
+    """A double fork, then a loop that forks and exits: its pid changes every few
+    milliseconds and no process group or session holds it. Killed with its worker's uid."""
+    found = drive(container_python, open_home, CHURN_TOOLS + textwrap.dedent(f'''
+        found = {{}}
+        for without in ((), ("process_kill",)):
+            made = worker(*without)
+            uid, beat = made.layers.sandbox_uid, heartbeat("beat-" + "-".join(without))
+            said = attack(made, {PID_CHURN!r}.replace("BEAT", repr(beat)))
+            beating = churn_left(beat)
+            made.close()
+            found[" ".join(without) or "all"] = [said, beating, churn_left(beat)]
+            end_the_churn(uid, beat)
+            found[" ".join(without) or "all"].append(churn_left(beat))
+        print(json.dumps(found))
+    '''))
+    assert found["all"] == ["churning", True, False, False], found["all"]
+    said, beating, left, after_cleaning = found["process_kill"]
+    assert said == "churning" and beating and left, found  # positive control: the churn outlives its worker
+    assert not after_cleaning, "the test could not end its own churn: kill the uid's processes by hand"
 
 
 # ---------------------------------------------------------------------------- bounds

@@ -120,15 +120,15 @@ def processes_of(uid: int) -> list[int]:
 
 
 def kill_processes_of(uid: int, gid: int | None = None) -> int:
-    """SIGKILL every process of `uid`; returns how many were alive before. A process of the uid
-    itself calls kill(-1, SIGKILL), which signals every process the caller may signal (those of
-    its uid) but itself in one pass of the kernel's process list, under a lock that fork takes
-    too: no process of the uid is created while it runs. It repeats until none is left
-    (kill(-1) then fails with ESRCH). Where that process cannot start (the uid is at its
-    grader's process limit), the /proc scan is the fallback, round after round."""
+    """SIGKILL every process of `uid`; returns how many a scan of /proc saw alive before. A
+    process of the uid itself calls kill(-1, SIGKILL), which signals every process the caller
+    may signal (those of its uid) but itself in one pass of the kernel's process list, under a
+    lock that fork takes too: no process of the uid is created while it runs. It repeats until
+    none is left (kill(-1) then fails with ESRCH). It runs whatever the scan saw: a process that
+    changes its pid every millisecond is never where the scan looks. Where that process cannot
+    start (the uid is at its grader's process limit), the /proc scan is the fallback, round
+    after round."""
     alive = len(processes_of(uid))
-    if not alive:
-        return 0
     try:
         subprocess.run(_KILL_COMMAND, user=uid, group=uid if gid is None else gid, extra_groups=[],
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -280,6 +280,7 @@ def end_everything_of(uid: int, gid: int) -> dict:
     """After a worker of `uid`, and before the next on its slot: its processes killed and reaped,
     then (no process of it left to make more) its keyrings, IPC objects and shared files
     removed."""
+    reap_orphans_of(uid)  # zombies count against the uid's process limit, which the killer needs room in
     killed = kill_processes_of(uid, gid)
     reap_orphans_of(uid)
     keyrings = clear_keyrings_of(uid, gid)
