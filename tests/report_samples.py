@@ -456,7 +456,8 @@ def shown_summary_line(check):
     """What the report must show for a failing check: its diagnosis or message, or for a check
     that shows nothing of the student's work (an untouched function, a missing module, a blank
     written answer), the one line that says so."""
-    from graders.reports.html import not_attempted_label
+    from graders.reports.html import not_attempted_label, visible_text
     from graders.reports.summary import check_summary_line
 
-    return not_attempted_label(check) or check_summary_line(check)
+    # as written on the page: a control character the student's code put there shows as U+FFFD
+    return visible_text(not_attempted_label(check) or check_summary_line(check))

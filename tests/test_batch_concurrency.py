@@ -68,5 +68,5 @@ def test_concurrency_changes_no_score(tmp_path):
         assert cmd_batch(argv, "bert") == 0
         scores[jobs] = _scores(out)
     assert sorted(scores[1]) == ["reference", "seed004"]
-    assert scores[1]["reference"][0] > 0
+    assert sum(score for _, score, _ in scores[1]["reference"][1]) > 0  # smoke mode's points are provisional
     assert scores[1] == scores[2]

@@ -73,13 +73,26 @@ def test_a_wrong_count_says_what_it_added_up(tmp_path):
                   "return sum(t.numel() for t in module.state_dict().values())"),)
     result = _grade(tmp_path, CAUSAL_LM, "causal_lm.count_parameters", edits)
     assert result.status == "failed" and result.diagnosis == "count_from_state_dict"
-    assert "frozen parameters and" in result.message and "of buffers (the positional table)" in result.message
+    assert "on 2 modules it counted the elements of the whole state_dict, frozen parameters and buffers" in result.message
 
 
-def test_the_probe_count_is_taken_apart():
+class _NoSecondProbe:
+    """A context whose worker builds no second probe module: the counts given are all there is."""
+
+    class student:
+        @staticmethod
+        def task(*args):
+            raise CHECKS.StudentError("RuntimeError", "no worker here", "")
+
+
+def test_a_mistake_is_named_only_when_it_alone_gives_every_count():
     # Sequential(Linear(4, 3), Linear(3, 2)), layer 0 frozen, a buffer of 100: 15 + 8 + 100
-    said, diagnosis = CHECKS._probe_count((4, 3, 2), 1, 15 + 8 + 100)
-    assert diagnosis == "count_from_state_dict" and "layer 0 Linear(4, 3) (15, frozen)" in said and "table (100)" in said
-    assert CHECKS._probe_count((4, 3, 2), 1, 15 + 8)[1] == "count_includes_frozen"
-    assert CHECKS._probe_count((4, 3, 2), 1, 0)[1] == "count_state_dict_requires_grad"
-    assert CHECKS._probe_count((4, 3, 2), 1, 8 + 100)[1] == "parameter_count_off"  # the buffer, not the frozen layer
+    def named(got):
+        return CHECKS._count_mistake(_NoSecondProbe, [(CHECKS._probe_counts((4, 3, 2), 1), got)], (4, 3, 2), 1)
+
+    diagnosis, said = named(15 + 8 + 100)
+    assert diagnosis == "count_from_state_dict" and "(123 where 8 is right)" in said
+    assert named(15 + 8)[0] == "count_includes_frozen"
+    assert named(0)[0] == "count_state_dict_requires_grad"
+    diagnosis, said = named(8 + 100)  # the buffer, not the frozen layer: no mistake of the list gives it
+    assert diagnosis is None and said == " (counts seen: 108 where 8 is right)"

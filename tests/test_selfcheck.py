@@ -221,9 +221,10 @@ def test_template_exits_one(tmp_path):
 
 
 def test_bad_usage_exits_two(tmp_path, capsys):
-    assert cmd_check(["no_such_part", "--path", str(tmp_path)]) == 2
+    # An empty folder belongs to no homework by its files: the student's kit names its own.
+    assert cmd_check(["no_such_part", "--path", str(tmp_path)], "bert") == 2
     assert "unknown part no_such_part" in capsys.readouterr().err
-    assert cmd_check(["attention", "--path", str(tmp_path)]) == 2  # an empty folder: no module files
+    assert cmd_check(["attention", "--path", str(tmp_path)], "bert") == 2  # no module files
     assert "attention.py" in capsys.readouterr().err
 
 

@@ -564,10 +564,13 @@ def dataset_shifted(ctx):
             ids_t = torch.tensor(ids)
             if not (torch.equal(x.long(), ids_t[:-1]) and torch.equal(y.long(), ids_t[1:])):
                 shift = _shift_between(x, y, ids)
+                seen = f": Y is X shifted by {shift}" if shift is not None else ""
+                if shift is None:  # too short a sentence to show a shift: a longer one of distinct tokens may
+                    shift = _shift_on_a_long_sentence(ctx)
+                    seen = f"; on {LONG_SENTENCE} Y is X shifted by {shift}" if shift is not None else ""
                 raise CheckFailed(
                     f"sentence {ids}: expected X = {ids[:-1]}, Y = {ids[1:]}; got X = {x.tolist()}, Y = {y.tolist()}"
-                    + (f": Y is X shifted by {shift}" if shift is not None else ""),
-                    diagnosis="dataset_not_shifted" if shift is not None else None,
+                    + seen, diagnosis="dataset_not_shifted" if shift is not None else None,
                 )
             if x.dtype != torch.long or y.dtype != torch.long:
                 raise CheckFailed(f"X and Y must be long tensors (token ids), got {x.dtype} and {y.dtype}",
@@ -611,6 +614,21 @@ def _shift_between(x, y, ids):
 
     shifts = {b - a for a in starts(x) for b in starts(y)} - {1}
     return min(shifts, key=abs) if shifts else None
+
+
+LONG_SENTENCE = list(range(2, 12))  # distinct tokens: any run of it is found at one place only
+
+
+def _shift_on_a_long_sentence(ctx):
+    """The shift between the student's X and Y of LONG_SENTENCE, or None (none, or no pair)."""
+    try:
+        item = ctx.student.call(ctx.student.construct(MODULE, "LanguageModelingDataset", [LONG_SENTENCE]),
+                                "__getitem__", 0)
+    except StudentError:
+        return None
+    if not isinstance(item, (tuple, list)) or len(item) != 2 or not all(isinstance(t, torch.Tensor) for t in item):
+        return None
+    return _shift_between(item[0], item[1], LONG_SENTENCE)
 
 
 def _drops_two_tokens(ctx):
