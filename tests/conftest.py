@@ -6,6 +6,8 @@ run in one process, in file order. A module whose tests share a module-scoped fi
 so that the fixture is set up once; so is each module that uses something beyond its process.
 """
 
+import os
+
 import pytest
 import torch
 
@@ -18,6 +20,18 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one process a usable core (a container's CPU quota counted: its affinity may
+    list every core of the host), and none beyond what memory holds at 3 GiB a process."""
+    from graders.batch.concurrency import usable_cores
+
+    try:
+        memory_gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (ValueError, OSError, AttributeError):
+        memory_gib = 3.0
+    return max(1, min(usable_cores(), int(memory_gib // 3)))
 
 
 def pytest_configure(config):

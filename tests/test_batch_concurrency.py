@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from graders.batch.cli import cmd_batch
-from graders.batch.concurrency import GPU_MIB_PER_JOB, choose
+from graders.batch.concurrency import GPU_MIB_PER_JOB, cgroup_cpu_quota, choose, usable_cores
 from tests.course import REFERENCE_DIR
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,6 +48,22 @@ def _scores(out: Path) -> dict:
         scores[path.parent.name] = (results["score"], [(check["id"], check["score"], check["status"])
                                                        for part in results["parts"] for check in part["checks"]])
     return scores
+
+
+@pytest.mark.parametrize("files, quota", [
+    ({"cpu.max": "200000 100000\n"}, 2.0),  # cgroup v2: a container given 2 CPUs
+    ({"cpu.max": "max 100000\n"}, None),  # v2, no quota
+    ({"cpu/cpu.cfs_quota_us": "150000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1.5),  # cgroup v1
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),  # v1, no quota
+    ({}, None),  # no cgroup file system
+], ids=["v2", "v2-max", "v1", "v1-none", "none"])
+def test_a_containers_cpu_quota_bounds_the_cores_it_counts(tmp_path, files, quota):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_cpu_quota(str(tmp_path)) == quota
+    unbounded = usable_cores(str(tmp_path / "nothing"))
+    assert usable_cores(str(tmp_path)) == (max(1, min(unbounded, int(quota))) if quota else unbounded)
 
 
 @pytest.mark.slow

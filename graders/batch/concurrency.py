@@ -26,12 +26,38 @@ class Concurrency:
     reason: str
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (a container's or a Slurm allocation's affinity), not the machine's."""
+def usable_cores(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The cores this process may run on, not the machine's: its affinity (a Slurm allocation's,
+    a container's cpuset), bounded by its cgroup's CPU quota (a container given 2 CPUs of a
+    64-core host sees 64 in its affinity)."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cores = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # macOS has no affinity
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_quota(cgroup_root)
+    return max(1, min(cores, int(quota))) if quota is not None else cores
+
+
+def cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> float | None:
+    """CPUs' worth of time this process's cgroup may use, or None (no quota, or not Linux):
+    cgroup v2's cpu.max (`quota period`), else v1's cpu.cfs_quota_us over cpu.cfs_period_us."""
+    def read(name):
+        try:
+            with open(os.path.join(root, name)) as file:
+                return file.read().split()
+        except (OSError, ValueError):
+            return None
+
+    v2 = read("cpu.max")
+    if v2 and len(v2) == 2 and v2[0] != "max":
+        quota, period = v2
+    else:
+        quota, period = (read("cpu/cpu.cfs_quota_us") or [None])[0], (read("cpu/cpu.cfs_period_us") or [None])[0]
+    try:
+        quota, period = int(quota), int(period)
+    except (TypeError, ValueError):
+        return None
+    return quota / period if quota > 0 and period > 0 else None
 
 
 def gpu_memory_mib() -> dict[str, int]:
