@@ -206,7 +206,20 @@ def test_mutation_score():
 
 
 # Catalogue entries no mutant earns yet, and why: left out of the pairs, listed here so they show.
+_ONLY_MUTANT = "the one mutant that earns it is the only one failing {check}: no mutant yet fails that check with another cause"
+_NOT_REGRADED = ("given by finetune.accuracy (from what its training loop is seen doing), a part the mutants are not "
+                 "regraded in (NOT_REGRADED): tests/test_finetune_check.py grades those loops")
 UNPAIRED = {
+    ("bert", "pe_not_added"): "a table built and never added leaves the input as it is, which the gate of "
+                              "positional_encoding.buffer rightly calls degenerate (a no-op earns nothing there): its "
+                              "mutant would earn degenerate_output beside it, which the suite forbids a realistic mistake",
+    ("bert", "mlm_wrong_rate"): _ONLY_MUTANT.format(check="pretraining.selection_rate"),
+    ("bert", "mlm_selects_padding"): _ONLY_MUTANT.format(check="pretraining.padding_never_selected"),
+    ("bert", "mlm_order_dependent"): _ONLY_MUTANT.format(check="pretraining.category_independent"),
+    ("bert", "mlm_labels_mismatch"): "no mutant yet builds the labels and the masked text from two different selections",
+    ("bert", "accuracy_mismatch"): _NOT_REGRADED,
+    ("bert", "evaluate_grad_enabled"): _NOT_REGRADED + " (sentiment.evaluate_mode quotes the harness's watch of it, "
+                                       "never scores it)",
     ("gpt", "top_k_out_of_range"): "an exception of torch.topk asked for more values than its axis holds: the "
                                    "sampling checks draw 6 tokens or more with k <= 4, so only top-k over another "
                                    "axis raises it, and no mutant of the reference does so reproducibly yet",

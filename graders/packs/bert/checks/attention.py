@@ -168,9 +168,13 @@ def _compare_with_reference(ctx, ex, mask):
 
 def _diagnose_full_mask(ctx, ex, mask, weights):
     """The mask mistake whose weights equal the student's under a mask broadcastable to (B, H, T, T):
-    the mask read with the opposite polarity, not applied, applied after the softmax, or filled with 0."""
+    the mask read with the opposite polarity, not applied, applied after the softmax, or filled with 0.
+    Weights that are all NaN match no mistake: a NaN agrees with the NaN of any wrong mask that
+    blocks a whole row, so nothing is named on them."""
     logits = ex.q.double() @ ex.k.double().transpose(-2, -1) / math.sqrt(ex.q.size(-1))
     blocked = mask.bool()
+    if torch.isnan(weights).all():
+        return None
     computed = {"mask_after_softmax": torch.softmax(logits, -1).masked_fill(blocked, 0.0),
                 "mask_fill_zero": torch.softmax(logits.masked_fill(blocked, 0.0), -1),
                 # 1 read as "attend", with the large finite fill of the tutorials (no row goes NaN)

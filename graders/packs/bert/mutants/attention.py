@@ -27,6 +27,8 @@ MUTANTS = [
     one("sdp_softmax_over_queries", "attention", SOFTMAX, "attention = F.softmax(logits, dim=-2)", "softmax_wrong_dim"),
     one("sdp_mask_on_queries", "attention", MASK_2D, "mask = mask[:, None, :, None]", "mask_on_query_axis"),
     one("sdp_mask_inverted", "attention", FILL, 'logits = logits.masked_fill(~mask.bool(), float("-inf"))', "mask_inverted"),
+    # the mask multiplied by -inf and added: 0 * -inf is NaN at every kept key
+    one("sdp_mask_times_inf", "attention", FILL, 'logits = logits + mask.float() * float("-inf")', "nan_fully_masked"),
     Mutant(
         "sdp_mask_after_softmax",
         "attention",
