@@ -44,9 +44,6 @@ MUTANTS = [m for mutants, _ in COLLECTED.values() for m in mutants]
 ALTERNATIVES = [a for _, alternatives in COLLECTED.values() for a in alternatives]
 PACK_OF = {edited.id: pack for pack in PACKS for collected in COLLECTED[pack.name] for edited in collected}
 OUTCOMES = {}  # mutant id -> (part, lost points, got the expected diagnosis, {lost check id: its diagnosis})
-# Parts, by pack, whose mutants do not list every diagnosis they earn yet (`Mutant.also`): their
-# exact sets are not asserted until they do, nor the pairs of their pack's catalogue.
-EXACT_SETS_PENDING: dict[str, set[str]] = {}
 
 
 # Each mutant's test fills OUTCOMES and the tests after them read it: they run in one process
@@ -150,11 +147,10 @@ def test_mutant_loses_points_in_its_part(mutant, tmp_path):
     OUTCOMES[mutant.id] = (mutant.part, bool(failed), mutant.diagnosis in diagnoses,
                            {cid: r.diagnosis for cid, r in failed.items()})
     assert failed, f"{mutant.id} passed every check of {mutant.part}"
-    if mutant.part not in EXACT_SETS_PENDING.get(PACK_OF[mutant.id].name, ()):
-        earned = {r.diagnosis for r in failed.values() if r.diagnosis}
-        assert earned == mutant.expected_diagnoses, (
-            f"{mutant.id} earned {sorted(earned)}, expected exactly {sorted(mutant.expected_diagnoses)}: "
-            + str({cid: (r.diagnosis, r.message[:160]) for cid, r in failed.items()}))
+    earned = {r.diagnosis for r in failed.values() if r.diagnosis}
+    assert earned == mutant.expected_diagnoses, (
+        f"{mutant.id} earned {sorted(earned)}, expected exactly {sorted(mutant.expected_diagnoses)}: "
+        + str({cid: (r.diagnosis, r.message[:160]) for cid, r in failed.items()}))
     # a realistic mistake computes something from its input: no gate may call it degenerate
     assert "degenerate_output" not in diagnoses, f"{mutant.id}: a gate called a realistic mistake degenerate"
     margins = {cid: failure_margin(r) for cid, r in failed.items()}
@@ -227,7 +223,7 @@ UNPAIRED = {
 
 
 @RECORDED_TOGETHER
-@pytest.mark.parametrize("pack", [p for p in PACKS if p.name not in EXACT_SETS_PENDING], ids=lambda p: p.name)
+@pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.name)
 def test_every_catalogue_entry_has_a_pair(pack):
     """Runs after the mutants (file order). Precision, not only recall: each diagnosis of the pack's
     catalogue is earned by some mutant in some check, and that check fails another mutant without
