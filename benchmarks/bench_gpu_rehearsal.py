@@ -145,6 +145,8 @@ def main() -> None:
     parser.add_argument("--course-jobs", type=int, default=0, help="--jobs of the course (default: grade batch's choice)")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary folder, removed after")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--isolation", choices=("full", "container"), default="full",
+                        help="what each grade requires (grade --isolation); container where namespaces are refused")
     args = parser.parse_args()
     steps = set(args.steps) | ({"course"} if args.course else set())
     if "course" in steps and args.course < 1:
@@ -158,7 +160,7 @@ def main() -> None:
     n = max(2, round(IMDB_REVIEWS * args.scale))
     figures: dict = {"device": args.device, "reviews_per_split": n, "encoder_size": args.encoder_size,
                      "submissions": args.submissions, "cores": len(os.sched_getaffinity(0)),
-                     "load_average": os.getloadavg()[0]}
+                     "load_average": os.getloadavg()[0], "isolation": args.isolation}
     try:
         started = time.perf_counter()
         write_synthetic_imdb(work, n)
@@ -173,12 +175,14 @@ def main() -> None:
                 timed(step, build, figures, args.device, env, args.json)
 
         grade = [sys.executable, "-m", "graders.cli"]
+        isolation = ["--isolation", args.isolation]
+        finetune_and_isolation = [*finetune, *isolation]
         if "grade" in steps:
-            grade_one(grade, finetune, work, args, figures, env)
+            grade_one(grade, finetune_and_isolation, work, args, figures, env)
         if "batch" in steps:
-            batch(grade, finetune, work, args, figures, env)
+            batch(grade, finetune_and_isolation, work, args, figures, env)
         if "course" in steps:
-            course(grade, finetune, work, args, figures, env)
+            course(grade, finetune_and_isolation, work, args, figures, env)
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
