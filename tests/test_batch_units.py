@@ -350,6 +350,7 @@ def fake_sbatch(tmp_path):
     return bin_dir, record
 
 
+@pytest.mark.slow
 def test_slurm_backend_submits_one_capped_array_of_the_unfinished(tmp_path, monkeypatch):
     bin_dir, record = fake_sbatch(tmp_path)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

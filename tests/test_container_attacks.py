@@ -197,6 +197,7 @@ for kind, family, address in (("tcp", socket.AF_INET, ("127.0.0.1", {port})), ("
 '''
 
 
+@pytest.mark.slow
 def test_the_worker_reaches_no_listener_on_the_machine(container_python, open_home, listeners):
     port, name = listeners
     code = CONNECT.format(port=port, name=name)
@@ -269,6 +270,7 @@ def _leftover_program(marker: str, without: tuple[str, ...]) -> str:
 LEFTOVER_LAYERS = ("seccomp", "namespaces", "keyrings", "ipc_sweep", "file_sweep")
 
 
+@pytest.mark.slow
 def test_nothing_a_worker_leaves_reaches_the_next_student_on_its_uid(container_python, open_home):
     marker = uuid.uuid4().hex
     held = drive(container_python, open_home, _leftover_program(marker, ()))
@@ -284,6 +286,7 @@ def test_nothing_a_worker_leaves_reaches_the_next_student_on_its_uid(container_p
     assert len(control["files"]) == 4 and control["segment"] and control["token"] == "the token"
 
 
+@pytest.mark.slow
 @needs_full
 def test_under_bubblewrap_too_no_keyring_key_reaches_the_next_student():
     """bubblewrap as root makes no user namespace: a uid's user keyring outlives its workers
@@ -400,6 +403,7 @@ except OSError as error:
 '''
 
 
+@pytest.mark.slow
 def test_what_a_worker_writes_is_bounded_without_a_tmpfs(container_python, open_home):
     found = drive(container_python, open_home, f'''
         found = {{}}
@@ -431,6 +435,7 @@ print(sorted(set(map(tuple, seen))))
 '''
 
 
+@pytest.mark.slow
 def test_a_worker_keeps_to_its_cpus_whatever_it_starts(container_python, open_home):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: nothing to bound")

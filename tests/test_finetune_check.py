@@ -28,6 +28,7 @@ class Notes:
         self.lines.append(text)
 
 
+@pytest.mark.slow
 def test_reference_passes_smoke_mode_provisionally_and_each_epoch_is_shown():
     notes = Notes()
     results = grade(REFERENCE_DIR, only_parts=["finetune"], progress=notes, assignment=HOMEWORK)
@@ -42,6 +43,7 @@ def test_reference_passes_smoke_mode_provisionally_and_each_epoch_is_shown():
     assert "test accuracy" in check["message"]
 
 
+@pytest.mark.slow
 def test_each_stage_of_the_check_is_timed_in_results():
     """Issue 35: where the check's time goes, in results.json: preparation (and, when this grade
     built them, the encoder's load and the features), the frozen-encoder probe, the worker's start,
@@ -61,6 +63,7 @@ def test_each_stage_of_the_check_is_timed_in_results():
     (("        optimizer.step()\n", "        pass\n"), "train_no_step"),
     (("    model.train()\n    for batch in iterator:", "    for batch in iterator:"), "train_no_train_mode"),
 ])
+@pytest.mark.slow
 def test_a_broken_training_loop_is_caught(bug, diagnosis, tmp_path):
     folder = tmp_path / "submission"
     shutil.copytree(REFERENCE_DIR, folder, ignore=shutil.ignore_patterns("__pycache__"))
@@ -76,6 +79,7 @@ def test_a_broken_training_loop_is_caught(bug, diagnosis, tmp_path):
     assert diagnosis == named or diagnosis in seen, check
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("break_it", ["raises", "missing"])
 def test_smoke_mode_is_provisional_whatever_the_students_code_does(break_it, tmp_path):
     """The part's points stay out of the total however the check ends: a model that cannot be

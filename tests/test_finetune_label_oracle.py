@@ -98,6 +98,7 @@ def twin(tmp_path_factory):
     return _finetune_check(_submission(tmp_path_factory.mktemp("twin"), "twin"))
 
 
+@pytest.mark.slow
 def test_the_attack_scores_like_its_honest_twin(tmp_path, twin):
     attack = _finetune_check(_submission(tmp_path, "attack", LABEL_ORACLE))
     for check in (twin, attack):
@@ -108,6 +109,7 @@ def test_the_attack_scores_like_its_honest_twin(tmp_path, twin):
     assert attack["score"] <= twin["score"] + 0.5, (attack["message"], twin["message"])
 
 
+@pytest.mark.slow
 def test_positive_control_with_the_grader_signalling_the_best_epoch_the_attack_climbs(tmp_path, monkeypatch):
     monkeypatch.setattr(finetune_check, "drive_training", signalling_driver, raising=False)
     attack = _finetune_check(_submission(tmp_path, "attack", LABEL_ORACLE))

@@ -118,6 +118,7 @@ def test_training_labels_must_be_binary(small):
 # -----------------------------------------------------------------------------
 # training
 
+@pytest.mark.slow
 def test_reference_like_model_beats_chance_on_the_small_set(small):
     run = run_training(student(), students.HYPERPARAMETERS, small.train, small.labels["train"], small.valid,
                        small.test, small.labels["valid"], time_budget_s=300)

@@ -61,6 +61,7 @@ def test_every_kind_of_miss_is_a_miss(example, tmp_path):
     assert "softmax_overflows (expected softmax_wrong_dim)" in printed and "alternative: LOST softmax." in printed
 
 
+@pytest.mark.slow
 def test_the_course_pack_rows_match_what_the_mutation_suite_asserts(tmp_path):
     """A few of the bert pack's, through the same in-process grading tests/test_mutation.py uses."""
     chosen = ["sdp_not_scaled", "sdp_einsum"]
@@ -71,6 +72,7 @@ def test_the_course_pack_rows_match_what_the_mutation_suite_asserts(tmp_path):
         grade_all(BERT, inprocess_grader(BERT), only=["nope"], scratch=tmp_path)
 
 
+@pytest.mark.slow
 def test_grade_mutants_exits_1_on_a_miss_through_the_sandbox(tmp_path):
     course = tmp_path / "softmax"
     shutil.copytree(EXAMPLE, course, ignore=shutil.ignore_patterns("__pycache__"))

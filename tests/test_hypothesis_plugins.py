@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def _site_with_a_plugin(folder):
     (folder / "noisy_plugin.py").write_text(textwrap.dedent("""
@@ -34,6 +36,7 @@ def test_a_hypothesis_plugin_loads_with_hypothesis_alone(tmp_path):
     assert _imports(tmp_path, "import hypothesis")
 
 
+@pytest.mark.slow
 def test_the_grader_imports_hypothesis_without_its_plugins(tmp_path):
     (tmp_path / "site").mkdir()
     assert not _imports(tmp_path, "import graders.grading")

@@ -10,6 +10,7 @@ import json
 import shutil
 
 import jsonschema
+import pytest
 from rich.console import Console
 
 from graders.batch import store
@@ -80,6 +81,7 @@ def test_gradebook_counts_flags_and_the_summary_lists_the_flagged(tmp_path):
     assert "grader-import, sandbox-denial" in section
 
 
+@pytest.mark.slow
 def test_a_hostile_write_is_flagged_by_the_scan_and_by_the_sandbox(tmp_path):
     """One grade through the real sandbox: the attack writes outside its folder at import."""
     folder = tmp_path / "submission"

@@ -519,6 +519,7 @@ def test_environment_user_and_limits(worker):
     ("walk_gc", ()), ("symlink", ("/etc/passwd", "passwd")), ("open_directory", ("/",)),
     ("write", ("/tmp/sandbox-escape.txt",)), ("write", ("../../outside.txt",)),
 ])
+@pytest.mark.slow
 def test_dangerous_operations_are_denied(any_worker, function, args):
     with pytest.raises(StudentError, match="PermissionError"):
         any_worker.call("hostile", function, *args)

@@ -71,6 +71,7 @@ def test_garbage_on_the_reply_channel_is_a_protocol_error(contained):
     assert contained.call("values", "echo", 4) == ((4,), {})
 
 
+@pytest.mark.slow
 def test_an_infinite_loop_times_out_and_leaves_no_process(contained):
     old_workdir = str(contained._workdir)
     started = time.monotonic()
@@ -105,6 +106,7 @@ def test_folders_of_graders_without_a_start_time_are_kept_while_their_pid_lives(
     assert alive.exists() and not gone.exists()
 
 
+@pytest.mark.slow
 def test_a_worker_started_ahead_is_adopted_and_its_submission_arrives_after(tmp_path):
     from graders.sandbox import spawn
 

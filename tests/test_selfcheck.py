@@ -91,6 +91,7 @@ def test_draws_do_not_depend_on_what_the_process_imported(tmp_path):
     assert runs[0].stdout == runs[1].stdout
 
 
+@pytest.mark.slow
 def test_a_self_check_finds_every_golden_answer(reference_check):
     """Every oracle call of a passing homework's self-check is answered from the golden fixtures
     (a miss would be skipped by hypothesis: less coverage, and minutes of drawing): counted during
@@ -100,6 +101,7 @@ def test_a_self_check_finds_every_golden_answer(reference_check):
     assert calls["hits"] > 0 and calls["misses"] == 0, calls
 
 
+@pytest.mark.slow
 def test_a_part_that_preloads_gets_a_worker_of_its_own_and_the_same_results(tmp_path, monkeypatch):
     """The sentiment part (`preload` in the rubric: its checks build a BERT, seconds of imports)
     is graded in a worker of its own, started with transformers imported, beside the other

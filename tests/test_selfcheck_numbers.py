@@ -76,6 +76,7 @@ def test_without_the_reference_only_the_shipped_files_are_compared(checks_edited
 # ---------------------------------------------------------------------------- what counts
 
 
+@pytest.mark.slow
 def test_blank_written_answers_neither_count_nor_fail_the_self_check(tmp_path, capsys):
     """All code right, written answers blank: exit 0, and the same count of public checks as
     the template and a perfect copy (written answers are never automatic checks)."""
@@ -91,6 +92,7 @@ def test_blank_written_answers_neither_count_nor_fail_the_self_check(tmp_path, c
     assert f"{count_checks(blank).automatic}/{count_checks(blank).automatic} public checks passed" in headline(blank)
 
 
+@pytest.mark.slow
 def test_pytest_reports_a_file_that_does_not_import_once(tmp_path):
     folder = perfect_causal_lm(tmp_path / "broken")
     (folder / "conftest.py").write_text(STUDENT_CONFTEST)
@@ -113,6 +115,7 @@ def test_pytest_reports_a_file_that_does_not_import_once(tmp_path):
 # ---------------------------------------------------------------------------- graded after the deadline
 
 
+@pytest.mark.slow
 def test_numeric_answers_are_read_and_said_pending_without_their_outcome(tmp_path, capsys, monkeypatch):
     """Each numeric answer is said: not a number, or a number graded after the due date, right
     (lm_head_parameters, the reference's) or wrong (999) alike."""
@@ -152,6 +155,7 @@ def test_a_part_without_public_checks_is_said_with_its_points(tmp_path):
 # ---------------------------------------------------------------------------- what a finding shows
 
 
+@pytest.mark.slow
 def test_a_check_failing_on_a_wrong_value_shows_what_the_code_printed(tmp_path, capsys, monkeypatch):
     """Not only a check whose code raised: one that returned a wrong value shows the end of what
     the code printed, by default. Positive control: the check itself fails as before."""

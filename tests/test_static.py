@@ -39,6 +39,7 @@ def mypy_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("mypy-cache"))
 
 
+@pytest.mark.slow
 def test_mypy_finds_nothing_in_the_check_contract(mypy_cache):
     checked = run("mypy", "--cache-dir", mypy_cache)
     assert checked.returncode == 0, checked.stdout + checked.stderr

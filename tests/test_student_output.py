@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.course import HOMEWORK, REFERENCE_DIR, TEMPLATE_DIR
@@ -82,6 +83,7 @@ def test_a_syntax_error_shows_its_file_and_line(tmp_path, capsys):
     assert "def broken(:" in out
 
 
+@pytest.mark.slow
 def test_written_answers_are_apart_with_the_rubric_points(tmp_path, capsys, monkeypatch):
     """A perfect homework scores full marks on the automatic checks; each written answer shows
     the rubric's 5 points (not the causal-LM homework's 21 points of answers shared among its 3
@@ -101,6 +103,7 @@ def test_written_answers_are_apart_with_the_rubric_points(tmp_path, capsys, monk
     assert all(c["graded_by_hand"] for c in answers["checks"])
 
 
+@pytest.mark.slow
 def test_a_student_sees_no_sandbox_warning(tmp_path):
     """The worker may run as root on a student's machine (a container, Colab): nothing about the
     sandbox, and no line of the grader's source, reaches the student."""
@@ -112,6 +115,7 @@ def test_a_student_sees_no_sandbox_warning(tmp_path):
     assert not re.search(r"root|sandbox|isolat|Warning", run.stdout, re.IGNORECASE), run.stdout
 
 
+@pytest.mark.slow
 def test_pytest_on_the_untouched_template_is_short(tmp_path):
     """Each untouched function fails one test in one line; the other tests it stops are skipped."""
     folder = _homework(TEMPLATE_DIR, tmp_path / "hw")

@@ -114,6 +114,7 @@ def scaled_dot_product(q, k, v, attn_drop_rate=0.1, mask=None):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Casting complex values to real discards the imaginary part")  # the control's
 def test_sandbox_a_complex_tensor_returned_fails_its_checks_and_results_are_written(tmp_path, monkeypatch):
     """Positive control: with the payload checked by safetensors alone, the complex tensor passes
@@ -185,6 +186,7 @@ def test_a_malformed_questions_file_is_refused_with_a_reason(text, problem):
             tomllib.loads(text)
 
 
+@pytest.mark.slow
 def test_sandbox_a_deeply_nested_questions_file_is_the_submission_s_error(tmp_path):
     """It was a RecursionError out of grade(): status error, "the grader failed"."""
     folder = _copy_of_the_solution(tmp_path, "nested")
@@ -218,6 +220,7 @@ def _sabotaged(tmp_path, files):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bubblewrap", [True, False], ids=["full", "no-namespaces"])
 @pytest.mark.parametrize("sabotage", sorted(SABOTAGES))
 def test_a_submission_that_breaks_a_grader_dependency_is_charged_for_it(tmp_path, monkeypatch, sabotage, bubblewrap):
@@ -235,6 +238,7 @@ def test_a_submission_that_breaks_a_grader_dependency_is_charged_for_it(tmp_path
             worker.call("attack", "build")
 
 
+@pytest.mark.slow
 def test_a_dependency_the_clean_probe_cannot_import_either_stays_the_environment_s(tmp_path, monkeypatch):
     from graders.sandbox import MissingDependency, Worker, client
 
