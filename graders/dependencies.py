@@ -123,9 +123,11 @@ def missing_module(error):
 def broken_dependency(error):
     """`(module, problem)` when `error` came out of the module code of one of the grader's
     dependencies while it was imported, whoever imported it: it is installed but does not import
-    in this environment (transformers importing a torchvision built for another torch). `problem`
-    is the error at the bottom of the chain. None for anything else, the student's own mistakes
-    inside a dependency's functions included (those run in functions, not in module code)."""
+    in this environment (transformers importing a torchvision built for another torch). `module`
+    is the innermost module of the dependency whose code raised (`transformers.modeling_utils`,
+    not `transformers`, whose own import is lazy and may well succeed); `problem` is the error at
+    the bottom of the chain. None for anything else, the student's own mistakes inside a
+    dependency's functions included (those run in functions, not in module code)."""
     try:
         folders = _dependency_folders()
         chain, seen = [], set()
@@ -133,6 +135,7 @@ def broken_dependency(error):
             seen.add(id(error))
             chain.append(error)
             error = error.__cause__ or error.__context__
+        innermost = None
         for link in chain:
             traceback = link.__traceback__
             while traceback is not None:
@@ -140,11 +143,41 @@ def broken_dependency(error):
                 if code.co_name == "<module>":
                     for module, folder in folders:
                         if code.co_filename.startswith(folder):
-                            bottom = chain[-1]
-                            return module, f"{type(bottom).__name__}: {str(bottom)[:300]}"
+                            innermost = _module_name(module, code.co_filename[len(folder):])
                 traceback = traceback.tb_next
+        if innermost is not None:
+            bottom = chain[-1]
+            return innermost, f"{type(bottom).__name__}: {str(bottom)[:300]}"
     except Exception:  # noqa: BLE001  an exception object of the student's own making
         return None
+    return None
+
+
+def _module_name(package, relative_file):
+    """`transformers`, `modeling_utils.py` -> `transformers.modeling_utils`; a package's
+    `__init__.py` is the package itself."""
+    parts = relative_file.removesuffix(".py").replace("\\", "/").split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([package, *[part for part in parts if part]])
+
+
+def dependency_module(name):
+    """`name` when it is a module of one of the grader's dependencies installed here (a file of
+    its package, found without importing anything), else None: what a worker names is checked
+    before the grader imports it anywhere."""
+    import os
+    import re
+
+    if not (isinstance(name, str) and len(name) <= 200 and re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*){0,15}", name)):
+        return None
+    top, _, rest = name.partition(".")
+    for module, folder in _dependency_folders():
+        if module != top:
+            continue
+        path = os.path.join(folder, *rest.split(".")) if rest else folder.rstrip(os.sep)
+        if not rest or os.path.isfile(path + ".py") or os.path.isfile(os.path.join(path, "__init__.py")):
+            return name
     return None
 
 

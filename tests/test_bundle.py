@@ -504,7 +504,9 @@ def test_a_dependency_that_fails_to_import_is_blamed_on_the_environment():
         raise ModuleNotFoundError("Could not import module 'BertModel'") from cause
     except ModuleNotFoundError as error:
         lazy_import = error
-    assert broken_dependency(lazy_import) == ("transformers", "RuntimeError: operator torchvision::nms does not exist")
+    # the module whose code raised, inside the package (what a probe imports to see the same failure)
+    assert broken_dependency(lazy_import) == ("transformers.clashing_module",
+                                              "RuntimeError: operator torchvision::nms does not exist")
     message = broken_dependency_message("transformers", "RuntimeError: operator torchvision::nms does not exist")
     assert "cannot import transformers" in message and "not of your code" in message
 

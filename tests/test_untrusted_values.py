@@ -9,6 +9,7 @@ stop results.json. A malformed questions file is the submission's error, said to
 Each layer has its positive control: without it, the attack comes through.
 """
 
+import importlib
 import json
 import math
 import shutil
@@ -242,8 +243,63 @@ def test_a_submission_that_breaks_a_grader_dependency_is_charged_for_it(tmp_path
 def test_a_dependency_the_clean_probe_cannot_import_either_stays_the_environment_s(tmp_path, monkeypatch):
     from graders.sandbox import MissingDependency, Worker, client
 
+    monkeypatch.setattr(client, "dependency_module", lambda module: None)  # the probe imports the package
     monkeypatch.setattr(client, "import_name", lambda distribution: "a_module_this_environment_lacks")
     folder = _sabotaged(tmp_path, SABOTAGES["sys.modules"])
     with Worker(folder, limits=FAST) as worker:
         with pytest.raises(MissingDependency, match="lacks transformers"):
             worker.call("attack", "build")
+
+
+def test_a_broken_dependency_is_named_by_the_innermost_module_that_raised(tmp_path, monkeypatch):
+    """A package that imports lazily (transformers) fails in a module inside it: that module is
+    what a probe must import to see the same failure. It was the package's name."""
+    from graders import dependencies
+
+    package = tmp_path / "lazydep"
+    (package / "models").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "models" / "__init__.py").write_text("")
+    (package / "models" / "outer.py").write_text("from lazydep import cache\n")
+    (package / "cache.py").write_text("raise OSError('the compiler cache is not writable')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(dependencies, "_dependency_folders", lambda: [("lazydep", f"{package}/")])
+    with pytest.raises(OSError) as raised:
+        importlib.import_module("lazydep.models.outer")
+    assert dependencies.broken_dependency(raised.value) == ("lazydep.cache",
+                                                            "OSError: the compiler cache is not writable")
+    assert dependencies.dependency_module("lazydep.models.outer") == "lazydep.models.outer"
+    for not_a_file_of_it in ("lazydep.absent", "lazydep.models;import os", "os.path", "lazydep." + "x" * 200):
+        assert dependencies.dependency_module(not_a_file_of_it) is None
+
+
+def test_the_probe_imports_the_module_that_failed_not_only_its_package(tmp_path, monkeypatch):
+    """A module inside transformers that cannot import in the worker's environment, while
+    `import transformers` (lazy) can: the student was told their code broke it (seen on a GPU
+    runner, for the reference solution). The probe now imports that module. Positive control:
+    the probe of the package alone succeeds, and would blame the submission."""
+    from graders.sandbox import MissingDependency, Worker, client
+
+    probed = []
+
+    class EnvironmentWhereOneModuleIsBroken:
+        def __init__(self, folder, **settings):
+            self.text = (Path(folder) / f"{client.ENVIRONMENT_PROBE}.py").read_text()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def import_module(self, name):
+            probed.append(self.text)
+            if "modeling_bert" in self.text:
+                raise MissingDependency("the grader's environment cannot import it", module="transformers")
+
+    monkeypatch.setattr(client, "EnvironmentProbe", EnvironmentWhereOneModuleIsBroken)
+    worker = Worker(tmp_path, limits=FAST)  # never started: only its probe is asked
+    assert worker._imports_without_the_submission("transformers.models.bert.modeling_bert") is False
+    assert worker._imports_without_the_submission("transformers") is True
+    assert worker._imports_without_the_submission("transformers.no_such_module") is True  # its package, cached
+    assert probed == ["import transformers.models.bert.modeling_bert\n", "import transformers\n"]

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Iterable, NoReturn
 
 import graders
-from graders.dependencies import broken_dependency_message, grader_distribution, import_name, missing_dependency_message
+from graders.dependencies import (
+    broken_dependency_message, dependency_module, grader_distribution, import_name, missing_dependency_message,
+)
 
 from . import audit, isolation
 from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
@@ -378,10 +380,13 @@ class Worker:
             if message is None:  # only a dependency of the grader's may be blamed on the environment
                 raise ProtocolError(f"the worker blamed the environment for {module[:100]!r}, not a grader dependency")
             if self._imports_without_the_submission(module):
-                raise StudentError("ImportError", f"{module} cannot be imported beside your code, though the grader's "
-                                   "environment imports it without your code: does a file of your submission have the "
-                                   f"name of {module} or of a module it imports ({module}.py, say), or does your code "
-                                   "change sys.modules or the import system?", "", output=self.last_output)
+                top = module.partition(".")[0]
+                problem = " ".join(_text(error, "problem").split())[:300]
+                said = f" ({problem})" if problem else ""
+                raise StudentError("ImportError", f"{module} cannot be imported beside your code{said}, though the "
+                                   "grader's environment imports it without your code: does a file of your submission "
+                                   f"have the name of {top} or of a module it imports ({top}.py, say), or does your "
+                                   "code change sys.modules or the import system?", "", output=self.last_output)
             raise MissingDependency(message, module=module, output=self.last_output)
         if kind == "exit":
             code = _text(error, "code")
@@ -398,7 +403,10 @@ class Worker:
         but for the submission (an empty folder): where it does, the worker that reported it
         missing or broken was broken by the submission's code. Asked once per dependency; a probe
         that cannot run proves nothing, and the environment stays blamed."""
-        top = import_name(grader_distribution(module))
+        # The module that failed when the grader can find it among its dependency's files (the
+        # package alone may import lazily, and prove nothing about a module inside it), else the
+        # package. The name is then the grader's own, never the worker's text.
+        top = dependency_module(module) or import_name(grader_distribution(module))
         if top not in self._environment_probes:
             try:
                 with tempfile.TemporaryDirectory(prefix="probe-") as empty:
