@@ -39,10 +39,10 @@ prepare() {
   ls "$WHEELS"
 }
 
-run() {
-  local figures=${1:-${OUT:-gpu-figures}}
-  mkdir -p "$figures"
-  figures=$(cd "$figures" && pwd)
+# The environment (.gpu-venv, bubblewrap on PATH), environment.txt and doctor.txt in FIGURES;
+# sets ISOLATION to what grading may require here.
+setup() {
+  local figures=$1
   ls "$WHEELS"/*.whl "$WHEELS"/bubblewrap_*.deb >/dev/null  # prepared? (set -e stops here if not)
 
   python3 -m venv --system-site-packages --without-pip .gpu-venv
@@ -69,14 +69,21 @@ run() {
   } >"$figures/environment.txt" 2>&1
   # Full isolation where the machine allows it, else container mode (a runner whose kernel
   # refuses namespaces to bubblewrap), so that one call still measures the table.
-  local isolation=full
+  ISOLATION=full
   if ! .gpu-venv/bin/python -m graders.cli doctor >"$figures/doctor.txt" 2>&1; then
-    .gpu-venv/bin/python -m graders.cli doctor --isolation container >>"$figures/doctor.txt" 2>&1 && isolation=container
+    .gpu-venv/bin/python -m graders.cli doctor --isolation container >>"$figures/doctor.txt" 2>&1 && ISOLATION=container
   fi
+}
+
+run() {
+  local figures=${1:-${OUT:-gpu-figures}}
+  mkdir -p "$figures"
+  figures=$(cd "$figures" && pwd)
+  setup "$figures"
 
   timeout --signal=INT --kill-after=10 "${RUNNER_BUDGET_S:-450}" \
     .gpu-venv/bin/python benchmarks/bench_gpu_rehearsal.py --device "${RUNNER_DEVICE:-cuda}" --scale "${RUNNER_SCALE:-1}" \
-      --encoder-size "${RUNNER_ENCODER:-base}" --submissions 8 --course "${RUNNER_COURSE:-8}" --isolation "$isolation" --workdir "${TMPDIR:-/tmp}/rehearsal" --json "$figures/rehearsal.json" \
+      --encoder-size "${RUNNER_ENCODER:-base}" --submissions 8 --course "${RUNNER_COURSE:-8}" --isolation "$ISOLATION" --workdir "${TMPDIR:-/tmp}/rehearsal" --json "$figures/rehearsal.json" \
       >"$figures/rehearsal.log" 2>&1 || echo "rehearsal stopped (exit $?): the figures so far are in $figures" >&2
   tail -n 20 "$figures/rehearsal.log"
 }
@@ -84,5 +91,8 @@ run() {
 case "${1:-}" in
   prepare) prepare ;;
   run) shift; run "$@" ;;
-  *) echo "usage: bash benchmarks/gpu-runner.sh prepare | run [FIGURES]" >&2; exit 2 ;;
+  # one grade on the runner, as the rehearsal's: bash benchmarks/gpu-runner.sh grade FIGURES reference/bert --parts finetune
+  grade) shift; figures=$(mkdir -p "$1" && cd "$1" && pwd); shift; setup "$figures"
+         .gpu-venv/bin/python -m graders.cli "$@" --isolation "$ISOLATION" ;;
+  *) echo "usage: bash benchmarks/gpu-runner.sh prepare | run [FIGURES] | grade FIGURES GRADE-ARGUMENTS" >&2; exit 2 ;;
 esac

@@ -552,6 +552,26 @@ def test_a_library_inside_the_working_directory_is_never_installed(tmp_path):
         hook("ctypes.dlopen", (str(tmp_path / "elsewhere" / ".." / "work" / "lib.so"),))
 
 
+def test_packages_a_pth_file_names_are_installed_but_never_a_writable_place(tmp_path, monkeypatch):
+    """A GPU runner's PyTorch, torchvision and transformers live in a virtual environment of their
+    own, which the grader's names in a .pth file: torchvision's operators, loaded late, were refused
+    there, and every check that builds a BERT was skipped. A .pth naming the working directory
+    (or a folder above it) still adds nothing."""
+    import site
+
+    site_folder, runner_packages, work = tmp_path / "site", tmp_path / "runner" / "site-packages", tmp_path / "work"
+    for folder in (site_folder, runner_packages, work):
+        folder.mkdir(parents=True)
+    (site_folder / "runner.pth").write_text(f"# the runner's packages\n{runner_packages}\nimport sys\n{work}\n")
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(site_folder)])
+    folders = audit.installed_folders(str(work))
+    assert str(runner_packages.resolve()) in folders and str(site_folder.resolve()) in folders
+    writable = str(work.resolve())
+    assert not any(writable == folder or writable.startswith(folder + "/") for folder in folders), folders
+    (site_folder / "runner.pth").unlink()  # positive control: without the .pth, not installed
+    assert str(runner_packages.resolve()) not in audit.installed_folders(str(work))
+
+
 def test_the_hook_guards_its_own_code(tmp_path):
     hook = audit.make_hook(workdir=str(tmp_path), secret_paths=(), loaded_libraries=frozenset())
     no_op = (lambda event, args: None).__code__

@@ -5,7 +5,7 @@ environment, and the built-in example (fixtures/bert/submissions/seed004_student
 folder outside the repository. The heavy dependencies (torch, transformers, ...) are not
 installed again: a `.pth` file adds this environment's site-packages to the new one, after the
 new one's own folder, so `graders` and `reference` come from the wheel (checked), and the
-sandbox binds those folders for the worker (graders/sandbox/isolation.py, `_pth_folders`).
+sandbox binds those folders for the worker (graders/sandbox/isolation.py, `audit.pth_folders`).
 
 The installed grade must give the score the checkout gives, and leave the installed reference/
 (solution, answers, the small sentiment set) unreadable by other users.

@@ -23,6 +23,7 @@ it for a score: the grader only ever receives values from the worker and scores 
 
 from __future__ import annotations
 
+import glob
 import os
 import stat
 import sys
@@ -97,13 +98,34 @@ def installed_folders(workdir: str) -> tuple[str, ...]:
     worker's own folder and /dev/shm, the only places it can write, are never among them."""
     import site
 
-    candidates = [*site.getsitepackages(), sys.prefix, sys.base_prefix,
-                  "/usr/lib", "/usr/lib64", "/usr/local/lib", "/lib", "/lib64"]
+    site_folders = site.getsitepackages()
+    # a .pth file's folders too: packages installed outside the environment (a runner's own
+    # PyTorch, in a virtual environment of its own, named by a .pth of the grader's)
+    candidates = [*site_folders, *(folder for site_folder in site_folders for folder in pth_folders(site_folder)),
+                  sys.prefix, sys.base_prefix, "/usr/lib", "/usr/lib64", "/usr/local/lib", "/lib", "/lib64"]
     folders = {os.path.realpath(folder) for folder in candidates if os.path.isdir(folder)}
     writable = (workdir, "/dev/shm")
     return tuple(sorted(folder for folder in folders
                         if folder != "/" and not any(place == folder or place.startswith(folder + "/")
                                                      or folder.startswith(place + "/") for place in writable)))
+
+
+def pth_folders(site_folder: str) -> list[str]:
+    """The folders that the .pth files of `site_folder` add to the worker's sys.path (packages
+    installed outside the environment), read as `site` reads them. Not the grader's own sys.path,
+    which may hold its working directory (under pytest, the whole repository)."""
+    folders = []
+    for pth in sorted(glob.glob(os.path.join(glob.escape(site_folder), "*.pth"))):
+        for line in _read_text(pth).splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "import ", "import\t")):
+                folders.append(os.path.join(site_folder, line))
+    return folders
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read()
 
 
 def already_loaded_libraries() -> frozenset[str]:

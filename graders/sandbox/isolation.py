@@ -60,6 +60,7 @@ from pathlib import Path
 import graders
 
 from . import seccomp
+from .audit import pth_folders
 
 BWRAP_CANDIDATES = ("bwrap", "/usr/bin/bwrap")
 # Names the bubblewrap binary to use instead of searching PATH; empty: behave as if none exists.
@@ -459,21 +460,8 @@ def interpreter_paths() -> list[str]:
     site_folders = site.getsitepackages()
     candidates = {sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
                   os.path.dirname(os.path.realpath(graders.__file__)), *site_folders,
-                  *(folder for site_folder in site_folders for folder in _pth_folders(site_folder))}
+                  *(folder for site_folder in site_folders for folder in pth_folders(site_folder))}
     return sorted({os.path.realpath(path) for path in candidates if os.path.isdir(path)})
-
-
-def _pth_folders(site_folder: str) -> list[str]:
-    """The folders that the .pth files of `site_folder` add to the worker's sys.path (packages
-    installed outside the environment), read as `site` reads them. Not the grader's own sys.path,
-    which may hold its working directory (under pytest, the whole repository)."""
-    folders = []
-    for pth in sorted(Path(site_folder).glob("*.pth")):
-        for line in pth.read_text(errors="replace").splitlines():
-            line = line.strip()
-            if line and not line.startswith(("#", "import ", "import\t")):
-                folders.append(os.path.join(site_folder, line))
-    return folders
 
 
 def blocking_ancestor(path: str) -> str | None:
