@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -234,7 +235,11 @@ def course(grade: list[str], finetune: list[str], work: Path, args, figures: dic
     per_submission = step["wall_s"] / args.course
     step.update(submissions=args.course, graded=len(graded), concurrency=chosen,
                 per_submission_s=round(per_submission, 1), course_400_h=round(per_submission * COURSE / 3600, 2),
-                scores=sorted({result["score"] for result in graded}))
+                scores=sorted({result["score"] for result in graded}),
+                # a grade in error (a check skipped for want of a dependency) is no figure of a course
+                statuses=dict(sorted(Counter(result["status"] for result in graded).items())),
+                skipped_checks=sum(check["status"] == "skipped" for result in graded
+                                   for part in result.get("parts", []) for check in part["checks"]))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 
@@ -251,7 +256,8 @@ def report(figures: dict, args, n: int) -> None:
     if "per_submission_s" in figures.get("course", {}):
         c = figures["course"]
         print(f"  a course of {c['submissions']}, every part: {c['per_submission_s']} s per submission, "
-              f"{c['course_400_h']} h for {COURSE} ({c['concurrency']})")
+              f"{c['course_400_h']} h for {COURSE} ({c['concurrency']}); statuses {c['statuses']}, "
+              f"{c['skipped_checks']} checks skipped")
     if "training_s" in figures.get("grade", {}):
         g = figures["grade"]
         print(f"  one grade's fine-tuning check: {g['check_s']} s, of which training {g['training_s']} s over "

@@ -47,4 +47,5 @@ def test_the_rehearsals_course_mode_grades_every_part_and_extrapolates(tmp_path)
     assert course["cpu_s"] > 0 and course["busy_cores"] > 0 and course["gpu_peak_mib"] is None  # CPU: no nvidia-smi sample
     assert course["concurrency"].startswith("grading ")
     assert len(course["scores"]) == 2  # the reference and the seed-004 student differ: every part was graded
+    assert course["statuses"] == {"graded": 2} and course["skipped_checks"] == 0, course
     assert "per submission" in done.stdout and "for 400" in done.stdout
