@@ -197,7 +197,7 @@ answers are graded by hand and do not count). `grade check` also writes `.grade/
 
 "Public checks passed" is not your grade: hidden checks run after the deadline, and your
 written answers are read by a person. Hand in the files of `homework/` (or a zip of them).
-
+{rehearsals}
 Parts: {parts}.
 """
 
@@ -211,6 +211,20 @@ def _shipped(root):
             yield relative, path
 
 
+def _rehearsals_said(assignment):
+    """The README's line on the parts graded on the course's machine that `grade check PART`
+    rehearses here (hidden checks with a smoke mode), or nothing."""
+    from graders.checks.framework import HIDDEN
+
+    registry = assignment.registry()
+    parts = [part.id for part in assignment.rubric.parts if registry.get(part.id)
+             and all(c.visibility == HIDDEN and c.provisional for c in registry[part.id])]
+    if not parts:
+        return ""
+    return (f"\n{', '.join(f'`{p}`' for p in parts)} is graded on the course's data and machine: "
+            f"`grade check {parts[0]}` rehearses your code for it here, in smoke mode, and shows its figures (never a score).\n")
+
+
 def bundle_files(assignment):
     """{path inside the zip: bytes} of the whole bundle of the assignment: the engine with this
     one pack (under graders/packs/, where the bundled grader finds it as its only one), the
@@ -219,7 +233,8 @@ def bundle_files(assignment):
     modules = ", ".join(f"`{name}`" for name in assignment.expected_files)
     readme = STUDENT_README.format(title=assignment.title, files=modules, top=top,
                                    example_parts=" ".join(p.id for p in assignment.rubric.parts[:2]),
-                                   parts=", ".join(p.id for p in assignment.rubric.parts))
+                                   parts=", ".join(p.id for p in assignment.rubric.parts),
+                                   rehearsals=_rehearsals_said(assignment))
     files = {f"{top}/README.md": readme.encode(), f"{top}/pyproject.toml": student_pyproject(assignment).encode(),
              f"{top}/{BACKEND_FOLDER}/{BACKEND_MODULE}.py":
                  BUNDLE_BACKEND.format(keyword=BUNDLE_KEYWORD, name=distribution_name(assignment)).encode()}

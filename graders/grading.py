@@ -259,11 +259,14 @@ def _blocked_result(chk, problem):
 
 def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
           golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False, assignment=None,
-          isolation=FULL):
+          isolation=FULL, rehearse=()):
     """Grade the submission at `source` (zip, folder or .ipynb) as a hand-in of `assignment` (by
     default the one being graded, or the one whose files it holds: `assignment.for_submission`)
     and return the results dict.
     `oracle` replaces the mode's own (`grade build` records the golden answers this way).
+    `rehearse` (a self-check's parts): their hidden checks that would be provisional here (the
+    fine-tuning's smoke mode) run too, as a rehearsal of the student's code: their results go to
+    the results' "rehearsals", never into a part or a total.
 
     Instructor mode fails closed: without every layer of the sandbox at `isolation` (`full`, or
     `container` in a one-shot container: graders/sandbox/isolation.py) it raises
@@ -296,8 +299,12 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         held_out = assignment_paths(assignment, options, "held_out_paths")
         allow_gpu = options.get("device") == "cuda" or (options.get("device") is None and torch.cuda.is_available())
         selected = [part for part in rubric.parts if not only_parts or part.id in only_parts]
-        checks_of = {part.id: [c for c in registry.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
+        rehearsed = {part.id: [c for c in registry.get(part.id, []) if mode == SELF_CHECK and part.id in rehearse
+                               and c.visibility == HIDDEN and c.provisional and c.provisional(options)]
                      for part in selected}
+        checks_of = {part.id: [c for c in registry.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
+                     + rehearsed[part.id] for part in selected}
+        rehearsals = {}
         # Some parts run in a worker of their own, beside the others, when there are others: in
         # an instructor's grade a long part (minutes of training that only wait on the worker);
         # in a self-check a part whose worker imports for seconds first (a large library).
@@ -308,7 +315,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
 
         def new_lane(parts):
             """The worker for `parts`: the GPU and the assignment's data only for a long part."""
-            long_part = mode == INSTRUCTOR and any(part.own_worker for part in parts)
+            long_part = any(part.own_worker and (mode == INSTRUCTOR or rehearsed[part.id]) for part in parts)
             packages = {} if assignment.installed else {assignment.package: assignment.folder}
             return _Lane(Worker(ingested.root, limits=limits or Limits(),
                                 secret_paths=secret_paths(assignment, [*extra_secrets, *held_out]),
@@ -357,7 +364,10 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             for result in results:  # run, blocked or not started alike
                 result.provisional_note = result.check.provisional(options) if result.check.provisional else None
             timings["parts"][part.id] = round(time.perf_counter() - part_started, 3)
-            return part_json(part, results, registry)
+            rehearsal = [r for r in results if r.check in rehearsed[part.id]]
+            if rehearsal:
+                rehearsals[part.id] = part_json(part, rehearsal, registry)["checks"]
+            return part_json(part, [r for r in results if r not in rehearsal], registry)
 
         def grade_apart(lane):
             lane.start()
@@ -429,6 +439,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         "integrity": integrity,  # for a person to review; no points depend on it
         "timings": timings,
         "parts": parts,
+        **({"rehearsals": rehearsals} if rehearsals else {}),
     })
 
 

@@ -6,6 +6,8 @@ graders/scoring.py's.
     grade check attention mha    only these parts
     grade check --path hw/ --out hw/.grade
     grade check --verbose        every check, every detail of every failing one
+    grade check finetune         a part graded after the deadline on the course's machine: a
+                                 rehearsal of your code in smoke mode, with its figures, not a score
 
 A self-check grades the student's folder exactly as an instructor would (same worker, same
 checks, same renderers), with two differences: only public checks run, and the expected
@@ -71,10 +73,12 @@ def stage_folder(folder, dest):
     return copied
 
 
-def self_check(path=".", parts=None, *, assignment=None, golden_dir=None, limits=None, progress=None):
+def self_check(path=".", parts=None, *, assignment=None, golden_dir=None, limits=None, progress=None, rehearse=()):
     """Grade the student folder at `path` in self-check mode as a hand-in of `assignment` (by
     default the one the folder belongs to): public checks, golden answers (the pack's, unless
-    `golden_dir`). Returns the results dict (results.json)."""
+    `golden_dir`); the parts in `rehearse` also rehearse the hidden checks that run here in smoke
+    mode (the fine-tuning: the student's training loop on the small set), never scored. Returns
+    the results dict (results.json)."""
     from graders.assignment import for_submission
     from graders.grading import SELF_CHECK, grade
 
@@ -101,7 +105,8 @@ def self_check(path=".", parts=None, *, assignment=None, golden_dir=None, limits
                 f"{folder} holds none of {', '.join(expected)}: run `grade check` in your homework "
                 f"folder (the one with {expected[0]}), or pass it with --path")
         results = grade(staged_dir, mode=SELF_CHECK, seed=manifest["fingerprint"]["seed"], only_parts=parts,
-                        limits=limits, golden_dir=golden_dir, progress=progress, assignment=assignment)
+                        limits=limits, golden_dir=golden_dir, progress=progress, assignment=assignment,
+                        rehearse=rehearse)
         if results.get("status") == "graded":
             answers = submitted_answers(staged_dir, Path(scratch) / "answers", assignment)
             results[AFTER_DEADLINE] = after_the_deadline(assignment, [p["id"] for p in results["parts"]], answers)
@@ -228,7 +233,7 @@ def cmd_check(argv, given=None) -> int:
         print(f"grade check: unknown part {', '.join(unknown)}; the parts are: {', '.join(known)}", file=sys.stderr)
         return 2
     from graders.sandbox.limits import Limits
-    from graders.sandbox.spawn import prestart_self_check_worker
+    from graders.sandbox.spawn import end_prestarted, prestart_self_check_worker
     from graders.scoring import preload_of
 
     limits = Limits() if args.timeout is None else Limits(call_timeout_s=args.timeout)
@@ -251,11 +256,14 @@ def cmd_check(argv, given=None) -> int:
                 status.update(f"checking {chk.id}...")
 
         try:
+            # a part named on the command line is rehearsed where it has nothing public to check
             results = self_check(args.path, args.parts or None, assignment=assignment, golden_dir=args.golden,
-                                 limits=limits, progress=progress)
+                                 limits=limits, progress=progress, rehearse=tuple(args.parts))
         except SelfCheckError as error:
             print(f"grade check: {error}", file=sys.stderr)
             return 2
+        finally:
+            end_prestarted()  # a worker started ahead for a part that had nothing to run
     out = args.out or args.path / DEFAULT_OUT
     interrupt.stop_if_interrupted()  # nothing is written after Ctrl-C, even one whose KeyboardInterrupt was lost
     paths = write_self_check_reports(results, out)

@@ -57,6 +57,17 @@ def test_outdated_answers_are_refused_with_the_fix(checks_edited, tmp_path):
         self_check(perfect_causal_lm(tmp_path / "hw"))
 
 
+def test_a_self_check_that_cannot_start_leaves_no_worker_started_ahead(checks_edited, tmp_path, capsys):
+    """`grade check` starts its workers while it reads the golden answers; when they are out of
+    date it refuses, and the workers end with it (they were left for whatever ran next in the
+    process: the next self-check of a test adopted a stale one)."""
+    from graders.sandbox import spawn
+
+    assert cmd_check(["--path", str(perfect_causal_lm(tmp_path / "hw"))]) == 2
+    assert f"{CHECKS_FILE} changed" in capsys.readouterr().err
+    assert spawn._prestarted == {}
+
+
 def test_grade_build_refuses_to_bundle_outdated_answers(checks_edited, tmp_path, capsys):
     out = tmp_path / "bundle.zip"
     assert grade(["build", "--assignment", "causal_lm", "--bundle", "--bundle-out", str(out)]) == 2
@@ -148,8 +159,40 @@ def test_a_part_without_public_checks_is_said_with_its_points(tmp_path):
     _note_parts_graded_later(results)
     assert "note" not in results["parts"][0]
     assert results["parts"][1]["note"].startswith("Not in this score: 8 points graded after the due date, on the course's")
+    assert "`grade check finetune` rehearses it here, in smoke mode" in results["parts"][1]["note"]
     assert "Fine-tuning on IMDB (linear from 50% to 90% validation accuracy) (8 points) graded after the due date" \
         in headline(results)
+
+
+@pytest.mark.slow
+def test_naming_the_fine_tuning_rehearses_the_students_loop_with_its_figures_and_never_scores(tmp_path, capsys):
+    """`grade check finetune` trains the student's own loop in smoke mode and shows each epoch;
+    a loop that never steps is said so, by name. Neither moves the score or the exit status.
+    Positive control: `grade check` without the part names runs no rehearsal."""
+    from graders.mutants import apply_edits, collect
+    from tests.course import BERT
+
+    right = _copy(BERT.reference_dir, tmp_path / "right")
+    assert cmd_check(["finetune", "--path", str(right)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    results = json.loads((right / ".grade" / "results.json").read_text())
+    (rehearsal,) = results["rehearsals"]["finetune"]
+    curve = rehearsal["details"]["training_curve"]
+    assert rehearsal["status"] == "passed" and curve["epoch"] == [1, 2, 3, 4], rehearsal
+    assert (results["score"], results["max_score"]) == (0, 0) and results["parts"][0]["checks"] == []
+    assert "rehearsed here in smoke mode, not a score: passed: best validation accuracy" in out
+    assert f"epoch 4: loss {curve['train_loss'][3]:.3f}, validation {curve['valid_acc'][3]:.0%}" in out
+
+    never_steps = next(m for m in collect(BERT)[0] if m.id == "sent_train_no_step")
+    broken = _copy(BERT.reference_dir, tmp_path / "broken")
+    apply_edits(broken, never_steps.edits)
+    assert cmd_check(["finetune", "--path", str(broken)]) == 0  # a rehearsal never fails the self-check
+    (rehearsal,) = json.loads((broken / ".grade" / "results.json").read_text())["rehearsals"]["finetune"]
+    assert rehearsal["status"] == "failed" and rehearsal["diagnosis"]["id"] == "train_no_step", rehearsal
+    assert "rehearsed here in smoke mode, not a score: failed" in " ".join(capsys.readouterr().out.split())
+
+    assert cmd_check(["attention", "--path", str(right)]) == 0
+    assert "rehearsals" not in json.loads((right / ".grade" / "results.json").read_text())
 
 
 # ---------------------------------------------------------------------------- what a finding shows

@@ -181,10 +181,37 @@ def after_deadline_rows(results: dict) -> list[tuple[str, str, str]]:
                 state = f"{answer!r}: {state}; write the whole number alone, e.g. 1,234,567"
         else:
             checks = "; ".join(one_line(title, 200) for title in entry.get("checks") or [])
-            state = (f"{state}, on the course's data and machine ({checks}); grade check does not run it"
-                     if checks else f"{state}; grade check does not run it")
+            state = f"{state}, on the course's data and machine ({checks})" if checks else state
+            state += "; " + rehearsal_text(entry.get("part"), (results.get("rehearsals") or {}).get(entry.get("part")))
         rows.append((one_line(entry.get("title") or entry.get("id"), 200), points, state))
     return rows
+
+
+def rehearsal_text(part_id, rehearsed) -> str:
+    """What a self-check says of a part graded after the deadline: how to rehearse it here, or
+    how its rehearsal went (a smoke run of the student's code, with its figures; never a score)."""
+    part = one_line(part_id, 40)
+    if not isinstance(rehearsed, list) or not rehearsed:
+        return f"`grade check {part}` rehearses it here, in smoke mode (a minute or two; not a score)"
+    said = []
+    for check in rehearsed:
+        if not isinstance(check, dict):
+            continue
+        curve = (check.get("details") or {}).get("training_curve") or {}
+        epochs = [f"epoch {epoch}: loss {_figure(loss)}, validation {_percent(valid)}"
+                  for epoch, loss, valid in zip(curve.get("epoch") or [], curve.get("train_loss") or [],
+                                                curve.get("valid_acc") or [])]
+        said.append(f"{as_text(check.get('status'))}: {one_line(check.get('message'), 300)}"
+                    + (f" ({'; '.join(epochs[:10])})" if epochs else ""))
+    return "rehearsed here in smoke mode, not a score: " + " | ".join(said)
+
+
+def _figure(value) -> str:
+    return f"{value:.3f}" if type(value) in (int, float) else "?"
+
+
+def _percent(value) -> str:
+    return f"{value:.0%}" if type(value) in (int, float) else "?"
 
 
 def is_graded_by_hand(check: dict) -> bool:

@@ -83,10 +83,20 @@ def take_prestarted(*, threads: int, preload: tuple[str, ...] = ()) -> StartedWo
         return None
     if started.threads == threads and started.process.poll() is None:
         return started
+    _end(started)
+    return None
+
+
+def end_prestarted() -> None:
+    """End the workers started ahead that no grade adopted (a self-check that could not start)."""
+    while _prestarted:
+        _end(_prestarted.pop(next(iter(_prestarted))))
+
+
+def _end(started: StartedWorker) -> None:
     for fd in (started.request_write, started.reply_read, started.output_read):
         os.close(fd)  # it reads the end of its configuration pipe and exits
     started.process.wait()
-    return None
 
 
 def spawn(command: list[str], *, ours: tuple[int, ...], theirs: tuple[int, ...], **popen) -> subprocess.Popen:
