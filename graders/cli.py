@@ -165,14 +165,16 @@ def cmd_doctor(argv, given=None):
     chosen_options = grading_options(parser.parse_args(argv), parser, assignment)
     options = chosen_options.check_options()
     from graders.grading import assignment_paths
-    from graders.sandbox.doctor import diagnose, full_isolation, render
+    from graders.sandbox.doctor import diagnose, ready_to_grade, render
+    from graders.scoring import preload_of
 
     paths = {kind: assignment_paths(assignment, options, kind) if assignment else []
              for kind in ("readable_paths", "held_out_paths")}
     findings = diagnose(readable_paths=paths["readable_paths"], secret_paths=paths["held_out_paths"],
-                        gpu=options.get("device") == "cuda", level=chosen_options.isolation)
+                        gpu=options.get("device") == "cuda", level=chosen_options.isolation,
+                        modules=preload_of(assignment.rubric.parts) if assignment else ())
     print(render(findings, chosen_options.isolation))
-    return 0 if full_isolation(findings) else 1
+    return 0 if ready_to_grade(findings) else 1
 
 
 def run():

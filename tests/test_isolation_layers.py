@@ -103,6 +103,25 @@ def test_doctor_reports_every_layer_from_a_real_worker():
     assert "workdir 256 MiB / 4096 files" in space.detail and "tmp 64 MiB, not writable" in space.detail
 
 
+@pytest.mark.slow
+def test_doctor_says_when_the_worker_cannot_import_what_the_checks_need():
+    """On a GPU runner the worker could not import transformers' BERT (its audit hook refused a
+    library the grader itself loads): the doctor said "full isolation", and every grade of a
+    batch would have ended in status error. It now imports the assignment's preloaded modules in
+    a worker. Positive control: modules the worker imports pass."""
+    from graders.sandbox.doctor import IMPORTS_LAYER, diagnose, full_isolation, ready_to_grade, render
+
+    findings = diagnose(modules=["json", "a_module_this_environment_lacks"])
+    (imports,) = [f for f in findings if f.layer == IMPORTS_LAYER]
+    assert imports.ok is False and imports.detail.startswith("a_module_this_environment_lacks: ModuleNotFoundError")
+    assert "json" not in imports.detail and "pip check" in imports.fix
+    assert full_isolation(findings) and not ready_to_grade(findings)  # the sandbox is whole; grading is not
+    assert "the worker cannot import what the checks need" in render(findings)
+    findings = diagnose(modules=["json", "transformers.models.bert.modeling_bert"])
+    assert ready_to_grade(findings), render(findings)
+    assert "cannot import" not in render(findings)
+
+
 def test_doctor_fails_and_names_the_fix_without_bubblewrap(tmp_path):
     doctor = subprocess.run([*GRADE, "doctor"], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
                             env={**os.environ, isolation.BWRAP_ENVIRONMENT: ""})

@@ -35,16 +35,17 @@ NAMESPACE_LAYERS = ("bubblewrap installed", "namespaces usable", "writable space
 
 
 def diagnose(*, secret_paths=(), readable_paths=(), gpu: bool = False, limits: Limits = Limits(),
-             level: str = isolation.FULL) -> list[Finding]:
-    """Every layer's finding, judged for isolation at `level` (graders/sandbox/isolation.py)."""
-    findings = _findings(secret_paths, readable_paths, gpu, limits)
+             level: str = isolation.FULL, modules=()) -> list[Finding]:
+    """Every layer's finding, judged for isolation at `level` (graders/sandbox/isolation.py), and
+    whether a worker imports `modules` (what the assignment's checks import in it)."""
+    findings = _findings(secret_paths, readable_paths, gpu, limits, modules)
     if level != isolation.CONTAINER:
         return findings
     return [Finding(f.layer, None, f"{f.detail} (container isolation: the container is the boundary)")
             if f.ok is False and f.layer.startswith(NAMESPACE_LAYERS) else f for f in findings]
 
 
-def _findings(secret_paths, readable_paths, gpu: bool, limits: Limits) -> list[Finding]:
+def _findings(secret_paths, readable_paths, gpu: bool, limits: Limits, modules=()) -> list[Finding]:
     findings = []
     bwrap = isolation.find_bwrap()
     as_root = os.geteuid() == 0
@@ -59,7 +60,7 @@ def _findings(secret_paths, readable_paths, gpu: bool, limits: Limits) -> list[F
                             f"euid {os.geteuid()}", "" if as_root else isolation.FIX_RUN_AS_ROOT))
     if as_root:
         findings.append(_uid_pool(limits))
-    findings += _worker_findings(secret_paths, readable_paths, gpu, limits)
+    findings += _worker_findings(secret_paths, readable_paths, gpu, limits, modules)
     nodes = sorted(glob.glob("/dev/nvidia*"))
     findings.append(Finding("GPU device nodes", None, ", ".join(nodes) if nodes else "none (CPU grading)"))
     return findings
@@ -80,7 +81,7 @@ def _uid_pool(limits: Limits) -> Finding:
                    "choose another range (Limits.sandbox_uid)" if taken else "")
 
 
-def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]:
+def _worker_findings(secret_paths, readable_paths, gpu, limits, modules=()) -> list[Finding]:
     from .client import Worker  # the client imports torch's helpers; the checks above need none
 
     findings = []
@@ -95,6 +96,7 @@ def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]
         try:
             with worker:
                 report = worker.task("sandbox.probe", secrets)
+                imports = worker.task("sandbox.imports", list(modules), timeout=limits.start_timeout_s) if modules else {}
         except SandboxError as error:
             return [Finding("a worker starts", False, str(error)[-600:],
                             "see the worker's output above; docs/sandbox.md, 'Not done / known limits'")]
@@ -149,6 +151,14 @@ def _worker_findings(secret_paths, readable_paths, gpu, limits) -> list[Finding]
                                 "" if exact else "set CUDA_VISIBLE_DEVICES to GPU indices or UUIDs that "
                                                  "nvidia-smi lists"))
     findings.append(Finding("audit hook (a tripwire, not a wall)", None, "installed in every worker"))
+    if modules:
+        failed = {module: problem for module, problem in imports.items() if problem is not None}
+        findings.append(Finding(IMPORTS_LAYER, not failed,
+                                "; ".join(f"{module}: {problem}" for module, problem in failed.items())
+                                if failed else ", ".join(modules),
+                                "the grader's environment, as the worker sees it (its uid, its audit hook, its "
+                                "file system): run `pip check`; a library it may not load is named above"
+                                if failed else ""))
     return findings
 
 
@@ -182,7 +192,16 @@ def _confinement_findings(report: dict, layers: isolation.Layers, limits: Limits
     return findings
 
 
+# Not a layer of the sandbox: whether grading can run in it (each check that needs a module the
+# worker cannot import is skipped, and the grade ends in status error).
+IMPORTS_LAYER = "the worker imports what the checks need"
+
+
 def full_isolation(findings: list[Finding]) -> bool:
+    return all(finding.ok is not False for finding in findings if finding.layer != IMPORTS_LAYER)
+
+
+def ready_to_grade(findings: list[Finding]) -> bool:
     return all(finding.ok is not False for finding in findings)
 
 
@@ -201,4 +220,7 @@ def render(findings: list[Finding], level: str = isolation.FULL) -> str:
                    "container that holds one submission")
     else:
         verdict = "full isolation: instructor grading may run here"
+    if any(finding.layer == IMPORTS_LAYER and finding.ok is False for finding in findings):
+        verdict += ("\nthe worker cannot import what the checks need: every check that needs it is skipped and "
+                    "each grade ends in status error until the environment is fixed (above)")
     return "\n".join([*lines, verdict])

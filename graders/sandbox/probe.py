@@ -59,3 +59,23 @@ def _visible(path: str) -> bool:
         usage = os.statvfs(path)
         return usage.f_files - usage.f_ffree > 1
     return True
+
+
+@task("sandbox.imports")
+def sandbox_imports(ctx: Any, modules: list) -> dict:
+    """{module: None, or the error its import raised here}: what the checks' tasks import, tried
+    in the worker itself (its audit hook, its uid, its view of the file system)."""
+    import importlib
+
+    failed = {}
+    for module in modules:
+        try:
+            importlib.import_module(module)
+            failed[module] = None
+        except BaseException as error:  # noqa: BLE001 - what the doctor reports
+            bottom = error
+            while bottom.__cause__ is not None or bottom.__context__ is not None:
+                bottom = bottom.__cause__ or bottom.__context__
+            failed[module] = f"{type(bottom).__name__}: {str(bottom)[:300]}"
+    return failed
+
