@@ -65,13 +65,12 @@ setup() {
     date -u; nproc; free -g | head -2
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
     .gpu-venv/bin/python -c 'import sys, torch, transformers; print(sys.version); print("torch", torch.__version__, "cuda", torch.cuda.is_available()); print("transformers", transformers.__version__)'
-    git log --oneline -1 2>/dev/null || true
   } >"$figures/environment.txt" 2>&1
   # Full isolation where the machine allows it, else container mode (a runner whose kernel
   # refuses namespaces to bubblewrap), so that one call still measures the table.
   ISOLATION=full
-  if ! .gpu-venv/bin/python -m graders.cli doctor >"$figures/doctor.txt" 2>&1; then
-    .gpu-venv/bin/python -m graders.cli doctor --isolation container >>"$figures/doctor.txt" 2>&1 && ISOLATION=container
+  if ! .gpu-venv/bin/python -m graders.cli doctor --assignment bert >"$figures/doctor.txt" 2>&1; then
+    .gpu-venv/bin/python -m graders.cli doctor --assignment bert --isolation container >>"$figures/doctor.txt" 2>&1 && ISOLATION=container
   fi
 }
 
