@@ -192,7 +192,7 @@ def rehearsal_text(part_id, rehearsed) -> str:
     how its rehearsal went (a smoke run of the student's code, with its figures; never a score)."""
     part = one_line(part_id, 40)
     if not isinstance(rehearsed, list) or not rehearsed:
-        return f"`grade check {part}` rehearses it here, in smoke mode (a minute or two; not a score)"
+        return f"`grade check {part}` rehearses it here, in smoke mode (about half a minute; never a score)"
     said = []
     for check in rehearsed:
         if not isinstance(check, dict):
