@@ -43,7 +43,9 @@ def _sinfo_answers() -> bool:
         return False
 
 
-pytestmark = [pytest.mark.slurm, pytest.mark.skipif(not _sinfo_answers(), reason="no Slurm here (sinfo does not answer)")]
+# slow: each waits on a real cluster for seconds to minutes (left out of the inner loop; CI runs them)
+pytestmark = [pytest.mark.slurm, pytest.mark.slow,
+              pytest.mark.skipif(not _sinfo_answers(), reason="no Slurm here (sinfo does not answer)")]
 
 
 @pytest.fixture(scope="module", params=["accounting", "no-accounting"])
