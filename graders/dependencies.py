@@ -130,11 +130,7 @@ def broken_dependency(error):
     dependency's functions included (those run in functions, not in module code)."""
     try:
         folders = _dependency_folders()
-        chain, seen = [], set()
-        while error is not None and id(error) not in seen and len(chain) < 20:
-            seen.add(id(error))
-            chain.append(error)
-            error = error.__cause__ or error.__context__
+        chain = error_chain(error)
         innermost = None
         for link in chain:
             traceback = link.__traceback__
@@ -151,6 +147,17 @@ def broken_dependency(error):
     except Exception:  # noqa: BLE001  an exception object of the student's own making
         return None
     return None
+
+
+def error_chain(error):
+    """`error` and the errors that caused it (`__cause__`, else `__context__`), outermost first:
+    at most 20, each once (an exception object may be of anyone's making)."""
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen and len(chain) < 20:
+        seen.add(id(error))
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
 
 
 def _module_name(package, relative_file):

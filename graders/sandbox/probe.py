@@ -67,15 +67,15 @@ def sandbox_imports(ctx: Any, modules: list) -> dict:
     in the worker itself (its audit hook, its uid, its view of the file system)."""
     import importlib
 
+    from graders.dependencies import error_chain
+
     failed = {}
     for module in modules:
         try:
             importlib.import_module(module)
             failed[module] = None
         except BaseException as error:  # noqa: BLE001 - what the doctor reports
-            bottom = error
-            while bottom.__cause__ is not None or bottom.__context__ is not None:
-                bottom = bottom.__cause__ or bottom.__context__
+            bottom = error_chain(error)[-1]
             failed[module] = f"{type(bottom).__name__}: {str(bottom)[:300]}"
     return failed
 
