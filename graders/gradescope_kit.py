@@ -63,7 +63,10 @@ apt-get install -y -q bubblewrap "$(basename "$PYTHON")-venv"
 # The grader and the reference come from this kit, not from an index.
 SITE=$(/autograder/venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo /autograder/source/__GRADER__ > "$SITE/transformer_grader_kit.pth"
-/autograder/venv/bin/python -m graders.cli doctor || echo "grade doctor: student code cannot be isolated on this image"
+# At the kit's isolation level; under container isolation this also makes the workers' own root
+# (a tree of links, graders/sandbox/rootfs.py) in the image, so that no submission pays for it.
+/autograder/venv/bin/python -m graders.cli doctor --isolation __ISOLATION__ \
+    || echo "grade doctor: student code cannot be isolated on this image"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -101,7 +104,7 @@ def write_kit(out: Path, assignment: Assignment, *, parts: list[str] | None = No
     folders = [(engine, engine.name), (assignment.folder, pack_home),
                (assignment.reference_dir, _normal(reference_home))]
     setup = (SETUP_SH.replace("__TORCH__", torch_version()).replace("__TORCH_INDEX__", TORCH_CPU_INDEX)
-             .replace("__GRADER__", GRADER_FOLDER))
+             .replace("__GRADER__", GRADER_FOLDER).replace("__ISOLATION__", isolation))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as kit:
         _add(kit, "setup.sh", setup, executable=True)

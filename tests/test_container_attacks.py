@@ -80,7 +80,7 @@ uids.pool_folder = lambda: POOL
 SUBMISSION, TASKS, LEVEL = sys.argv[1], sys.argv[2], sys.argv[3]
 LIMITS = Limits(**json.loads(sys.argv[4]))
 LAYERS = {"seccomp": {"seccomp": False}, "namespaces": {"own_namespaces": False}, "cpus": {"cpus": None},
-          "space_watch": {"space_watch": False}}
+          "space_watch": {"space_watch": False}, "own_root": {"own_root": False}}
 CLEAN_UP = {"keyrings": ("clear_keyrings_of", lambda uid, gid: False),
             "ipc_sweep": ("remove_ipc_objects_of", lambda uid: 0), "file_sweep": ("remove_files_of", lambda uid: []),
             "process_kill": ("kill_processes_of", lambda uid, gid=None: 0)}
@@ -214,6 +214,47 @@ def test_the_worker_reaches_no_listener_on_the_machine(container_python, open_ho
     assert found["namespaces seccomp"].splitlines() == ["tcp reached", "unix reached"]  # positive control
 
 
+# ---------------------------------------------------------------------------- the file system
+
+READ_A_COPY = '''
+import os
+try:
+    print("read", open(PATH).read())
+except OSError as error:
+    print("refused", type(error).__name__)
+print("listed", sorted(os.listdir("/")))
+'''
+
+
+@pytest.fixture
+def solution_copy():
+    """A copy of solution code the grader knows nothing of, readable by every user (another
+    checkout, an archive left world-readable)."""
+    home = Path(tempfile.mkdtemp(prefix="stray-checkout-", dir="/var/tmp"))
+    home.chmod(0o755)
+    (home / "attention.py").write_text("def scaled_dot_product(q, k, v): return 'the solution'\n")
+    (home / "attention.py").chmod(0o644)
+    yield home / "attention.py"
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_world_readable_copy_of_the_solution_is_absent_from_the_workers_root(container_python, open_home,
+                                                                                solution_copy):
+    code = READ_A_COPY.replace("PATH", repr(str(solution_copy)))
+    found = drive(container_python, open_home, f'''
+        found = {{}}
+        for without in ((), ("own_root",)):
+            with worker(*without) as made:
+                found[" ".join(without) or "all"] = attack(made, {code!r})
+        print(json.dumps(found))
+    ''')
+    assert found["all"].startswith("refused FileNotFoundError"), found["all"]
+    listed = found["all"].splitlines()[-1]
+    assert "'root'" not in listed and "'home'" not in listed and "'w'" in listed  # nothing else of the machine
+    assert "read def scaled_dot_product" in found["own_root"]  # positive control
+
+
 # ---------------------------------------------------------------------------- what outlives a worker
 
 LEAVE_BEHIND = '''
@@ -267,7 +308,7 @@ def _leftover_program(marker: str, without: tuple[str, ...]) -> str:
     '''
 
 
-LEFTOVER_LAYERS = ("seccomp", "namespaces", "keyrings", "ipc_sweep", "file_sweep")
+LEFTOVER_LAYERS = ("seccomp", "namespaces", "own_root", "keyrings", "ipc_sweep", "file_sweep")
 
 
 @pytest.mark.slow
@@ -277,8 +318,9 @@ def test_nothing_a_worker_leaves_reaches_the_next_student_on_its_uid(container_p
     assert held["same_uid"], "another grade took the slot in between: run again"
     assert "segment -1 key -1" in held["left"]  # the filter refuses both
     assert (held["files"], held["segment"], held["token"]) == ([], False, None)
-    # Without the filter: the namespaces and what is ended after the worker hold.
-    cleaned = drive(container_python, open_home, _leftover_program(marker, ("seccomp",)))
+    assert "files 0" in held["left"]  # its own root has no shared folder it may write
+    # Without the filter and its own root: the namespaces and what is ended after the worker hold.
+    cleaned = drive(container_python, open_home, _leftover_program(marker, ("seccomp", "own_root")))
     assert "key -1" not in cleaned["left"] and "files 4" in cleaned["left"]
     assert (cleaned["files"], cleaned["segment"], cleaned["token"]) == ([], False, None)
     control = drive(container_python, open_home, _leftover_program(marker, LEFTOVER_LAYERS))
@@ -364,15 +406,16 @@ def test_a_process_that_changes_its_pid_does_not_outlive_its_worker(container_py
     milliseconds and no process group or session holds it. Killed with its worker's uid."""
     found = drive(container_python, open_home, CHURN_TOOLS + textwrap.dedent(f'''
         found = {{}}
-        for without in ((), ("process_kill",)):
+        # its heartbeat is a file of the machine's, outside the worker's own root
+        for without in (("own_root",), ("own_root", "process_kill")):
             made = worker(*without)
             uid, beat = made.layers.sandbox_uid, heartbeat("beat-" + "-".join(without))
             said = attack(made, {PID_CHURN!r}.replace("BEAT", repr(beat)))
             beating = churn_left(beat)
             made.close()
-            found[" ".join(without) or "all"] = [said, beating, churn_left(beat)]
+            found[" ".join(without[1:]) or "all"] = [said, beating, churn_left(beat)]
             end_the_churn(uid, beat)
-            found[" ".join(without) or "all"].append(churn_left(beat))
+            found[" ".join(without[1:]) or "all"].append(churn_left(beat))
         print(json.dumps(found))
     '''))
     assert found["all"] == ["churning", True, False, False], found["all"]
@@ -388,7 +431,7 @@ import os
 written = files = 0
 try:
     for index in range(16):
-        folder = "/tmp" if index % 2 else "."
+        folder = "/tmp" if index % 2 and os.access("/tmp", os.W_OK) else "."  # /tmp: not in its own root
         with open(os.path.join(folder, "grader-test-big-{marker}-%d" % index), "wb") as big:
             for _ in range(8):
                 big.write(b"x" * (1 << 20))

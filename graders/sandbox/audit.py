@@ -128,6 +128,37 @@ def _read_text(path: str) -> str:
         return handle.read()
 
 
+# The /proc files a worker reads after it changed its root to a tree without /proc (container
+# isolation, graders/sandbox/rootfs.py): opened before, read through their descriptors (a
+# file's descriptor leads nowhere else, unlike a folder's).
+PROC_FILES = ("/proc/self/status", "/proc/self/maps", "/proc/net/dev")
+_kept_proc_files: dict[str, int] = {}
+
+
+def keep_proc_files() -> None:
+    for path in PROC_FILES:
+        try:
+            _kept_proc_files[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            pass
+
+
+def read_proc(path: str) -> str:
+    """A /proc file of this process, read now: by its path, or, without /proc, through the
+    descriptor `keep_proc_files` kept."""
+    try:
+        return _read_text(path)
+    except FileNotFoundError:
+        if path not in _kept_proc_files:
+            raise
+    descriptor = _kept_proc_files[path]
+    os.lseek(descriptor, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(descriptor, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 def already_loaded_libraries() -> frozenset[str]:
     """Real paths of the shared libraries mapped into this process.
 
@@ -135,9 +166,9 @@ def already_loaded_libraries() -> frozenset[str]:
     does `ctypes.CDLL("libc.so.6")`). Opening a library that is already mapped runs no new
     code, and what would make it dangerous, looking up and calling its functions, stays denied.
     """
-    with open("/proc/self/maps") as maps:
-        return frozenset(os.path.realpath(fields[5]) for fields in map(str.split, maps)
-                         if len(fields) == 6 and fields[5].startswith("/") and ".so" in fields[5])
+    maps = read_proc("/proc/self/maps").splitlines()
+    return frozenset(os.path.realpath(fields[5]) for fields in map(str.split, maps)
+                     if len(fields) == 6 and fields[5].startswith("/") and ".so" in fields[5])
 
 
 def disable_fork_exec() -> None:

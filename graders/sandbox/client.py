@@ -32,7 +32,7 @@ from graders.dependencies import (
     broken_dependency_message, dependency_module, grader_distribution, import_name, missing_dependency_message,
 )
 
-from . import audit, isolation
+from . import audit, isolation, rootfs
 from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
 from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, StudentError,
                      WorkerCrashed, WorkerTimeout)
@@ -50,8 +50,12 @@ SHUTDOWN_TIMEOUT_S = 1.0
 # Audit-hook denials kept per Worker (over all its restarts); more are only counted.
 MAX_AUDIT_DENIALS = 100
 CONTAINER_NOTE = ("container isolation: a uid of its own that the OS denies every secret, rlimits, the audit hook, "
-                  "a seccomp filter, pinned CPUs, a watched write bound, everything of its uid ended after it; "
-                  "no file system or PID namespace of its own (the one-shot container is the per-submission boundary)")
+                  "a seccomp filter, pinned CPUs, a watched write bound, a file system of its own (a tree of links, "
+                  "secrets absent), everything of its uid ended after it; no PID namespace (the one-shot container "
+                  "is the per-submission boundary)")
+CONTAINER_GPU_NOTE = CONTAINER_NOTE.replace(
+    "a file system of its own (a tree of links, secrets absent)",
+    "the machine's file system, its secrets unreadable by that uid (a GPU worker: CUDA in a root of links is untried)")
 
 
 class Worker:
@@ -180,8 +184,13 @@ class Worker:
                 slot=self._uid_lease.slot if self._uid_lease else 0, threads=limits.threads)
             if require_isolation and self.layers.level == isolation.NONE:
                 raise IsolationUnavailable(isolation.missing_layers_message(isolation.isolation_problems(level), level))
+            if self.allow_gpu and self.layers.own_root:
+                # CUDA in a root without /proc and /sys (the driver reads both) is untried: a GPU
+                # worker keeps the machine's file system, secrets unreadable by its uid as before.
+                self.layers = dataclasses.replace(self.layers, own_root=False)
             if require_isolation and self.layers.level == isolation.CONTAINER:
-                self.layers = dataclasses.replace(self.layers, note=CONTAINER_NOTE)
+                self.layers = dataclasses.replace(
+                    self.layers, note=CONTAINER_NOTE if self.layers.own_root else CONTAINER_GPU_NOTE)
             self._protect_secrets(require_isolation)
         except BaseException:
             self._release_uid()
@@ -457,21 +466,26 @@ class Worker:
     def _launch(self) -> None:
         run_as = (self.layers.sandbox_uid, self._uid_lease.gid) if self.layers.sandbox_uid is not None else None
         private = self.layers.private_mounts
-        workdir = isolation.make_workdir(self.submission_dir, owner=None if private else run_as)
+        root = self._own_root() if self.layers.own_root else None
+        workdir = isolation.make_workdir(self.submission_dir, owner=None if private else run_as,
+                                         parent=None if root is None else root / rootfs.WORKERS)
+        # Where the worker finds its folder: inside its own root, if it has one.
+        seen_as = workdir if root is None else rootfs.inner_path(root, workdir)
         config = {
-            "submission_dir": str(workdir / "submission"), "workdir": str(workdir),
+            "submission_dir": str(seen_as / "submission"), "workdir": str(seen_as),
             "secret_paths": self.secret_paths, "task_modules": self.task_modules, "packages": self.packages,
             "limits": self.limits.to_json(), "gpu": self.allow_gpu, "run_as": run_as,
             "private_source": isolation.SUBMISSION_SOURCE if private else None,
             # Without bwrap the worker's parent is this process, and it checks that it still is.
             "parent_pid": None if self.layers.bwrap else os.getpid(),
-            "containment_only": self.containment_only, "confinement": self.layers.confinement(),
+            "containment_only": self.containment_only,
+            "confinement": {**self.layers.confinement(), "root": None if root is None else str(root)},
         }
         try:
             if self.containment_only:
                 process, channel, output = self._start_contained(workdir, config)
             else:
-                process, channel, output = self._start_isolated(workdir, config)
+                process, channel, output = self._start_isolated(workdir, config, seen_as)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -488,9 +502,11 @@ class Worker:
         self.starts += 1
         self.last_output = ""
 
-    def _start_isolated(self, workdir: Path, config: dict) -> tuple[subprocess.Popen, PollingChannel, OutputTail]:
+    def _start_isolated(self, workdir: Path, config: dict,
+                        seen_as: Path) -> tuple[subprocess.Popen, PollingChannel, OutputTail]:
         """The worker (in bubblewrap where the layers say so) with its protocol pipes as
-        inherited descriptors, in a session of its own: POSIX."""
+        inherited descriptors, in a session of its own: POSIX. `seen_as`: where the worker
+        finds `workdir` once in its own root."""
         request_read, request_write = pipe()
         reply_read, reply_write = pipe()
         output_read, output_write = os.pipe()
@@ -506,7 +522,7 @@ class Worker:
         process = spawn(command, ours=(request_write, reply_read, output_read),
                         theirs=(request_read, reply_write, output_write),
                         stdin=subprocess.DEVNULL, stdout=output_write, stderr=output_write,
-                        pass_fds=(request_read, reply_write), cwd=workdir, env=self._environment(workdir))
+                        pass_fds=(request_read, reply_write), cwd=workdir, env=self._environment(seen_as))
         channel = PollingChannel(request_write, reply_read, max_bytes=self.limits.max_message_bytes,
                                  max_header_bytes=self.limits.max_header_bytes)
         return process, channel, OutputTail(output_read, self.limits.max_output_bytes)
@@ -543,6 +559,12 @@ class Worker:
         if visible is not None:
             environment["CUDA_VISIBLE_DEVICES"] = visible
         return environment
+
+    def _own_root(self) -> Path:
+        """The tree this worker changes its root to (container isolation), up to date: what
+        bubblewrap would bind, without the secrets inside it."""
+        return rootfs.prepared_root(isolation.own_root_sources(self.readable_paths), self.secret_paths,
+                                    isolation.workdirs_parent())
 
     def _stop_writer(self, reason: str) -> None:
         """From the space watch's thread: end every process of the worker's uid now; the request

@@ -135,8 +135,12 @@ def _worker_findings(secret_paths, readable_paths, gpu, limits, modules=()) -> l
     isolated_network = report["interfaces"] in ([], ["lo"])
     findings.append(Finding("no network", isolated_network, "interfaces: " + ", ".join(report["interfaces"]),
                             "" if isolated_network else "needs bubblewrap"))
-    findings.append(Finding("other processes invisible", report["processes_visible"] <= 5,
-                            f"{report['processes_visible']} processes in its /proc"))
+    if report["processes_visible"] is None:
+        findings.append(Finding("other processes invisible", None, "no /proc in its own root, so none listed; "
+                                "without a PID namespace it may still signal its own uid's"))
+    else:
+        findings.append(Finding("other processes invisible", report["processes_visible"] <= 5,
+                                f"{report['processes_visible']} processes in its /proc"))
     hidden = not report["secrets_present"]
     findings.append(Finding("secrets absent from the worker's file system", hidden,
                             "none present" if hidden else "present: " + ", ".join(report["secrets_present"]),
@@ -178,6 +182,11 @@ def _confinement_findings(report: dict, layers: isolation.Layers, limits: Limits
                                 "made as root before the worker drops to its uid" if layers.own_namespaces else
                                 "refused here (Docker's seccomp profile): the worker's filter refuses AF_UNIX sockets "
                                 "too, and IPC objects left are removed after it"))
+        findings.append(Finding("a file system of its own (container isolation: a tree of links it changes its "
+                                "root to, the secrets left out)", True if layers.own_root else None,
+                                "what full isolation binds, as hard links; nothing else of the machine"
+                                if layers.own_root else "not for a GPU worker (CUDA in a root without /proc and /sys "
+                                "is untried): the machine's file system, its secrets unreadable by the uid"))
         findings.append(Finding("writable space bounded (container isolation: a watch of what its uid writes)",
                                 layers.space_watch, f"{limits.workdir_bytes // MiB} MiB / {limits.workdir_files} files "
                                 "over its folder and its files in " + ", ".join(uids.SHARED_WRITABLE)))

@@ -27,12 +27,13 @@ a machine where any layer of the chosen level is missing. Two levels:
   every secret (the reference, the hidden fixtures: checked, not assumed), under rlimits, the
   audit hook and a seccomp filter (no socket but AF_UNIX, no SysV IPC, keyring, io_uring or CPU
   change), pinned to its CPUs, in a fresh directory that TMPDIR and HOME point into; it makes
-  network and IPC namespaces of its own where the kernel lets root `unshare` them; what its uid
-  writes is watched against the bound of full isolation's tmpfs (`SpaceWatch`); and after it,
-  every process, keyring key, IPC object and shared-folder file of its uid is ended
-  (graders/sandbox/uids.py). Missing there: a file system of its own (what the uid may read,
-  it reads) and a PID namespace. It still fails closed: not root, or an interpreter the uid
-  cannot reach, or a secret it can still read, refuses the grade.
+  network and IPC namespaces of its own where the kernel lets root `unshare` them; it changes
+  its root to a tree of links that holds what bubblewrap would bind, secrets left out
+  (graders/sandbox/rootfs.py; not for a GPU worker); what its uid writes is watched against
+  the bound of full isolation's tmpfs (`SpaceWatch`); and after it, every process, keyring key,
+  IPC object and shared-folder file of its uid is ended (graders/sandbox/uids.py). Missing
+  there: a PID namespace. It still fails closed: not root, or an interpreter the uid cannot
+  reach, or a secret it can still read, refuses the grade.
 
 Both levels keep the grader's outputs in a folder that no sandbox uid can create or open
 (graders/atomic.py, `private_output_folder`).
@@ -94,6 +95,9 @@ class Layers:
     # Without private mounts: a watcher of what the uid has written, which kills the worker
     # past Limits.workdir_bytes or workdir_files.
     space_watch: bool = False
+    # Without bubblewrap (as root): a file system of its own, a tree of links the worker
+    # changes its root to before it drops to its uid (graders/sandbox/rootfs.py).
+    own_root: bool = False
 
     @property
     def full(self) -> bool:
@@ -115,7 +119,7 @@ class Layers:
                 "full_isolation": self.full, "level": self.level, "rlimits": rlimits,
                 "audit_hook": not self.containment_only, "own_namespaces": self.own_namespaces,
                 "seccomp": self.seccomp, "cpus": list(self.cpus) if self.cpus is not None else None,
-                "space_watch": self.space_watch, "note": self.note}
+                "space_watch": self.space_watch, "own_root": self.own_root, "note": self.note}
 
     def confinement(self) -> dict:
         """What the worker applies to itself before it drops to its uid (graders/sandbox/worker.py)."""
@@ -138,7 +142,7 @@ def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int, slot: int = 0, th
         return layers
     return dataclasses.replace(layers, seccomp=True, cpus=cpus_for(slot, threads),
                                own_namespaces=not layers.bwrap and namespaces_work(),
-                               space_watch=not layers.private_mounts)
+                               space_watch=not layers.private_mounts, own_root=not layers.bwrap)
 
 
 def cpus_for(slot: int, threads: int, available: list[int] | None = None) -> tuple[int, ...]:
@@ -424,6 +428,13 @@ def _folders_on_the_way(path: str, made: set[str]) -> list[str]:
     return arguments
 
 
+def own_root_sources(readable_paths=()) -> list[str]:
+    """What a worker's own root holds (container isolation): what bubblewrap would bind, but
+    /sys, whose files cannot be linked."""
+    return [*(path for path in SYSTEM_PATHS if path != "/sys" and os.path.lexists(path)),
+            *exposed_paths(readable_paths)]
+
+
 def exposed_paths(readable_paths=()) -> list[str]:
     """The interpreter's paths and `readable_paths` (with the targets of the links inside them),
     outside the system folders, leaving out those inside another (bound with it); parents first."""
@@ -506,13 +517,14 @@ def _made(folder: Path) -> Path:
     return folder
 
 
-def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None) -> Path:
-    """A fresh directory: `submission/` (a copy of the submission) and `tmp/` (TMPDIR).
+def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None, parent: Path | None = None) -> Path:
+    """A fresh directory in `parent` (workdirs_parent() by default; a worker's own root has
+    its own): `submission/` (a copy of the submission) and `tmp/` (TMPDIR).
 
     Its name says which grader process made it, so that directories left by a grader that was
     killed (and so could not clean up) are removed by the next one.
     """
-    parent = workdirs_parent()
+    parent = workdirs_parent() if parent is None else parent
     remove_orphaned_workdirs(parent)
     # 0700: the worker reaches it as its owner (`owner`), or through bubblewrap's binds, which are
     # made with root's capabilities; nobody else can enter it.

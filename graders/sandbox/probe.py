@@ -12,13 +12,14 @@ import os
 import stat
 from typing import Any
 
+from graders.sandbox.audit import read_proc
 from graders.sandbox.harness import task
 
 
 @task("sandbox.probe")
 def sandbox_probe(ctx: Any, secret_paths: list) -> dict:
-    with open("/proc/self/status") as status:
-        fields = dict(line.rstrip("\n").split(":\t", 1) for line in status if ":\t" in line)
+    status = read_proc("/proc/self/status").splitlines()
+    fields = dict(line.split(":\t", 1) for line in status if ":\t" in line)
     space = {}
     for name, path in (("workdir", str(ctx.workdir)), ("tmp", "/tmp"), ("shm", "/dev/shm")):
         info = os.statvfs(path)
@@ -32,7 +33,7 @@ def sandbox_probe(ctx: Any, secret_paths: list) -> dict:
         "space": space,
         "tmp_writable": os.access("/tmp", os.W_OK),
         "interfaces": _interfaces(),
-        "processes_visible": sum(entry.isdigit() for entry in os.listdir("/proc")),
+        "processes_visible": sum(entry.isdigit() for entry in os.listdir("/proc")) if os.path.isdir("/proc/self") else None,
         "secrets_present": [path for path in secret_paths if _visible(path)],
         "gpu_nodes": sorted(glob.glob("/dev/nvidia*")),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -42,8 +43,8 @@ def sandbox_probe(ctx: Any, secret_paths: list) -> dict:
 def _interfaces() -> list[str]:
     """The network interfaces of the worker's network namespace, read from /proc: listing them
     through a socket (if_nameindex) is refused by the worker's seccomp filter."""
-    with open("/proc/net/dev") as table:
-        return sorted(line.split(":", 1)[0].strip() for line in table.readlines()[2:])
+    table = read_proc("/proc/net/dev").splitlines()
+    return sorted(line.split(":", 1)[0].strip() for line in table[2:])
 
 
 def _visible(path: str) -> bool:

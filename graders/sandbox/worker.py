@@ -180,6 +180,10 @@ def harden_process(*, run_as: list[int] | None, parent_pid: int | None, confinem
     if confinement["cpus"] is not None:  # every thread: torch's, started at import, too
         for thread in os.listdir("/proc/self/task"):
             os.sched_setaffinity(int(thread), confinement["cpus"])
+    if confinement["root"] is not None:  # container isolation: a file system of its own
+        audit.keep_proc_files()
+        os.chroot(confinement["root"])
+        os.chdir("/")
     # No setuid binary or file capability can give back what is dropped here.
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if run_as is not None:
