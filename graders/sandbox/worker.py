@@ -30,6 +30,7 @@ import os
 import random
 import shutil
 import signal
+import stat
 import threading
 import sys
 import time
@@ -181,6 +182,7 @@ def harden_process(*, run_as: list[int] | None, parent_pid: int | None, confinem
         for thread in os.listdir("/proc/self/task"):
             os.sched_setaffinity(int(thread), confinement["cpus"])
     if confinement["root"] is not None:  # container isolation: a file system of its own
+        refuse_open_folders()
         audit.keep_proc_files()
         os.chroot(confinement["root"])
         os.chdir("/")
@@ -197,6 +199,18 @@ def harden_process(*, run_as: list[int] | None, parent_pid: int | None, confinem
         os._exit(1)  # the grader died before the signal was armed
     if confinement["seccomp"]:  # last: it refuses sched_setaffinity
         seccomp.install(allow_unix_sockets=confinement["allow_unix_sockets"])
+
+
+def refuse_open_folders() -> None:
+    """A folder's descriptor open across the change of root would lead out of it (openat of
+    ".." from there): none may be, and none is by design; fail the start if one is."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            opened = os.fstat(int(name))
+        except OSError:
+            continue  # the listing's own, closed by now
+        if stat.S_ISDIR(opened.st_mode):
+            raise OSError(f"descriptor {name} is a folder's: it would lead out of the worker's own root")
 
 
 def linux_prctl() -> Callable[..., int] | None:
