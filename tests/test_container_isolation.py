@@ -37,11 +37,22 @@ def no_bubblewrap(monkeypatch):
 def test_container_isolation_needs_no_bubblewrap_but_full_does(no_bubblewrap, monkeypatch):
     monkeypatch.setattr(isolation.os, "geteuid", lambda: 0)
     monkeypatch.setattr(isolation, "interpreter_paths", lambda: ["/usr/lib/python3.11"])
+    monkeypatch.setattr(isolation, "own_root_works", lambda: True)
     isolation.require_isolation(CONTAINER)
     with pytest.raises(IsolationUnavailable) as refused:
         isolation.require_isolation(FULL)
     assert "bubblewrap is not installed" in str(refused.value)
     assert "`--isolation container` grades without namespaces" in str(refused.value)  # the way out, where it fits
+
+
+def test_container_isolation_refuses_where_the_worker_cannot_have_a_root_of_its_own(no_bubblewrap, monkeypatch):
+    monkeypatch.setattr(isolation.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(isolation, "interpreter_paths", lambda: ["/usr/lib/python3.11"])
+    monkeypatch.setattr(isolation, "own_root_works", lambda: False)  # a container without CAP_SYS_CHROOT
+    with pytest.raises(IsolationUnavailable) as refused:
+        isolation.require_isolation(CONTAINER)
+    assert "the worker would see the machine's file system" in str(refused.value)
+    assert "--cap-add SYS_CHROOT" in str(refused.value)
 
 
 def test_container_isolation_still_refuses_without_root(no_bubblewrap, monkeypatch):

@@ -142,7 +142,8 @@ def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int, slot: int = 0, th
         return layers
     return dataclasses.replace(layers, seccomp=True, cpus=cpus_for(slot, threads),
                                own_namespaces=not layers.bwrap and namespaces_work(),
-                               space_watch=not layers.private_mounts, own_root=not layers.bwrap)
+                               space_watch=not layers.private_mounts,
+                               own_root=not layers.bwrap and own_root_works())
 
 
 def cpus_for(slot: int, threads: int, available: list[int] | None = None) -> tuple[int, ...]:
@@ -173,6 +174,28 @@ def namespaces_work() -> bool:
         return False
 
 
+# Asked of a child (root, like the grader making the tree and the worker changing its root).
+_OWN_ROOT_PROBE = ("import os, sys\n"
+                   "os.mknod(sys.argv[1], 0o20666, os.makedev(1, 3))\n"
+                   "os.chroot('/')")
+
+
+@functools.lru_cache(maxsize=None)
+def own_root_works() -> bool:
+    """Whether root may make device nodes and change a process's root here (CAP_MKNOD and
+    CAP_SYS_CHROOT, both in Docker's default capabilities): what a worker's own root needs
+    without bubblewrap (graders/sandbox/rootfs.py)."""
+    if os.geteuid() != 0:
+        return False
+    with tempfile.TemporaryDirectory(prefix="grader-root-probe-") as scratch:
+        try:
+            return subprocess.run([sys.executable, "-I", "-S", "-c", _OWN_ROOT_PROBE, os.path.join(scratch, "null")],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+
+
 def _chosen_layers(*, use_bwrap: bool | None, sandbox_uid: int) -> Layers:
     as_root = os.geteuid() == 0
     bwrap = find_bwrap() if use_bwrap is not False else None
@@ -200,6 +223,8 @@ FIX_ALLOW_NAMESPACES = ("in a container, allow it (Docker: `--security-opt secco
 FIX_RUN_AS_ROOT = "run the grader as root (`sudo .venv/bin/grade ...`); the worker never keeps root"
 
 
+FIX_OWN_ROOT = ("give the container Docker's default capabilities back (`--cap-add SYS_CHROOT --cap-add MKNOD`), "
+                "or grade with full isolation")
 FIX_CONTAINER_PYTHON = ("install Python where every user may read it (the system's, or a virtual environment "
                         "outside /root), so that the worker can drop to a uid of its own")
 
@@ -228,6 +253,9 @@ def isolation_problems(level: str = FULL) -> list[tuple[str, str]]:
     if as_root and (unreachable := [path for path in interpreter_paths() if blocking_ancestor(path)]):
         problems.append((f"the worker's uid cannot reach {unreachable[0]} (blocked at "
                          f"{blocking_ancestor(unreachable[0])})", FIX_CONTAINER_PYTHON))
+    if as_root and not own_root_works():
+        problems.append(("root may not make device nodes or change a process's root here, so the worker would see "
+                         "the machine's file system", FIX_OWN_ROOT))
     return problems
 
 
