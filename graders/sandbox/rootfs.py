@@ -173,7 +173,11 @@ class _Tree:
         for directory, subdirectories, files in os.walk(source):
             subdirectories[:] = [name for name in subdirectories
                                  if not self.is_excluded(os.path.join(directory, name))]
-            info = os.lstat(directory)
+            try:
+                info = os.lstat(directory)
+            except FileNotFoundError:  # removed while the tree was made
+                subdirectories.clear()
+                continue
             target = self.inside(directory)
             fresh = _lstat(target) is None
             _folder(target, stat.S_IMODE(info.st_mode) & ~SHARED_WRITE_BITS, owner=(info.st_uid, info.st_gid))
