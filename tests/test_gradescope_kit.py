@@ -106,8 +106,8 @@ def run_autograder(root: Path, **environment) -> tuple[subprocess.CompletedProce
     results = root / "results" / "results.json"
     results.unlink(missing_ok=True)
     done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, capture_output=True, text=True,
-                          timeout=600, env=clean_environment(GRADER_PYTHON=str(root / "venv" / "bin" / "python"),
-                                                             AUTOGRADER_ROOT=str(root), **environment))
+                          timeout=600, env=clean_environment(**{"GRADER_PYTHON": str(root / "venv" / "bin" / "python"),
+                                                                "AUTOGRADER_ROOT": str(root), **environment}))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     document = json.loads(results.read_text())
     jsonschema.validate(document, SCHEMA)
@@ -161,6 +161,22 @@ def test_two_submissions_that_differ_only_in_a_hidden_answer_show_the_same_bytes
     hidden = {t["name"]: t.get("status") for t in first["tests"] if t["visibility"] == "after_due_date"}
     assert hidden != {t["name"]: t.get("status") for t in second["tests"] if t["visibility"] == "after_due_date"}
     assert visible_bytes(first) == visible_bytes(second)
+
+
+@pytest.mark.slow
+def test_in_gradescope_s_container_the_kit_grades_as_under_full_isolation(gradescope_root, graded_by_the_kit):
+    """As on Gradescope: no namespaces, root, a Python every user may read (the system's). The
+    kit grades at container isolation, its workers in a root of their own, and gives the same
+    tests the same outcomes as under bubblewrap (the positive control of the mode)."""
+    system_python = Path("/usr/bin/python3.11")
+    if not system_python.is_file() or sys.version_info[:2] != (3, 11):
+        pytest.skip("needs the system's Python 3.11, for which this environment's packages are")
+    python = linked_venv(gradescope_root / "system-venv", base_python=system_python,
+                         first=[gradescope_root / "source" / "grader"])
+    _, document = run_autograder(gradescope_root, GRADER_PYTHON=str(python), **{isolation.BWRAP_ENVIRONMENT: ""})
+    outcomes = {t["name"]: (t.get("status"), t.get("score"), t["max_score"]) for t in document["tests"]}
+    assert outcomes == {t["name"]: (t.get("status"), t.get("score"), t["max_score"]) for t in graded_by_the_kit["tests"]}
+    assert any("square_mask_polarity" in t["tags"] and t["status"] == "failed" for t in document["tests"])
 
 
 def test_run_autograder_fails_closed_where_nothing_isolates(gradescope_root):
