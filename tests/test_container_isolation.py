@@ -55,6 +55,17 @@ def test_container_isolation_refuses_where_the_worker_cannot_have_a_root_of_its_
     assert "--cap-add SYS_CHROOT" in str(refused.value)
 
 
+def test_a_gpu_worker_keeps_the_machines_file_system_and_others_get_their_own_root(no_bubblewrap, monkeypatch):
+    monkeypatch.setattr(isolation.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(isolation, "interpreter_paths", lambda: ["/usr/lib/python3.11"])
+    monkeypatch.setattr(isolation, "own_root_works", lambda: True)
+    monkeypatch.setattr(isolation, "namespaces_work", lambda: False)
+    cpu = isolation.choose_layers(use_bwrap=False, sandbox_uid=1_970_000_000)
+    gpu = isolation.choose_layers(use_bwrap=False, sandbox_uid=1_970_000_000, gpu=True)
+    assert (cpu.level, cpu.own_root) == (CONTAINER, True)
+    assert (gpu.level, gpu.own_root) == (CONTAINER, False)  # CUDA in a root of links is untried
+
+
 def test_container_isolation_still_refuses_without_root(no_bubblewrap, monkeypatch):
     monkeypatch.setattr(isolation.os, "geteuid", lambda: 1000)
     with pytest.raises(IsolationUnavailable, match="not root"):

@@ -181,13 +181,9 @@ class Worker:
         try:
             self.layers = isolation.choose_layers(
                 use_bwrap=use_bwrap, sandbox_uid=self._uid_lease.uid if self._uid_lease else limits.sandbox_uid,
-                slot=self._uid_lease.slot if self._uid_lease else 0, threads=limits.threads)
+                slot=self._uid_lease.slot if self._uid_lease else 0, threads=limits.threads, gpu=self.allow_gpu)
             if require_isolation and self.layers.level == isolation.NONE:
                 raise IsolationUnavailable(isolation.missing_layers_message(isolation.isolation_problems(level), level))
-            if self.allow_gpu and self.layers.own_root:
-                # CUDA in a root without /proc and /sys (the driver reads both) is untried: a GPU
-                # worker keeps the machine's file system, secrets unreadable by its uid as before.
-                self.layers = dataclasses.replace(self.layers, own_root=False)
             if require_isolation and self.layers.level == isolation.CONTAINER:
                 self.layers = dataclasses.replace(
                     self.layers, note=CONTAINER_NOTE if self.layers.own_root else CONTAINER_GPU_NOTE)

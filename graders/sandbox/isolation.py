@@ -133,17 +133,20 @@ class IsolationUnavailable(RuntimeError):
     """Instructor grading refused: a layer of the sandbox is missing on this machine."""
 
 
-def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int, slot: int = 0, threads: int = 1) -> Layers:
+def choose_layers(*, use_bwrap: bool | None, sandbox_uid: int, slot: int = 0, threads: int = 1,
+                  gpu: bool = False) -> Layers:
     """`use_bwrap`: None uses bubblewrap where it works, True requires it, False avoids it.
     `sandbox_uid`: the uid leased for this worker (used only when the grader is root), `slot`
-    its place in the pool, which chooses its `threads` CPUs."""
+    its place in the pool, which chooses its `threads` CPUs. `gpu`: a worker given the GPU,
+    which gets no own root (CUDA in a root without /proc and /sys, which the driver reads, is
+    untried): it keeps the machine's file system, its secrets unreadable by its uid."""
     layers = _chosen_layers(use_bwrap=use_bwrap, sandbox_uid=sandbox_uid)
     if layers.sandbox_uid is None:
         return layers
     return dataclasses.replace(layers, seccomp=True, cpus=cpus_for(slot, threads),
                                own_namespaces=not layers.bwrap and namespaces_work(),
                                space_watch=not layers.private_mounts,
-                               own_root=not layers.bwrap and own_root_works())
+                               own_root=not layers.bwrap and not gpu and own_root_works())
 
 
 def cpus_for(slot: int, threads: int, available: list[int] | None = None) -> tuple[int, ...]:
