@@ -148,12 +148,17 @@ class _Tree:
         except OSError:
             return
         target = self.inside(path)
-        for parent in reversed(Path(path).parents[:-1]):
-            _folder(self.inside(str(parent)), 0o755)
+        self.folders_to(path)
         staged = target.with_name(f".{target.name}.staged")
         staged.write_bytes(content)
         os.chmod(staged, 0o444)
         os.replace(staged, target)
+
+    def folders_to(self, path: str) -> None:
+        """The folders on the way to `path` in the tree: root's, 0755, whatever the machine's are
+        (a Python under /root is reachable, nothing else of /root is there)."""
+        for parent in reversed(Path(path).parents[:-1]):
+            _folder(self.inside(str(parent)), 0o755)
 
     def is_excluded(self, path: str) -> bool:
         return any(path == place or path.startswith(place + "/") for place in self.excluded)
@@ -162,11 +167,10 @@ class _Tree:
         return self.root / path.lstrip("/")
 
     def mirror(self, source: str) -> None:
-        """`source` at its own path in the tree; the folders on the way root's, 0755."""
+        """`source` at its own path in the tree."""
         if self.is_excluded(source) or not os.path.lexists(source):
             return
-        for parent in reversed(Path(source).parents[:-1]):
-            _folder(self.inside(str(parent)), 0o755)
+        self.folders_to(source)
         if os.path.islink(source) or not os.path.isdir(source):
             _place(source, self.inside(source))
             return
