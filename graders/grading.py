@@ -4,6 +4,7 @@ The grading process never imports the submission. Scores are computed here from 
 returns; a crash, hang or exit in student code fails the check it happened in and grading goes on.
 """
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -257,6 +258,19 @@ def _blocked_result(chk, problem):
     return CheckResult(chk, ERROR, 0.0, message, details=details)
 
 
+@contextlib.contextmanager
+def torch_threads(count):
+    """The grader's own tensor work (the references, the replays of a training step) on as many
+    threads as the worker's: its figures do not depend on the machine's cores, and a batch of one
+    grade per core does not spin every core's OpenMP threads against each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
           golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False, assignment=None,
           isolation=FULL, rehearse=()):
@@ -283,7 +297,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         validate_assignment(assignment)
     registry = assignment.registry()
     seed = rubric.seed if seed is None else seed
-    with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="grade-") as scratch, torch_threads((limits or Limits()).threads):
         try:
             ingested = ingest(Path(source), Path(scratch) / "submission", assignment=assignment)
         except Rejected as rejected:

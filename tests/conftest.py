@@ -35,9 +35,21 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_configure(config):
+    _share_the_cores_among_the_processes()
     config.addinivalue_line("markers", "slurm: needs a real Slurm (sinfo answers; .ci/run starts scripts/slurm-cluster.sh)")
     # xdist's own marker, for a run without xdist (`-p no:xdist`) too
     config.addinivalue_line("markers", "xdist_group(name): tests that run in one process, in file order")
+
+
+def _share_the_cores_among_the_processes():
+    """Each xdist process gets its share of the cores for torch's own threads. By default every
+    process takes them all: on 2 cores, two processes grading in-process spun 4 OpenMP threads on
+    each other, and the alternatives of tests/test_mutation.py took 4 times their CPU."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        from graders.batch.concurrency import usable_cores
+
+        torch.set_num_threads(max(1, usable_cores() // workers))
 
 
 # What a module's tests use beyond their process, which two processes must not use at once.

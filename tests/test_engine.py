@@ -7,10 +7,12 @@ import stat
 import zipfile
 
 import pytest
+import torch
 
 from tests.course import REFERENCE_DIR, TEMPLATE_DIR
 from graders.cli import main
 from graders.grading import grade
+from graders.sandbox import Limits
 
 # Grades or trains for long: left out of the inner loop (README, "Contributing"); CI runs it.
 pytestmark = pytest.mark.slow
@@ -63,6 +65,21 @@ def test_template_gets_zero_with_one_clear_message_per_check():
             assert c["message"], c["id"]
             if part["id"] != "answers":
                 assert "not implemented" in c["message"] or "no answer" in c["message"], (c["id"], c["message"])
+
+
+def test_the_grader_computes_on_the_workers_threads_and_gives_its_caller_back_its_own():
+    """Its references and replays do not depend on the machine's cores, and a batch of one grade
+    per core does not spin each core's OpenMP threads against the others."""
+    seen = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grade(TEMPLATE_DIR, only_parts=["attention"], limits=Limits(threads=1),
+              progress=lambda check: seen.append(torch.get_num_threads()))
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_regrades_are_identical_apart_from_timings(reference_results):
