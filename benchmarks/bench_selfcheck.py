@@ -11,7 +11,8 @@ slowest case: every check runs all its examples; `template` is a fresh copy of t
 where every check stops at its first NotImplementedError.
 
 Prints the ratio, the time per part, the worker start, and the machine's load, for
-docs/selfcheck.md.
+docs/selfcheck.md; where a selected part preloads modules (the rubric's `preload`), the bare import
+of those too, timed beside the others: a floor that no self-check of that part goes under.
 """
 
 import argparse
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 from graders.assignment import load
+from graders.scoring import preload_of
 
 
 def timed(command, **kwargs):
@@ -53,7 +55,9 @@ def main():
     parser.add_argument("--parts", nargs="*", default=[], help="check only these parts (default: all)")
     args = parser.parse_args()
     assignment = load(args.assignment)
-    imports, checks, statuses = [], [], []
+    selected = [part for part in assignment.rubric.parts if not args.parts or part.id in args.parts]
+    preload = preload_of(selected)
+    imports, preloads, checks, statuses = [], [], [], []
     results = None
     with tempfile.TemporaryDirectory(prefix="bench-selfcheck-") as scratch:
         folder = homework_folder(assignment, args.homework, scratch)
@@ -63,6 +67,9 @@ def main():
             checks.append(seconds)
             statuses.append(run.returncode)
             imports.append(timed([sys.executable, "-c", "import torch"], check=True)[0])
+            if preload:
+                preloads.append(timed([sys.executable, "-c", "; ".join(f"import {name}" for name in preload)],
+                                      check=True)[0])
             results = json.loads((folder / ".grade" / "results.json").read_text())
     bare, full = statistics.median(imports), statistics.median(checks)
     counted = [c for p in results["parts"] for c in p["checks"]]
@@ -74,6 +81,11 @@ def main():
           + ", ".join(f"{s:.1f}" for s in checks) + f"; exit status {statuses})")
     print(f"ratio:                              {full / bare:.1f}x, {full - bare:.2f} s on top of the import "
           "(goals: at most 2.5x for the whole; at most 1.5 s on top for one part)")
+    if preload:
+        floor = statistics.median(preloads)
+        print(f"bare import of what a part preloads ({', '.join(preload)}): {floor:.2f} s, {floor / bare:.1f}x "
+              "the bare torch import (median of " + ", ".join(f"{s:.1f}" for s in preloads) + "): that part's "
+              "worker imports it before its first check, so no self-check of the part is faster")
     timings = results["timings"]
     print(f"{len(counted)} public checks; worker start {timings['worker_start_s']:.2f} s; "
           f"grading {timings['total_s']:.2f} s inside the process")
