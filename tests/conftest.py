@@ -44,7 +44,7 @@ def pytest_configure(config):
 def _share_the_cores_among_the_processes():
     """Each xdist process gets its share of the cores for torch's own threads. By default every
     process takes them all: on 2 cores, two processes grading in-process spun 4 OpenMP threads on
-    each other, and the alternatives of tests/test_mutation.py took 4 times their CPU."""
+    each other, and the alternatives of tests/test_mutation.py took 884 s instead of 144 s."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers:
         from graders.batch.concurrency import usable_cores
