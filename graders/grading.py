@@ -297,7 +297,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         validate_assignment(assignment)
     registry = assignment.registry()
     seed = rubric.seed if seed is None else seed
-    with tempfile.TemporaryDirectory(prefix="grade-") as scratch, torch_threads((limits or Limits()).threads):
+    limits = limits or Limits()
+    with tempfile.TemporaryDirectory(prefix="grade-") as scratch, torch_threads(limits.threads):
         try:
             ingested = ingest(Path(source), Path(scratch) / "submission", assignment=assignment)
         except Rejected as rejected:
@@ -331,7 +332,7 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             """The worker for `parts`: the GPU and the assignment's data only for a long part."""
             long_part = any(part.own_worker and (mode == INSTRUCTOR or rehearsed[part.id]) for part in parts)
             packages = {} if assignment.installed else {assignment.package: assignment.folder}
-            return _Lane(Worker(ingested.root, limits=limits or Limits(),
+            return _Lane(Worker(ingested.root, limits=limits,
                                 secret_paths=secret_paths(assignment, [*extra_secrets, *held_out]),
                                 allow_gpu=allow_gpu and long_part, task_modules=assignment.task_modules,
                                 packages=packages,

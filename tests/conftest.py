@@ -16,10 +16,10 @@ import torch
 def one_torch_thread():
     """One CPU thread, as in the sandbox worker: small models gain nothing from more, and on a busy
     machine OpenMP threads spinning on each other made the GRU 30 times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    from graders.grading import torch_threads
+
+    with torch_threads(1):
+        yield
 
 
 def pytest_xdist_auto_num_workers(config):
