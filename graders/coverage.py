@@ -73,6 +73,11 @@ def _identity(handle: Any) -> tuple:
     return ("object", id(getattr(handle, "obj", handle)))
 
 
+def _is_object(value: Any) -> bool:
+    """A handle of an object on the student's side, not plain data."""
+    return not isinstance(value, (type(None), bool, int, float, str, bytes, list, tuple, dict, torch.Tensor))
+
+
 class CoverageRecorder:
     """Binds every call the checks send to the student's code to the pack's contracts. Thread-safe:
     a part graded in a worker of its own sends its calls from another thread."""
@@ -103,7 +108,11 @@ class CoverageRecorder:
                 self._modes[key] = TRAINING
                 call = self._bind(f"{module}.{cls}", rest, kwargs, check_id)
                 if call is not None:
-                    self._built[key] = dict(call.arguments)
+                    # an argument that is itself an object the grader built (a model built from its
+                    # settings object) stands for that object's constructor arguments, which a
+                    # situation may read
+                    self._built[key] = {name: self._built.get((check_id, _identity(value)), value)
+                                        if _is_object(value) else value for name, value in call.arguments.items()}
             elif op == "task":
                 name, *rest = args
                 kwargs = {key: value for key, value in kwargs.items() if key != "timeout"}
