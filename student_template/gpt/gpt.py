@@ -16,6 +16,11 @@ IGNORE_INDEX = -1  # label of padded targets: no loss there (minGPT's ignore_ind
 
 @dataclass
 class GPTConfig:
+    """The model's sizes and dropout rates. block_size >= 1 (a block of one position is a model of
+    one token of context); n_embd is a multiple of n_head, each head of any width (odd too); each
+    dropout rate lies in [0, 1] and acts on its own path in training mode only (a rate of 1 drops
+    the whole path)."""
+
     vocab_size: int
     block_size: int  # the longest context the model can see
     n_layer: int = 3
@@ -118,8 +123,15 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx, targets=None, finetune_classify=False):
-        """idx: (B, T) ids with T <= block_size. targets: (B, T) next-token ids (IGNORE_INDEX at
-        padding), or (B,) class ids when finetune_classify. Returns (logits, loss or None)."""
+        """idx: (B, T) long ids with 1 <= T <= block_size. targets: None, (B, T) long next-token ids
+        (IGNORE_INDEX at padding), or (B,) long class ids when finetune_classify.
+
+        Returns the pair (logits, loss): logits (B, T, vocab_size), or (B, n_classification_class)
+        from the last position when finetune_classify; loss the mean cross-entropy over the targets
+        (IGNORE_INDEX left out), or None without targets (with finetune_classify too). One model is
+        called on sequences of any length up to block_size, call after call. Dropout acts in
+        training mode only: with every rate 0 the training-mode output is the eval-mode one.
+        """
         # TODO: embeddings of tokens and positions, the blocks, ln_f; then lm_head at every
         # TODO: position, or classifier_head on the last position when finetune_classify.
         # TODO: The loss is cross-entropy ignoring IGNORE_INDEX.
@@ -130,8 +142,14 @@ class GPT(nn.Module):
         """Extend idx (B, T) by max_new_tokens tokens, feeding each prediction back in.
 
         Greedy (argmax) by default; with do_sample, sample from softmax(logits / temperature),
-        restricted to the top_k most likely tokens when top_k is given. The context is cropped to
-        the last block_size tokens. Returns (B, T + max_new_tokens).
+        restricted to the top_k most likely tokens when top_k is given (temperature > 0,
+        1 <= top_k <= vocab_size). Without do_sample the new token is the argmax whatever the
+        temperature and top_k. Each step's logits are those of the last position of the model's
+        own forward, self(context) (the checks grade generate with a forward of their own, so
+        that a mistake of forward is not charged here too); the context is cropped to its last
+        block_size tokens, so a prompt longer than block_size works, and so does max_new_tokens
+        beyond block_size. max_new_tokens may be 0: idx comes back as it is.
+        Returns (B, T + max_new_tokens) long ids.
         """
         # TODO: for each new token: crop the context to block_size, take the logits of the last
         # TODO: position, divide by temperature, keep only the top_k (others -inf), then sample
@@ -164,7 +182,13 @@ class Vocabulary:
 
 class LanguageModelingDataset(Dataset):
     """One example per sentence: X = ids[:-1], Y = ids[1:], so Y[t] is the token after X[t]
-    (a sentence of n tokens gives n - 1 next-token predictions)."""
+    (a sentence of n tokens gives n - 1 next-token predictions).
+
+    token_ids: a list of sentences, each a list of int token ids. A sentence of fewer than two
+    tokens (one, or none) gives no prediction and is left out; the others are kept in their order,
+    so a corpus of short sentences only gives an empty dataset. dataset[i], for 0 <= i < len(dataset):
+    the pair (X, Y) of the i-th sentence kept, two 1-D long (torch.int64) tensors of n - 1 ids.
+    """
 
     def __init__(self, token_ids):
         # TODO: keep the sentences (lists of ids) that have at least two tokens.
@@ -180,8 +204,9 @@ class LanguageModelingDataset(Dataset):
 
 
 def lm_collate_fn(batch):
-    """[(X_i, Y_i)] -> (X, Y), both (B, T_max): X padded with PAD_ID, Y with IGNORE_INDEX so that
-    padding never counts in the loss."""
+    """[(X_i, Y_i)] -> (X, Y), both (B, T_max) long tensors, T_max the length of the longest X_i
+    (a batch of one sequence too): row i is X_i followed by PAD_ID, and Y_i followed by IGNORE_INDEX
+    so that padding never counts in the loss."""
     # TODO: pad every X and Y to the longest sequence of the batch.
     raise NotImplementedError('lm_collate_fn is not implemented yet. TODO: pad every X and Y to the longest sequence of the batch.')
 
