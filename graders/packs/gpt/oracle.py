@@ -1,9 +1,12 @@
 """Reference behaviour under weights a check chooses: the computations the minGPT checks ask the
-oracle for (`ctx.oracle.call("gpt_forward", ...)`, the state's shapes for a configuration). `reference` gives a module of the solution
-by its name."""
+oracle for (`ctx.oracle.call("gpt_forward", ...)`, the state's shapes for a configuration, the
+reference's generate over the grader's stand-in forward, the reference dataset's items).
+`reference` gives a module of the solution by its name."""
 
 import torch
 from torch import nn
+
+from .tasks import StandInForward, stand_in_table
 
 # The GELU flavours the contract accepts in the blocks' MLP: the exact one (nn.GELU()) and the
 # tanh approximation (karpathy's minGPT NewGELU, nn.GELU(approximate="tanh")); the template's
@@ -52,4 +55,39 @@ def gpt_state_shapes(reference, config):
     return {name: tuple(t.shape) for name, t in gpt.GPT(gpt.GPTConfig(**config)).state_dict().items()}
 
 
-COMPUTATIONS = {"gpt_forward": gpt_forward, "gpt_model": gpt_model, "gpt_state_shapes": gpt_state_shapes}
+def gpt_outputs(reference, state_dict, config, idx, targets=None, finetune_classify=False, gelu="none", train=False):
+    """The reference GPT's (logits, loss) under the given weights, its MLPs with the given GELU
+    flavour, in eval mode or (train=True, deterministic where every dropout rate is 0 or 1) in
+    training mode: what GPT.forward(idx, targets, finetune_classify) returns."""
+    model = gpt_model(reference, config, gelu).train(train)
+    model.load_state_dict(state_dict, strict=False)
+    with torch.no_grad():
+        return model(idx, targets, finetune_classify=finetune_classify)
+
+
+class _StandInModel:
+    """The stand-in forward as the reference's generate sees a model: callable, with block_size."""
+
+    def __init__(self, stand_in):
+        self.forward = StandInForward(stand_in_table(**stand_in), "pair")
+        self.block_size = stand_in["block_size"]
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+
+def gpt_generate(reference, stand_in, idx, max_new_tokens, **kwargs):
+    """The reference's GPT.generate (greedy unless kwargs say otherwise) of a model whose forward is
+    the grader's stand-in (`stand_in`: vocab_size, block_size, seed, scale; graders/packs/gpt/tasks.py)."""
+    return reference("gpt").GPT.generate(_StandInModel(stand_in), idx, max_new_tokens, **kwargs)
+
+
+def gpt_dataset(reference, token_ids):
+    """[(X, Y)] of the reference's LanguageModelingDataset of `token_ids`, in index order (copies: X and
+    Y are views of one sentence, which the golden answers cannot store as such)."""
+    dataset = reference("gpt").LanguageModelingDataset(token_ids)
+    return [tuple(t.clone() for t in dataset[i]) for i in range(len(dataset))]
+
+
+COMPUTATIONS = {"gpt_forward": gpt_forward, "gpt_outputs": gpt_outputs, "gpt_model": gpt_model,
+                "gpt_state_shapes": gpt_state_shapes, "gpt_generate": gpt_generate, "gpt_dataset": gpt_dataset}

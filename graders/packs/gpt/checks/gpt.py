@@ -1,8 +1,13 @@
 """Checks for minGPT: the dataset, collate, the heads and generation (seeds 002 and 003).
 
-Generation checks load grader-chosen weights (seeded, larger than minGPT's init) so that logits
-are well separated and argmax / top-k sets have no near-ties; every expectation is computed from
-the student's own forward pass in eval mode, so no reference model is needed.
+Every callable of the contract has a differential check that compares it by value with the
+reference over the argument space graders/packs/gpt/space.py declares: GPT.forward under weights
+the grader chooses (seeded, larger than minGPT's init, so that logits are well apart), the
+dataset and the collate function on corpora of the grader's. generate is graded apart from
+forward: the student's GPT object generates with the grader's stand-in forward
+(graders/packs/gpt/tasks.py), whose logits the grader computes itself, so a mistake of forward
+costs nothing in generate's checks, and greedy tokens are compared with the reference's generate
+over the same stand-in.
 """
 
 import itertools
@@ -15,12 +20,14 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from graders.checks.compare import expect_close, expect_tensor, is_close
-from graders.checks.framework import CheckFailed, check, student_line
+from graders.checks.framework import CheckFailed, check, describe_returned, student_line
 from graders.checks.gates import DIAGNOSIS as DEGENERATE, expect_varies, sequence_gate
 from graders.checks.localise import describe_difference, module_divergence
 from graders.checks.weights import count_difference, is_float_entry, parameter_entries, state_shapes
 from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
+
+from ..tasks import STAND_IN, stand_in_logits, stand_in_table
 
 MODULE = "gpt"
 PAD_ID, IGNORE_INDEX = 0, -1
@@ -30,11 +37,11 @@ PAD_ID, IGNORE_INDEX = 0, -1
 
 
 @st.composite
-def gpt_configs(draw, *, min_vocab=4, max_vocab=16):
+def gpt_configs(draw, *, min_vocab=4, max_vocab=16, min_block=3):
     n_head = draw(st.integers(1, 2))
     return {
         "vocab_size": draw(st.integers(min_vocab, max_vocab)),
-        "block_size": draw(st.integers(3, 8)),
+        "block_size": draw(st.integers(min_block, 8)),
         "n_layer": draw(st.integers(1, 2)),
         "n_head": n_head,
         "n_embd": n_head * draw(st.integers(2, 4)),
@@ -73,6 +80,118 @@ def prompts(draw, *, max_len=None, longer_than_block=False):
     seed = draw(st.integers(0, 2**16))
     idx = torch.randint(0, config["vocab_size"], (B, T), generator=torch.Generator().manual_seed(seed))
     return Prompt(config, idx, n)
+
+
+# GPT.forward's argument space (the GPTConfig and GPT.forward docstrings): a block of one position
+# or more, one to three layers and heads, heads of any width (odd too), rates each of its own (in
+# eval mode they change nothing), calls of any length up to block_size on one model, with no
+# targets, next-token targets with IGNORE_INDEX padding, class targets or none with
+# finetune_classify, and training mode where every rate is 0 (the only training mode whose
+# output a value can be compared with; gpt.dropout judges the rates).
+RATES = (0.0, 0.1, 0.25, 0.5)
+FORWARD_KINDS = ("logits", "next-token targets", "class logits", "class targets")
+
+
+class ForwardCall(NamedTuple):
+    """One call GPT.forward(idx, targets, finetune_classify) in training or eval mode."""
+
+    idx: torch.Tensor
+    targets: torch.Tensor | None
+    finetune_classify: bool
+    training: bool
+
+
+class ForwardCase(NamedTuple):
+    """A model and the calls made on it, in order."""
+
+    config: dict
+    calls: tuple
+
+
+@st.composite
+def forward_cases(draw):
+    n_head = draw(st.integers(1, 3))
+    config = {"vocab_size": draw(st.integers(2, 16)), "block_size": draw(st.integers(1, 8)),
+              "n_layer": draw(st.integers(1, 3)), "n_head": n_head, "n_embd": n_head * draw(st.integers(1, 4)),
+              "n_classification_class": draw(st.integers(2, 4)), "weights_seed": draw(st.integers(0, 2**16))}
+    training = draw(st.booleans())  # some calls in training mode: then every rate is 0
+    rates = (0.0, 0.0, 0.0) if training else draw(st.tuples(*[st.sampled_from(RATES)] * 3))
+    config.update(zip(DROPOUT_RATES, rates))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    calls = []
+    for _ in range(draw(st.integers(1, 3))):
+        B, T = draw(st.integers(1, 3)), draw(st.integers(1, config["block_size"]))
+        kind = draw(st.sampled_from(FORWARD_KINDS))
+        idx = torch.randint(0, config["vocab_size"], (B, T), generator=g)
+        targets = None
+        if kind == "next-token targets":
+            targets = torch.randint(0, config["vocab_size"], (B, T), generator=g)
+            for row in range(B):  # padding at the end of a row; row 0 keeps a real target
+                padded = int(torch.randint(0, T, (1,), generator=g))
+                targets[row, T - padded if row else T - min(padded, T - 1):] = IGNORE_INDEX
+        elif kind == "class targets":
+            targets = torch.randint(0, config["n_classification_class"], (B,), generator=g)
+        calls.append(ForwardCall(idx, targets, kind.startswith("class"), training and draw(st.booleans())))
+    return ForwardCase(config, tuple(calls))
+
+
+# GPT.generate's argument space (its docstring): prompts of one token to block_size + 3, a batch
+# of one or more, max_new_tokens from 0 to beyond block_size, a temperature and top_k (1 to
+# vocab_size) given or not, do_sample=False given or not, a block of one position, several calls
+# on one model. Greedy: the sampling checks draw the rest.
+GREEDY_TEMPERATURES = (0.01, 0.5, 2.0)
+
+
+class GenerateCall(NamedTuple):
+    """generate(idx, max_new_tokens, **options)."""
+
+    idx: torch.Tensor
+    max_new_tokens: int
+    options: dict
+
+
+class GenerateCase(NamedTuple):
+    """A model (its forward the grader's stand-in) and the greedy calls made on it, in order."""
+
+    config: dict
+    calls: tuple
+
+
+@st.composite
+def generate_cases(draw):
+    config = draw(gpt_configs(min_block=1))
+    block, V = config["block_size"], config["vocab_size"]
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    calls = []
+    for _ in range(draw(st.integers(1, 3))):
+        B, T, n = draw(st.integers(1, 3)), draw(st.integers(1, block + 3)), draw(st.integers(0, block + 2))
+        options = {}
+        if draw(st.booleans()):
+            options["temperature"] = draw(st.sampled_from(GREEDY_TEMPERATURES))
+        if draw(st.booleans()):
+            options["top_k"] = V if draw(st.booleans()) else draw(st.integers(1, V))  # all of them, or some
+        if draw(st.booleans()):
+            options["do_sample"] = False
+        calls.append(GenerateCall(torch.randint(0, V, (B, T), generator=g), n, options))
+    return GenerateCase(config, tuple(calls))
+
+
+class Corpus(NamedTuple):
+    """Sentences of token ids (sentences of fewer than two tokens among them), and the order in
+    which the dataset's items are read (an index may come twice)."""
+
+    sentences: list
+    order: list
+
+
+@st.composite
+def corpora(draw):
+    sentences = draw(st.lists(st.lists(st.integers(1, 30), max_size=7), min_size=1, max_size=5))
+    kept = [i for i, ids in enumerate(sentences) if len(ids) >= 2]
+    order = draw(st.permutations(range(len(kept)))) if kept else []
+    if order and draw(st.booleans()):
+        order = [*order, order[0]]
+    return Corpus(sentences, list(order))
 
 
 # ---------------------------------------------------------------- helpers
@@ -320,35 +439,61 @@ def _match_block(params, reference, h, E):
     return out, [r[2] for r in readings]
 
 
-def forward(ctx, handle, idx, *args, **kwargs):
+def call_forward(ctx, handle, idx, *args, **kwargs):
+    """What GPT.forward(idx, ...) returned, as it came back; a known exception explained."""
     try:
-        result = ctx.student.call(handle, "__call__", idx, *args, **kwargs)
+        return ctx.student.call(handle, "__call__", idx, *args, **kwargs)
     except StudentError as error:
         raise explain_error(ctx, handle, error, idx, "GPT.forward", **kwargs) from None
-    if not isinstance(result, tuple) or len(result) != 2:
-        raise CheckFailed("GPT.forward must return a tuple (logits, loss)", diagnosis="returns_wrong_type")
+
+
+def _forward_text(idx, targets=None, finetune_classify=False):
+    given = ("" if targets is None else f", targets of shape {tuple(targets.shape)}") \
+        + (", finetune_classify=True" if finetune_classify else "")
+    return f"GPT.forward(idx of shape {tuple(idx.shape)}{given})"
+
+
+def returned_pair(result, idx, targets=None, finetune_classify=False):
+    """(logits, loss) of what GPT.forward returned, or the failure that says it is no such pair
+    (the docstring's return value: charged in gpt.forward_matches_reference and in the checks of
+    the loss, which has nowhere else to be)."""
+    if isinstance(result, tuple) and len(result) == 2:
+        return result
+    got = describe_returned(result) + (" alone" if isinstance(result, torch.Tensor) else "")
+    raise CheckFailed(f"{_forward_text(idx, targets, finetune_classify)} returned {got}: it must return the pair "
+                      "(logits, loss), the loss None without targets", diagnosis="returns_wrong_type")
+
+
+def forward(ctx, handle, idx, *args, **kwargs):
+    """GPT.forward's (logits, loss): the checks that judge the loss."""
+    targets = args[0] if args else kwargs.get("targets")
+    return returned_pair(call_forward(ctx, handle, idx, *args, **kwargs), idx, targets,
+                         kwargs.get("finetune_classify", False))
+
+
+def logits_in(result, shape):
+    """The logits in what GPT.forward returned, however it returns them: the tensor of `shape` in a
+    tuple or list (the pair the docstring asks for), or the tensor itself (a forward that drops the
+    loss is charged where its return value is judged, not in every check of the logits)."""
+    if isinstance(result, (tuple, list)):
+        return next((item for item in result if isinstance(item, torch.Tensor) and tuple(item.shape) == shape),
+                    result[0] if result else None)
     return result
 
 
-def last_logits(ctx, handle, idx, vocab_size):
-    logits, _ = forward(ctx, handle, idx)
-    return expect_tensor(logits, "logits", shape=(*idx.shape, vocab_size))[:, -1, :]
+def model_logits(ctx, handle, idx, *args, shape=None, what="logits", **kwargs):
+    """GPT.forward's logits for `idx` (of `shape`, by default (B, T, vocab_size) of the model's
+    configuration), however it returns them."""
+    if shape is None:
+        config = _config_of(ctx, handle)
+        shape = (*idx.shape, config["vocab_size"]) if config is not None else None
+    result = call_forward(ctx, handle, idx, *args, **kwargs)
+    return expect_tensor(logits_in(result, shape), what, shape=shape)
 
 
-def generate(ctx, handle, idx, n, **kwargs):
-    try:
-        out = ctx.student.call(handle, "generate", idx, n, **kwargs)
-    except StudentError as error:
-        raise explain_error(ctx, handle, error, idx, "generate", max_new_tokens=n, **kwargs) from None
-    B, T = idx.shape
-    expect_tensor(out, f"generate(idx of shape {(B, T)}, max_new_tokens={n})", shape=(B, T + n))
-    if out.is_floating_point() or out.is_complex() or out.dtype == torch.bool:
-        raise CheckFailed(f"generate must return token ids (a long tensor), got dtype {out.dtype}", diagnosis="returns_wrong_type")
-    out = out.long()
-    if not torch.equal(out[:, :T], idx):
-        raise CheckFailed("generate must return the prompt followed by the new tokens; the prompt part changed",
-                          details={"expected": str(idx.tolist()), "got": str(out[:, :T].tolist())})
-    return out
+def model_config(config):
+    """GPTConfig's arguments of a drawn configuration (the weights' seed is the grader's)."""
+    return {k: v for k, v in config.items() if k != "weights_seed"}
 
 
 # ---------------------------------------------------------------- the student's exceptions, explained
@@ -396,6 +541,15 @@ def _samples_from_logits(ctx, handle, context):
     return False
 
 
+def _generates(ctx, handle, context, max_new_tokens=1, **kwargs):
+    """generate runs on `context` with these arguments (one new token at least)."""
+    try:
+        ctx.student.call(handle, "generate", context, max(int(max_new_tokens), 1), **kwargs)
+    except StudentError:
+        return False
+    return True
+
+
 def explain_error(ctx, handle, error, idx, what, **kwargs):
     """A CheckFailed that says what the student's code did with `idx`, when the exception is a known
     consequence of a known mistake; the StudentError itself otherwise."""
@@ -407,6 +561,10 @@ def explain_error(ctx, handle, error, idx, what, **kwargs):
     raised = f"{call} raised {error.exc_type}: {error.message}"[:300] + where
     top_k = kwargs.get("top_k")
     context = idx[:, -block:]
+    if what == "generate" and STAND_IN in error.message and "more than block_size" in error.message:
+        return CheckFailed(f"{raised}. generate ran the model's forward on a context longer than block_size={block}: crop "
+                           "the context to its last block_size tokens, idx[:, -block_size:], before each forward"[:900],
+                           diagnosis="generate_no_crop")
     if "index out of range in self" in error.message and int(idx.max()) >= block:
         # an embedding indexed past its rows: the ids given to one of block_size rows, the position
         # embedding, run once they are below block_size
@@ -417,7 +575,9 @@ def explain_error(ctx, handle, error, idx, what, **kwargs):
                                diagnosis="gpt_positions_from_ids")
     # (T, T) attention against the (block_size, block_size) mask: masked_fill raises, or (T = 1) broadcasts
     # the attention to the mask's size and the product with the values raises
-    sizes = (re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", error.message)
+    # (the attention's dimensions 2 and 3: a mismatch of the embeddings' sum, dimension 1, is another mistake)
+    sizes = (re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+                       r"dimension [23]", error.message)
              or re.search(r"to be: \[\d+, (\d+)\] but got: \[\d+, (\d+)\]", error.message))
     if sizes:
         a, b = int(sizes.group(1)), int(sizes.group(2))
@@ -441,7 +601,12 @@ def explain_error(ctx, handle, error, idx, what, **kwargs):
         return CheckFailed(f"{raised}. Sampling raises the same without top_k, at temperature 1: torch.multinomial got the "
                            "logits (negative, -inf where masked), not probabilities"[:900], diagnosis="sample_from_logits")
     if top_k is not None:
-        selected = re.search(r"selected index (\d+) out of range", error.message)
+        selected = re.search(r"selected index \w+ out of range", error.message)
+        if selected and top_k == V and _generates(ctx, handle, context, **{**kwargs, "top_k": V - 1}):
+            return CheckFailed(f"{raised}. With top_k = vocab_size = {V} torch.topk was asked for more values than the "
+                               f"{V} logits hold, and with top_k = {V - 1} generate runs: keep top_k values, "
+                               "torch.topk(logits, top_k).values[:, [-1]] is the k-th best"[:900],
+                               diagnosis="top_k_one_too_many")
         if selected or ("out of bounds" in error.message and error.exc_type == "IndexError"):
             return CheckFailed(f"{raised}. With top_k={top_k} the top k are taken over the vocabulary: torch.topk(logits, "
                                f"top_k) on the last position's logits (B, vocab_size={V}), along their last dimension, "
@@ -469,15 +634,13 @@ def forward_gate(ctx):
     """GPT.forward does its job, on a model and ids of the gate's own: in eval mode its logits are
     repeatable, differ over the vocabulary, and the last position reads the first."""
     handle, idx, what = _gate_model(ctx)
-    V = GATE_CONFIG["vocab_size"]
 
     def call(x):
-        logits, _ = forward(ctx, handle, x)
-        return expect_tensor(logits, "logits", shape=(*x.shape, V))
+        return model_logits(ctx, handle, x)
 
     def change_at(x, t):
         changed = x.clone()
-        changed[:, t] = (x[:, t] + 1) % V
+        changed[:, t] = (x[:, t] + 1) % GATE_CONFIG["vocab_size"]
         return changed
 
     logits = sequence_gate(call, idx, change_at, f"logits of {what} (eval mode, ids of shape {tuple(idx.shape)})")
@@ -486,15 +649,63 @@ def forward_gate(ctx):
 
 def generate_gate(ctx):
     """GPT.generate does its job: the tokens it generates greedily come from the model (they change
-    when the model's weights change), on prompts of the gate's own."""
-    handle, idx, what = _gate_model(ctx)
-    first = generate(ctx, handle, idx, 2)
-    ctx.student.load_state_dict(handle, grader_weights_of(ctx, handle, GATE_CONFIG["weights_seed"] + 1).loaded, strict=False)
-    second = generate(ctx, handle, idx, 2)
-    if torch.equal(first, second):
-        raise CheckFailed(f"greedy generate with {what} gives the same tokens {first[:, -2:].tolist()} under other "
-                          "weights: the tokens do not come from the model, so the property earns no points",
-                          diagnosis=DEGENERATE)
+    when the model's forward changes), on prompts of the gate's own."""
+    idx = torch.randint(0, GATE_CONFIG["vocab_size"], (4, 6), generator=torch.Generator().manual_seed(41))
+    tokens = []
+    for seed in GATE_STAND_INS:
+        handle, _ = stand_in_model(ctx, GATE_CONFIG, seed=seed)
+        tokens.append(generate(ctx, handle, idx, 2))
+    if torch.equal(*tokens):
+        raise CheckFailed(f"greedy generate on prompts of shape {tuple(idx.shape)} gives the same tokens "
+                          f"{tokens[0][:, -2:].tolist()} with two different forwards: the tokens do not come from the "
+                          "model's forward (self(context)), so the property earns no points", diagnosis=DEGENERATE)
+
+
+def sampling_gate(ctx):
+    """Sampling does its job: its draws follow the model's forward. On two forwards of the gate's own
+    whose most likely tokens differ at the first and at the last position of the gate's prompt (each
+    over 90% of the mass), some token's share of 2,000 draws at temperature 1 (the same seed for both) differs
+    between the two by ten standard deviations of one distribution drawn twice. A uniform or a
+    constant sampler fails; a sampler whose draws come from the logits of any position passes (a
+    right one, and wrong ones such as a softmax taken twice or the first position's logits, charged
+    by the distribution checks)."""
+    prompt, stand_ins = _sampling_gate_example()
+    draws, V = 2000, SAMPLING_GATE_CONFIG["vocab_size"]
+    shares = []
+    for stand_in in stand_ins:
+        handle, _ = stand_in_model(ctx, SAMPLING_GATE_CONFIG, seed=stand_in.seed, scale=stand_in.scale)
+        ctx.student.seed(ctx.seed)
+        out = generate(ctx, handle, prompt.repeat(draws, 1), 1, do_sample=True)
+        shares.append(torch.bincount(out[:, -1].clamp(0, V - 1), minlength=V).double() / draws)
+    if float((shares[0] - shares[1]).abs().max()) < 10 * math.sqrt(2 * 0.25 / draws):  # p (1 - p) <= 1/4
+        raise CheckFailed(f"sampling one token {draws} times after the prompt {prompt.tolist()} with two forwards whose "
+                          f"most likely tokens differ gave the same shares ({shares[0].tolist()} and "
+                          f"{shares[1].tolist()}): the draws do not follow the model's forward, so the property earns "
+                          "no points", diagnosis=DEGENERATE)
+
+
+GATE_STAND_INS = (37, 38)  # two stand-in forwards whose greedy tokens on the gate's prompts differ
+SAMPLING_GATE_CONFIG = {"vocab_size": 4, "block_size": 6, "n_layer": 1, "n_head": 2, "n_embd": 8,
+                        "n_classification_class": 2}
+
+
+def _sampling_gate_example():
+    """(prompt (1, 4), (stand-in, stand-in)): the first pair of seeded stand-ins of peaked logits whose
+    most likely tokens hold over 90% of the mass at the prompt's first and last positions and differ
+    there. The prompt is shorter than block_size - 1, so that no crop, right or wrong, changes its
+    logits."""
+    V = SAMPLING_GATE_CONFIG["vocab_size"]
+    prompt = torch.randint(0, V, (1, 4), generator=torch.Generator().manual_seed(47))
+    stand_ins = [StandIn(V, SAMPLING_GATE_CONFIG["block_size"], seed, 6.0) for seed in range(200, 240)]
+    peaked = {}
+    for stand_in in stand_ins:
+        p = torch.softmax(stand_in.logits(prompt)[0, [0, -1]].double(), -1)  # (2, V)
+        if bool((p.amax(-1) > 0.9).all()):
+            peaked[stand_in] = p.argmax(-1)
+    for first, second in itertools.combinations(peaked, 2):
+        if bool((peaked[first] != peaked[second]).all()):
+            return prompt, (first, second)
+    raise AssertionError("no pair of stand-ins fits the sampling gate")  # the seeds are fixed: never at grading time
 
 
 # ---------------------------------------------------------------- data
@@ -546,34 +757,39 @@ def _pair(item):
     return item
 
 
-@check("gpt.dataset_shifted", "LanguageModelingDataset gives (X, Y) with X = ids[:-1] and Y = ids[1:]")
+@check("gpt.dataset_shifted", "LanguageModelingDataset gives the reference's items: for every sentence of two tokens or more, "
+                             "in order, (X, Y) = (ids[:-1], ids[1:]) as long tensors; shorter sentences left out")
 def dataset_shifted(ctx):
-    @ctx.given(sentences())
+    @ctx.given(corpora())
     def prop(corpus):
-        dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", corpus)
+        sentences = corpus.sentences
+        kept = [ids for ids in sentences if len(ids) >= 2]
+        expected = ctx.oracle.call("gpt_dataset", sentences)
+        dataset = ctx.student.construct(MODULE, "LanguageModelingDataset", sentences)
         n = ctx.student.call(dataset, "__len__")
-        if n != len(corpus):
-            raise CheckFailed(f"{len(corpus)} sentences of two tokens or more gave a dataset of length {n}"
-                              + _two_token_sentences(ctx, corpus, n), diagnosis=_length_mistake(ctx, corpus, n))
-        for i, ids in enumerate(corpus):
-            item = ctx.student.call(dataset, "__getitem__", i)
-            if not isinstance(item, (tuple, list)) or len(item) != 2:
-                raise CheckFailed("dataset[i] must be a pair (X, Y)", diagnosis="returns_wrong_type")
-            x = expect_tensor(item[0], f"X of sentence {ids}")
-            y = expect_tensor(item[1], f"Y of sentence {ids}")
-            ids_t = torch.tensor(ids)
-            if not (torch.equal(x.long(), ids_t[:-1]) and torch.equal(y.long(), ids_t[1:])):
+        if n != len(expected):
+            short = len(sentences) - len(kept)
+            keeps_short = short and n == len(sentences)
+            raise CheckFailed(f"the corpus {sentences} holds {len(kept)} sentences of two tokens or more (and {short} "
+                              f"shorter), but the dataset has length {n!r}" + _two_token_sentences(ctx, kept, n),
+                              diagnosis="dataset_keeps_short" if keeps_short else _length_mistake(ctx, kept, n))
+        for i in corpus.order:
+            ids = kept[i]
+            x, y = _pair(ctx.student.call(dataset, "__getitem__", i))
+            x, y = expect_tensor(x, f"X of sentence {ids}"), expect_tensor(y, f"Y of sentence {ids}")
+            if not (x.shape == y.shape == (len(ids) - 1,) and torch.equal(x.long(), expected[i][0])
+                    and torch.equal(y.long(), expected[i][1])):
                 shift = _shift_between(x, y, ids)
                 seen = f": Y is X shifted by {shift}" if shift is not None else ""
                 if shift is None:  # too short a sentence to show a shift: a longer one of distinct tokens may
                     shift = _shift_on_a_long_sentence(ctx)
                     seen = f"; on {LONG_SENTENCE} Y is X shifted by {shift}" if shift is not None else ""
                 raise CheckFailed(
-                    f"sentence {ids}: expected X = {ids[:-1]}, Y = {ids[1:]}; got X = {x.tolist()}, Y = {y.tolist()}"
-                    + seen, diagnosis="dataset_not_shifted" if shift is not None else None,
+                    f"dataset[{i}], sentence {ids} of the corpus {sentences}: expected X = {ids[:-1]}, Y = {ids[1:]}; got "
+                    f"X = {x.tolist()}, Y = {y.tolist()}" + seen, diagnosis="dataset_not_shifted" if shift is not None else None,
                 )
             if x.dtype != torch.long or y.dtype != torch.long:
-                raise CheckFailed(f"X and Y must be long tensors (token ids), got {x.dtype} and {y.dtype}",
+                raise CheckFailed(f"X and Y must be long tensors (token ids, torch.int64), got {x.dtype} and {y.dtype}",
                                   diagnosis="returns_wrong_type")
 
 
@@ -675,9 +891,10 @@ def collate(ctx, batch):
                                  if transposed else f": {shape[1]} positions, fewer than the longest sequence's {T}"
                                  if truncated else ""),
                               diagnosis="collate_not_batch_first" if transposed else "collate_not_padded" if truncated else None)
-        if got.is_floating_point():
-            raise CheckFailed(f"{name} must hold token ids (a long tensor), got dtype {got.dtype}", diagnosis="returns_wrong_type")
-    return result[0].long(), result[1].long()
+        if got.dtype != torch.long:
+            raise CheckFailed(f"{name} must hold token ids, a long tensor (torch.int64), got dtype {got.dtype}",
+                              diagnosis="returns_wrong_type")
+    return result[0], result[1]
 
 
 def _along_columns(got, batch, name):
@@ -697,11 +914,13 @@ def _collate_layout(X, Y, batch):
     return "", None
 
 
-@check("gpt.collate_pads", "lm_collate_fn pads X with PAD_ID and Y with IGNORE_INDEX to the longest sequence")
+@check("gpt.collate_pads", "lm_collate_fn gives the reference's (X, Y): X padded with PAD_ID and Y with IGNORE_INDEX to the "
+                           "longest sequence, (B, T_max) long tensors, a batch of one too")
 def collate_pads(ctx):
     @ctx.given(sentences(min_len=2, max_len=8, max_count=4))
     def prop(corpus):
         batch = _pairs(corpus)
+        expected = ctx.oracle.call("gpt.lm_collate_fn", batch)
         X, Y = collate(ctx, batch)
         for i, (x, y) in enumerate(batch):
             if not (torch.equal(X[i, : len(x)].long(), x) and torch.equal(Y[i, : len(y)].long(), y)):
@@ -713,6 +932,12 @@ def collate_pads(ctx):
             if not bool((Y[i, len(y):] == IGNORE_INDEX).all()):
                 raise CheckFailed(f"Y must be padded with IGNORE_INDEX = {IGNORE_INDEX} so padding is not in the loss, "
                                   f"got {Y[i].tolist()}", diagnosis="collate_padding_counts")
+        for name, got, want in zip("XY", (X, Y), expected):
+            if not torch.equal(got, want):
+                where = (got != want).nonzero()[0].tolist()
+                raise CheckFailed(f"{name} of the batch {[x.tolist() for x, _ in batch]} differs from the reference's at "
+                                  f"row {where[0]}, position {where[1]}: {got[where[0]].tolist()} where the reference has "
+                                  f"{want[where[0]].tolist()}")
 
 
 def padded_batch(corpus):
@@ -790,7 +1015,7 @@ def _loss_over_positions(ctx, handle, X, Y, got):
 def _loss_runs_without_ignore_index(ctx, handle, X, Y):
     """GPT.forward(X, Y) runs once the IGNORE_INDEX targets are a real token (1)."""
     try:
-        forward(ctx, handle, X, Y.masked_fill(Y == IGNORE_INDEX, 1))
+        ctx.student.call(handle, "__call__", X, Y.masked_fill(Y == IGNORE_INDEX, 1))
     except StudentError:
         return False
     return True
@@ -848,48 +1073,123 @@ def closest(got, candidates):
     return min(candidates, key=lambda e: (got.double() - e.double()).abs().max().item() if got.shape == e.shape else math.inf)
 
 
-@check("gpt.forward_matches_reference", "GPT.forward: token and position embeddings, the blocks, ln_f, lm_head, under the grader's weights")
+def reference_outputs(ctx, state, cfg, call):
+    """{GELU flavour: the reference's (logits, loss)} for one ForwardCall under the grader's weights."""
+    return {gelu: ctx.oracle.call("gpt_outputs", state, cfg, call.idx, call.targets, call.finetune_classify,
+                                  **({"gelu": gelu} if gelu != "none" else {}), **({"train": True} if call.training else {}))
+            for gelu in GELU_FLAVOURS}
+
+
+@check("gpt.forward_matches_reference", "GPT.forward gives the reference's logits and loss under the grader's weights: "
+                                        "every position's logits, or the class logits of the last, and the loss or None, "
+                                        "in eval mode and in training mode with every rate 0, call after call on one model")
 def forward_matches_reference(ctx):
-    @ctx.given(prompts())
-    def prop(ex):
-        config, idx, _ = ex
+    @ctx.given(forward_cases())
+    def prop(case):
+        config = case.config
+        cfg = model_config(config)
         handle = build_gpt(ctx, config)
         weights = grader_weights_of(ctx, handle, config["weights_seed"])
-        got, _ = forward(ctx, handle, idx)
-        got = expect_tensor(got, "logits", shape=(*idx.shape, config["vocab_size"]))
-        cfg = {k: v for k, v in config.items() if k != "weights_seed"}
-        expected = reference_logits(ctx, weights.reference, cfg, idx)
-        if any(is_close(got, e, atol=1e-4, rtol=1e-3) for e in expected.values()):
-            return
-        # another reading of the student's layout (which separate projection is the query, the key,
-        # the value): the student's own forward decides
-        for candidate in weights.candidates[1:]:
-            ctx.student.load_state_dict(handle, candidate, strict=False)
-            other, _ = forward(ctx, handle, idx)
-            other = expect_tensor(other, "logits", shape=(*idx.shape, config["vocab_size"]))
-            if any(is_close(other, e, atol=1e-4, rtol=1e-3) for e in expected.values()):
-                return
-        if len(weights.candidates) > 1:
-            ctx.student.load_state_dict(handle, weights.loaded, strict=False)
-        nearer = closest(got, expected.values())
-        gelu = next(flavour for flavour, logits in expected.items() if logits is nearer)
-        same_names = set(weights.loaded) == set(weights.reference)
-        try:
-            expect_close(got, nearer, "logits (against the reference with exact and with tanh GELU, "
-                         "the nearer)", atol=1e-4, rtol=1e-3,
-                         diagnosis=_forward_mistake(ctx, got, weights.reference, cfg, idx),
-                         axes=("batch", "position", "vocabulary"),
-                         locate=(lambda: module_divergence(ctx, handle, ("gpt_model", [cfg, gelu], {}), weights.reference,
-                                                           [idx])) if same_names else None)
-        except CheckFailed as failure:
-            if weights.problem is None:
+        for number, call in enumerate(case.calls):
+            ctx.student.call(handle, "train" if call.training else "eval")
+            try:
+                _forward_call_matches(ctx, handle, weights, cfg, call, reading_open=number == 0)
+            except (CheckFailed, StudentError) as failure:
+                if number and _fresh_model_matches(ctx, config, call):
+                    lengths = sorted({earlier.idx.size(1) for earlier in case.calls[:number]})
+                    raise CheckFailed(f"{_forward_text(call.idx, call.targets, call.finetune_classify)} after calls on "
+                                      f"sequences of lengths {lengths} on the same model: {failure}"[:600] + "; a fresh "
+                                      "model with the same weights gives the reference's answer to this call: forward "
+                                      "keeps something of an earlier call", diagnosis="forward_keeps_state") from None
                 raise
-            failure.message = (f"your parameters could not be matched to the reference's: {weights.problem}; so the "
-                               f"reference ran under other weights than yours, and {failure.message}")
-            failure.args = (failure.message,)
-            raise
 
     forward_gate(ctx)
+
+
+def _fresh_model_matches(ctx, config, call):
+    """The call gives the reference's logits and loss on a model of `config` never called before."""
+    try:
+        handle = build_gpt(ctx, config)
+        ctx.student.call(handle, "train" if call.training else "eval")
+        _forward_call_matches(ctx, handle, grader_weights_of(ctx, handle, config["weights_seed"]), model_config(config),
+                              call, reading_open=True)
+    except (CheckFailed, StudentError):
+        return False
+    return True
+
+
+def _forward_call_matches(ctx, handle, weights, cfg, call, reading_open):
+    """One call of GPT.forward against the reference's (logits, loss); `reading_open`: the first
+    call of a model, whose logits choose between the readings of the student's layout (which of
+    three separate projections is the query, the key, the value)."""
+    B, T = call.idx.shape
+    shape = (B, cfg["n_classification_class"]) if call.finetune_classify else (B, T, cfg["vocab_size"])
+    what = ("class logits" if call.finetune_classify else "logits") + f" of {_forward_text(call.idx, call.targets, call.finetune_classify)}"
+    expected = reference_outputs(ctx, weights.reference, cfg, call)
+
+    def outputs():
+        logits, loss = returned_pair(call_forward(ctx, handle, call.idx, call.targets,
+                                                  finetune_classify=call.finetune_classify),
+                                     call.idx, call.targets, call.finetune_classify)
+        return expect_tensor(logits, what, shape=shape), loss
+
+    logits, loss = outputs()
+    matched = [gelu for gelu, (e, _) in expected.items() if is_close(logits, e, atol=1e-4, rtol=1e-3)]
+    if not matched and reading_open:
+        for candidate in weights.candidates[1:]:
+            ctx.student.load_state_dict(handle, candidate, strict=False)
+            logits, loss = outputs()
+            matched = [gelu for gelu, (e, _) in expected.items() if is_close(logits, e, atol=1e-4, rtol=1e-3)]
+            if matched:
+                break
+        else:
+            if len(weights.candidates) > 1:
+                ctx.student.load_state_dict(handle, weights.loaded, strict=False)
+                logits, loss = outputs()
+    if not matched:
+        nearer = closest(logits, [e for e, _ in expected.values()])
+        gelu = next(flavour for flavour, (e, _) in expected.items() if e is nearer)
+        located = (lambda: module_divergence(ctx, handle, ("gpt_model", [cfg, gelu], {}), weights.reference, [call.idx],
+                                             {"finetune_classify": True} if call.finetune_classify else None)) \
+            if set(weights.loaded) == set(weights.reference) else None
+        diagnosis = None if call.finetune_classify else _forward_mistake(ctx, logits, weights.reference, cfg, call.idx)
+        try:
+            expect_close(logits, nearer, f"{what} (against the reference with exact and with tanh GELU, the nearer)",
+                         atol=1e-4, rtol=1e-3, diagnosis=diagnosis, locate=located,
+                         axes=("batch", "class") if call.finetune_classify else ("batch", "position", "vocabulary"))
+        except CheckFailed as failure:
+            if weights.problem is not None:
+                failure.message = (f"your parameters could not be matched to the reference's: {weights.problem}; so the "
+                                   f"reference ran under other weights than yours, and {failure.message}")
+                failure.args = (failure.message,)
+            raise
+    _loss_matches(loss, expected[matched[0]], call)
+
+
+def _loss_matches(loss, expected_outputs, call):
+    """The loss GPT.forward returned with logits that match the reference's: None without targets,
+    else the reference's loss (the mean cross-entropy of those logits over the real targets)."""
+    text = _forward_text(call.idx, call.targets, call.finetune_classify)
+    logits, expected = expected_outputs
+    if expected is None:
+        if loss is not None:
+            raise CheckFailed(f"{text} returned the loss {loss!r}"[:300] + "; without targets the loss is None")
+        return
+    got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 and loss.is_floating_point() else None
+    if got is not None and math.isclose(got, float(expected), rel_tol=1e-4, abs_tol=1e-5):
+        return
+    if call.finetune_classify:
+        summed = F.cross_entropy(logits.double(), call.targets, reduction="sum").item()
+    else:
+        real = call.targets.reshape(-1) != IGNORE_INDEX
+        summed = F.cross_entropy(logits.double().reshape(-1, logits.size(-1))[real], call.targets.reshape(-1)[real],
+                                 reduction="sum").item()
+    is_sum = got is not None and math.isclose(got, summed, rel_tol=1e-4)
+    raise CheckFailed(f"{text} returned the loss {loss!r}"[:300] + f"; the reference's, the mean cross-entropy of the same "
+                      f"logits over the {'class targets' if call.finetune_classify else 'targets other than IGNORE_INDEX'}, "
+                      f"is {float(expected):.6g}" + (": yours is their sum" if is_sum else ""),
+                      diagnosis="loss_not_mean" if is_sum else None,
+                      details={"numbers": {"expected": float(expected), "got": got}, "how": _loss_ratio(got, float(expected))})
 
 
 def _forward_mistake(ctx, got, state, cfg, idx):
@@ -913,39 +1213,47 @@ def _forward_mistake(ctx, got, state, cfg, idx):
 DROPOUT_RATES = ("embd_pdrop", "attn_pdrop", "resid_pdrop")
 
 
+# Three rates all different, yet a deterministic training mode: with resid_pdrop 1 every block's
+# attention and MLP outputs are dropped whole, so the blocks pass their input on whatever attn_pdrop
+# drops inside them, and embd_pdrop 0 keeps the embeddings. A rate applied to another path than its
+# own (two rates swapped, one rate for all) shows.
+ATTN_RATES_UNDER_FULL_RESIDUAL_DROPOUT = (0.1, 0.3, 0.6)
+
+
 @check("gpt.dropout", "In training mode GPT drops at GPTConfig's rates: embd_pdrop on the embeddings' sum, attn_pdrop on "
-                      "the attention weights, resid_pdrop on each block's attention and MLP outputs")
+                      "the attention weights, resid_pdrop on each block's attention and MLP outputs, each at its own rate")
 def dropout(ctx):
-    @ctx.given(prompts())
-    def prop(ex):
+    @ctx.given(prompts(), st.sampled_from(ATTN_RATES_UNDER_FULL_RESIDUAL_DROPOUT))
+    def prop(ex, attn_pdrop):
         for rate in DROPOUT_RATES:
-            _drops_at(ctx, ex, rate)
+            _drops_at(ctx, ex, {**dict.fromkeys(DROPOUT_RATES, 0.0), rate: 1.0}, f"{rate}=1 and the other rates 0", rate)
+        _drops_at(ctx, ex, {"embd_pdrop": 0.0, "attn_pdrop": attn_pdrop, "resid_pdrop": 1.0},
+                  f"embd_pdrop=0, attn_pdrop={attn_pdrop}, resid_pdrop=1 (each block passes its input on)", "resid_pdrop")
 
     forward_gate(ctx)
 
 
-def _drops_at(ctx, ex, rate):
-    """With `rate` 1 and the other rates 0, training-mode logits are the reference's in training mode;
-    judged where the eval-mode logits are right (a wrong forward is charged in
-    gpt.forward_matches_reference)."""
+def _drops_at(ctx, ex, rates, said, acting):
+    """With the dropout `rates` (each 0 or 1, or any rate on a path another rate of 1 drops whole),
+    training-mode logits are the reference's in training mode; judged where the eval-mode logits are
+    right (a wrong forward is charged in gpt.forward_matches_reference). `acting`: the rate whose
+    effect an unchanged (eval-mode) output would show ignored."""
     config, idx, _ = ex
     # LayerNorm over 2 features outputs only signs, so paths dropped or not could give the same logits
-    config = {**config, **dict.fromkeys(DROPOUT_RATES, 0.0), rate: 1.0,
-              "n_embd": max(config["n_embd"], 4 * config["n_head"])}
-    cfg = {k: v for k, v in config.items() if k != "weights_seed"}
-    shape = (*idx.shape, config["vocab_size"])
+    config = {**config, **rates, "n_embd": max(config["n_embd"], 4 * config["n_head"])}
+    cfg = model_config(config)
     handle = build_gpt(ctx, config)
     weights = grader_weights_of(ctx, handle, config["weights_seed"])
     in_eval = reference_logits(ctx, weights.reference, cfg, idx)
     for candidate in weights.candidates:  # the reading of the layout under which its eval forward is right
         ctx.student.load_state_dict(handle, candidate, strict=False)
-        own = expect_tensor(forward(ctx, handle, idx)[0], "logits", shape=shape)
+        own = model_logits(ctx, handle, idx)
         if any(is_close(own, e, atol=1e-4, rtol=1e-3) for e in in_eval.values()):
             break
     else:
         return
     ctx.student.call(handle, "train")
-    got = expect_tensor(forward(ctx, handle, idx)[0], "logits", shape=shape)
+    got = model_logits(ctx, handle, idx, what="training-mode logits")
     expected = reference_logits(ctx, weights.reference, cfg, idx, train=True)
     if any(is_close(got, e, atol=1e-4, rtol=1e-3) for e in expected.values()):
         return
@@ -954,8 +1262,8 @@ def _drops_at(ctx, ex, rate):
     dropped_everywhere = bool(((nearer.double() - closest(nearer, in_eval.values()).double()).abs().amax(-1) > 1e-2).all())
     ignored = dropped_everywhere and is_close(got, own, atol=1e-4, rtol=1e-3)
     expect_close(got, nearer,
-                 f"training-mode logits with {rate}=1 and the other rates 0 (what {rate} drops must vanish"
-                 + (f"; yours equal the eval-mode logits: {rate} is never applied)" if ignored else ")"),
+                 f"training-mode logits with {said} (what a rate of 1 drops must vanish"
+                 + (f"; yours equal the eval-mode logits: {acting} is never applied)" if ignored else ")"),
                  atol=1e-4, rtol=1e-3, diagnosis="dropout_rate_ignored" if ignored else None,
                  axes=("batch", "position", "vocabulary"))
 
@@ -968,18 +1276,18 @@ def causal(ctx):
         if idx.size(1) < 2:
             idx = torch.cat([idx, idx], dim=1)
         handle = build_gpt(ctx, config)
-        logits, _ = forward(ctx, handle, idx)
-        expect_tensor(logits, "logits", shape=(*idx.shape, config["vocab_size"]))
+        logits = model_logits(ctx, handle, idx)
         other = idx.clone()
         other[:, -1] = (idx[:, -1] + 1) % config["vocab_size"]
-        changed, _ = forward(ctx, handle, other)
+        changed = model_logits(ctx, handle, other)
         if not torch.allclose(logits[:, :-1], changed[:, :-1], atol=1e-5):
             raise CheckFailed("changing the last token changed the logits of earlier positions", diagnosis="not_causal")
 
     forward_gate(ctx)
 
 
-@check("gpt.classifier_last_position", "finetune_classify=True classifies from the last position's hidden state")
+@check("gpt.classifier_last_position", "finetune_classify=True classifies from the last position's hidden state; the loss "
+                                       "is the class logits' cross-entropy")
 def classifier_last_position(ctx):
     @ctx.given(prompts())
     def prop(ex):
@@ -994,11 +1302,11 @@ def classifier_last_position(ctx):
                               f"of shape {(config['vocab_size'], config['n_embd'])})")
         ctx.student.load_state_dict(handle, {"classifier_head.weight": lm_w[:C].clone(),
                                              "classifier_head.bias": torch.zeros(C)}, strict=False)
-        lm_logits, _ = forward(ctx, handle, idx)
+        lm_logits = model_logits(ctx, handle, idx)
         B, T = idx.shape
         targets = torch.randint(0, C, (B,), generator=torch.Generator().manual_seed(int(idx.sum())))
-        got, loss = forward(ctx, handle, idx, targets, finetune_classify=True)
-        expect_tensor(got, "classification logits", shape=(B, C))
+        result = call_forward(ctx, handle, idx, targets, finetune_classify=True)
+        got = expect_tensor(logits_in(result, (B, C)), "classification logits", shape=(B, C))
         expected = lm_logits[:, -1, :C]
         if not torch.allclose(got, expected, atol=1e-4, rtol=1e-4):
             elsewhere = [lm_logits[:, t, :C] for t in range(T - 1)] + [lm_logits[:, :, :C].mean(1)]
@@ -1010,6 +1318,7 @@ def classifier_last_position(ctx):
                               "position's hidden state" + (f": {how}" if how else ""), diagnosis=diagnosis,
                               details={"expected": str(expected.tolist())[:300], "got": str(got.tolist())[:300],
                                        "how": how})
+        _, loss = returned_pair(result, idx, targets, finetune_classify=True)
         _expect_class_loss(got, targets, loss)
 
     forward_gate(ctx)
@@ -1017,7 +1326,7 @@ def classifier_last_position(ctx):
 
 def _expect_class_loss(logits, targets, loss):
     """The loss returned with the class logits is their mean cross-entropy against the targets, judged
-    on the logits the model returned (a wrong logit is charged by the comparison after it)."""
+    on the logits the model returned (a wrong logit is charged by the comparison before it)."""
     expected = F.cross_entropy(logits.double(), targets).item()
     got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 and loss.is_floating_point() else None
     if got is not None and math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
@@ -1045,77 +1354,195 @@ def _skips_final_norm(ctx, handle, config, idx, got):
 
 
 # ---------------------------------------------------------------- generation
+#
+# generate runs on the student's own GPT object (its constructor's, so its block_size and whatever
+# else generate reads), its forward the grader's stand-in (graders/packs/gpt/tasks.py): the
+# logits of every step are the grader's, so a mistake of forward is charged in forward's checks
+# only, and the expected tokens are the reference generate's with the same forward. The stand-in
+# returns (logits, None) as the docstring says; where the student's generate raises with that and
+# the student's own forward returns the logits alone, generate is judged with a stand-in that does
+# the same (it is consistent with the student's own forward; the return value is charged in
+# gpt.forward_matches_reference).
 
 
-@check("gpt.greedy_follows_argmax", "Greedy generate appends the argmax of the model's own last-position logits, step by step")
-def greedy_follows_argmax(ctx):
-    @ctx.given(prompts())
-    def prop(ex):
-        config, idx, n = ex
-        handle = build_gpt(ctx, config)
-        out = generate(ctx, handle, idx, n)
-        T = idx.size(1)
-        for step in range(n):
-            logits = last_logits(ctx, handle, out[:, : T + step], config["vocab_size"])
-            expected = logits.argmax(-1)
-            if not torch.equal(out[:, T + step], expected):
-                diagnosis, seen = _greedy_mistake(ctx)
-                raise CheckFailed(f"new token {step}: generate gave {out[:, T + step].tolist()}, the argmax of the model's "
-                                  f"last-position logits is {expected.tolist()}" + seen, diagnosis=diagnosis)
+class StandIn(NamedTuple):
+    """The grader's stand-in forward of a model: what the logits of any context are."""
 
-    forward_gate(ctx)
+    vocab_size: int
+    block_size: int
+    seed: int
+    scale: float = 1.0
+
+    def logits(self, idx):
+        return stand_in_logits(stand_in_table(*self), idx)
 
 
-def greedy_trajectory(ctx, handle, prompt, n, vocab_size, context_of, position=-1):
-    """The tokens greedy generation of `n` tokens gives from the model's own forward, when each step runs
-    the model on `context_of(prompt, tokens so far)` and takes the argmax at `position`."""
-    out = prompt
-    for _ in range(n):
-        context = context_of(prompt, out)
-        logits, _ = forward(ctx, handle, context)
-        logits = expect_tensor(logits, "logits", shape=(*context.shape, vocab_size))
-        out = torch.cat([out, logits[:, position].argmax(-1, keepdim=True)], dim=1)
+_STAND_INS = "_gpt_stand_ins"  # on the context: {id(handle): [handle, StandIn, form]} of stand_in_model's models
+_FORM = "_gpt_stand_in_form"  # on the context: the stand-in's form the student's generate was seen to need
+
+
+def stand_in_model(ctx, config, *, seed=None, scale=1.0):
+    """(the student's GPT for `config`, in eval mode, its forward the grader's stand-in; the stand-in),
+    the stand-in seeded by `seed` (the config's weights seed by default), its logits scaled by `scale`."""
+    cfg = model_config(config)
+    handle = ctx.student.construct(MODULE, "GPT", ctx.student.construct(MODULE, "GPTConfig", **cfg))
+    ctx.student.call(handle, "eval")
+    _remember(ctx, handle, config)
+    stand_in = StandIn(cfg["vocab_size"], cfg["block_size"], config.get("weights_seed", 0) if seed is None else seed,
+                       float(scale))
+    form = getattr(ctx, _FORM, "pair")
+    ctx.student.task("gpt.stand_in_forward", handle, *stand_in, form=form)
+    models = getattr(ctx, _STAND_INS, None)
+    if models is None:
+        models = {}
+        setattr(ctx, _STAND_INS, models)
+    models[id(handle)] = [handle, stand_in, form]
+    return handle, stand_in
+
+
+def generate(ctx, handle, idx, n, **kwargs):
+    """The student's generate(idx, n, **kwargs): (B, T + n) token ids that start with the prompt, or
+    the check fails; an exception explained where its cause is known."""
+    try:
+        out = ctx.student.call(handle, "generate", idx, n, **kwargs)
+    except StudentError as error:
+        out = _generate_with_own_form(ctx, handle, idx, n, kwargs, error)
+    B, T = idx.shape
+    expect_tensor(out, f"generate(idx of shape {(B, T)}, max_new_tokens={n})", shape=(B, T + n))
+    if out.is_floating_point() or out.is_complex() or out.dtype == torch.bool:
+        raise CheckFailed(f"generate must return token ids (a long tensor), got dtype {out.dtype}", diagnosis="returns_wrong_type")
+    out = out.long()
+    if not torch.equal(out[:, :T], idx):
+        raise CheckFailed("generate must return the prompt followed by the new tokens; the prompt part changed",
+                          details={"expected": str(idx.tolist()), "got": str(out[:, :T].tolist())})
     return out
 
 
-# Greedy generation mistakes, each by what generate would return (from the model's own forward): the
-# tokens are named only where generate returns exactly these and the right tokens differ from them.
+def _generate_with_own_form(ctx, handle, idx, n, kwargs, error):
+    """generate's output with a stand-in that returns the logits alone, where generate raised with the
+    docstring's (logits, None) and the student's own forward returns the logits alone; else the
+    error, explained."""
+    entry = (getattr(ctx, _STAND_INS, None) or {}).get(id(handle))
+    explained = explain_error(ctx, handle, error, idx, "generate", max_new_tokens=n, **kwargs)
+    if (entry is None or entry[0] is not handle or entry[2] != "pair" or error.exc_type == "NotImplementedError"
+            or ctx.student.task("gpt.own_forward_form", handle) != "tensor"):
+        raise explained from None
+    ctx.student.task("gpt.stand_in_forward", handle, *entry[1], form="tensor")
+    try:
+        out = ctx.student.call(handle, "generate", idx, n, **kwargs)
+    except StudentError:
+        ctx.student.task("gpt.stand_in_forward", handle, *entry[1], form="pair")
+        raise explained from None
+    entry[2] = "tensor"
+    setattr(ctx, _FORM, "tensor")
+    return out
+
+
+def _generate_text(call):
+    options = "".join(f", {k}={v!r}" for k, v in call.options.items())
+    return f"generate(idx of shape {tuple(call.idx.shape)}, max_new_tokens={call.max_new_tokens}{options})"
+
+
+def greedy_tokens(stand_in, prompt, n, context_of=None, position=-1):
+    """The tokens greedy generation of `n` tokens gives with the stand-in's forward, each step on
+    `context_of(block_size, prompt, tokens so far)` (by default their last block_size) and its argmax
+    at `position`: the reference's generate, or, with another context or position, a mistake's."""
+    out = prompt
+    for _ in range(n):
+        context = (context_of or _last_block)(stand_in.block_size, prompt, out)
+        out = torch.cat([out, stand_in.logits(context)[:, position].argmax(-1, keepdim=True)], dim=1)
+    return out
+
+
+def _last_block(block, prompt, out):
+    return out[:, -block:]
+
+
+@check("gpt.greedy_follows_argmax", "Greedy generate gives the reference generate's tokens with the same forward: the argmax "
+                                    "of the last position, fed back, the context cropped to its last block_size tokens "
+                                    "(prompts longer than block_size, max_new_tokens beyond it or 0), whatever the "
+                                    "temperature and top_k")
+def greedy_follows_argmax(ctx):
+    @ctx.given(generate_cases())
+    def prop(case):
+        handle, stand_in = stand_in_model(ctx, case.config)
+        for call in case.calls:
+            out = generate(ctx, handle, call.idx, call.max_new_tokens, **call.options)
+            expected = ctx.oracle.call("gpt_generate", stand_in._asdict(), call.idx, call.max_new_tokens, **call.options)
+            if not torch.equal(out, expected):
+                raise _greedy_failure(ctx, handle, stand_in, call, out, expected)
+
+    generate_gate(ctx)
+
+
+def _greedy_failure(ctx, handle, stand_in, call, out, expected):
+    T = call.idx.size(1)
+    row, column = (out != expected).nonzero()[0].tolist()
+    diagnosis, seen = _greedy_mistake(ctx)
+    if diagnosis is None:
+        diagnosis, seen = _crop_mistake(stand_in, call, out)
+    if diagnosis is None:
+        diagnosis, seen = _repeat_differs(ctx, handle, call)
+    return CheckFailed(f"{_generate_text(call)}: new token {column - T} of row {row} is {int(out[row, column])}, where the "
+                       f"reference's generate with the same forward gives {int(expected[row, column])}; the new tokens are "
+                       f"{out[:, T:].tolist()}, the reference's {expected[:, T:].tolist()}"[:700] + seen,
+                       diagnosis=diagnosis)
+
+
+# Greedy generation mistakes, each by what generate would return with the stand-in: a mistake is
+# named only where generate returns exactly its tokens and the right tokens differ from them.
 GREEDY_MISTAKES = {
-    "generate_no_feedback": ({"context_of": lambda prompt, out: prompt},
+    "generate_no_feedback": ({"context_of": lambda block, prompt, out: prompt[:, -block:]},
                              ": on prompts of the grader's every new token is the one the prompt alone gives; the tokens "
                              "generated so far are never fed back to the model"),
-    "generate_wrong_position": ({"context_of": lambda prompt, out: out, "position": 0},
+    "generate_wrong_position": ({"position": 0},
                                 ": on prompts of the grader's every new token is the argmax at the first position"),
 }
 GREEDY_PROBE = (8, 3, 3)  # prompts, their length, new tokens
 PROBE_CONFIG = {"vocab_size": 12, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 8, "n_classification_class": 2}
-PROBE_WEIGHTS = range(101, 109)  # weights seeds tried until the mistakes' tokens differ from each other
+PROBE_STAND_INS = range(101, 109)  # stand-in seeds tried until the mistakes' tokens differ from each other
 
 
 def _greedy_mistake(ctx):
     """(diagnosis, what was seen) of a greedy generate that does not follow the argmax, from a probe of
     the grader's where the known mistakes give tokens different from each other and from the right
-    ones (the first such model of a few seeded weights): generation without feedback, the argmax at
+    ones (the first such stand-in of a few seeded ones): generation without feedback, the argmax at
     the first position, or a sampler (two calls differ); (None, "") when none is seen."""
     rows, T, n = GREEDY_PROBE
     V = PROBE_CONFIG["vocab_size"]
     prompt = torch.randint(0, V, (rows, T), generator=torch.Generator().manual_seed(43))
-    for weights_seed in PROBE_WEIGHTS:
-        handle = build_gpt(ctx, {**PROBE_CONFIG, "weights_seed": weights_seed})
-        right = greedy_trajectory(ctx, handle, prompt, n, V, lambda p, out: out)
-        mistakes = {diagnosis: (greedy_trajectory(ctx, handle, prompt, n, V, **kind), said)
+    for seed in PROBE_STAND_INS:
+        stand_in = StandIn(V, PROBE_CONFIG["block_size"], seed)
+        right = greedy_tokens(stand_in, prompt, n)
+        mistakes = {diagnosis: (greedy_tokens(stand_in, prompt, n, **kind), said)
                     for diagnosis, (kind, said) in GREEDY_MISTAKES.items()}
         tokens = [right] + [out for out, _ in mistakes.values()]
         if all(not torch.equal(a, b) for a, b in itertools.combinations(tokens, 2)):
             break
     else:
         return None, ""
-    got = generate(ctx, handle, prompt, n)
-    seen = [(diagnosis, said) for diagnosis, (out, said) in mistakes.items() if torch.equal(got, out)]
-    if seen:
-        return seen[0]
-    if not torch.equal(got, generate(ctx, handle, prompt, n)):
-        return "generate_not_greedy", ": two greedy calls on the same prompts gave different tokens"
+    handle, _ = stand_in_model(ctx, PROBE_CONFIG, seed=seed)
+    try:
+        got = generate(ctx, handle, prompt, n)
+        seen = [(diagnosis, said) for diagnosis, (out, said) in mistakes.items() if torch.equal(got, out)]
+        if seen:
+            return seen[0]
+        if not torch.equal(got, generate(ctx, handle, prompt, n)):
+            return "generate_not_greedy", ": two greedy calls on the same prompts gave different tokens"
+    except (StudentError, CheckFailed):
+        pass
+    return None, ""
+
+
+def _repeat_differs(ctx, handle, call):
+    """("generate_not_greedy", what was seen) where two greedy calls with the failing call's arguments,
+    its prompts repeated 32 times, give different tokens; (None, "") otherwise."""
+    rows, n = call.idx.repeat(32, 1), max(call.max_new_tokens, 1)
+    try:
+        if not torch.equal(generate(ctx, handle, rows, n, **call.options), generate(ctx, handle, rows, n, **call.options)):
+            return "generate_not_greedy", ": two greedy calls with these arguments gave different tokens"
+    except (StudentError, CheckFailed):
+        pass
     return None, ""
 
 
@@ -1124,7 +1551,7 @@ def greedy_deterministic(ctx):
     @ctx.given(prompts())
     def prop(ex):
         config, idx, n = ex
-        handle = build_gpt(ctx, config, scale=0.3)  # flatter logits: sampling would show
+        handle, _ = stand_in_model(ctx, config, scale=0.3)  # flatter logits: sampling would show
         first = generate(ctx, handle, idx.repeat(8, 1), n)
         second = generate(ctx, handle, idx.repeat(8, 1), n)
         if not torch.equal(first, second):
@@ -1140,61 +1567,36 @@ def generate_crops_context(ctx):
     @ctx.given(prompts(longer_than_block=True))
     def prop(ex):
         config, idx, n = ex
-        block, V = config["block_size"], config["vocab_size"]
-        handle = build_gpt(ctx, config)
-        try:
-            out = generate(ctx, handle, idx, n)
-        except StudentError as error:
-            raise _long_prompt_error(ctx, handle, idx, n, block, error) from None
+        block = config["block_size"]
+        handle, stand_in = stand_in_model(ctx, config)
+        out = generate(ctx, handle, idx, n)
         cropped = generate(ctx, handle, idx[:, -block:], n)
         if not torch.equal(out[:, idx.size(1):], cropped[:, block:]):
-            diagnosis, seen = _crop_mistake(ctx, handle, idx, n, out, config)
+            diagnosis, seen = _crop_mistake(stand_in, GenerateCall(idx, n, {}), out)
             raise CheckFailed(f"on a prompt of length {idx.size(1)} > block_size={block}, generate gave the new tokens "
                               f"{out[:, idx.size(1):].tolist()}; from the prompt's last block_size tokens it gives "
                               f"{cropped[:, block:].tolist()}" + seen, diagnosis=diagnosis)
-        _whole_block_used(ctx, handle, idx[:, -block:], V)
+        _whole_block_used(ctx, handle, stand_in, idx[:, -block:])
 
     generate_gate(ctx)
 
 
-def _long_prompt_error(ctx, handle, idx, n, block, error):
-    """A CheckFailed naming generate_no_crop when generate raised on a long prompt as the model itself
-    raises on that whole prompt, while the prompt's last block_size tokens generate fine; else the
-    StudentError (reported with its traceback)."""
-    try:
-        ctx.student.call(handle, "__call__", idx)
-    except StudentError as uncropped:
-        same = (uncropped.exc_type, uncropped.message) == (error.exc_type, error.message)
-    else:
-        same = False
-    if not same:
-        return error
-    try:
-        generate(ctx, handle, idx[:, -block:], n)
-    except (StudentError, CheckFailed):
-        return error
-    return CheckFailed(f"generate on a prompt of length {idx.size(1)} > block_size={block} raised {error.exc_type}: "
-                       f"{error.message}"[:400] + student_line(error) + "; the model raises the same on the whole prompt, "
-                       "and generates from its last block_size tokens: the context reaches the model uncropped",
-                       diagnosis="generate_no_crop")
-
-
 CROP_MISTAKES = {
-    "generate_crop_keeps_first": lambda block: lambda prompt, out: out[:, :block],
-    "generate_crop_too_short": lambda block: lambda prompt, out: out[:, -(block - 1):],
+    "generate_crop_keeps_first": lambda block, prompt, out: out[:, :block],
+    "generate_crop_too_short": lambda block, prompt, out: out if out.size(1) < block else out[:, -(block - 1):],
 }
 
 
-def _crop_mistake(ctx, handle, idx, n, out, config):
-    """(diagnosis, what was seen) of generation from a long prompt that differs from generation from its
-    last block_size tokens: the tokens equal greedy generation from the model's own forward with the
-    context cropped to its first block_size tokens, or to fewer than block_size."""
-    block, V = config["block_size"], config["vocab_size"]
-    right = greedy_trajectory(ctx, handle, idx, n, V, lambda prompt, so_far: so_far[:, -block:])
+def _crop_mistake(stand_in, call, out):
+    """(diagnosis, what was seen) of greedy tokens that are not the reference's: they equal greedy
+    generation with the context cropped to its first block_size tokens, or to fewer than block_size,
+    and the right crop gives others."""
+    block = stand_in.block_size
+    right = greedy_tokens(stand_in, call.idx, call.max_new_tokens)
     for diagnosis, crop in CROP_MISTAKES.items():
         if block < 2 and diagnosis == "generate_crop_too_short":
             continue
-        mistake = greedy_trajectory(ctx, handle, idx, n, V, crop(block))
+        mistake = greedy_tokens(stand_in, call.idx, call.max_new_tokens, crop)
         if torch.equal(out, mistake) and not torch.equal(mistake, right):
             said = ("the first block_size tokens" if diagnosis == "generate_crop_keeps_first"
                     else f"its last {block - 1} tokens")
@@ -1202,32 +1604,34 @@ def _crop_mistake(ctx, handle, idx, n, out, config):
     return None, ""
 
 
-def _whole_block_used(ctx, handle, prompt, V):
+def _whole_block_used(ctx, handle, stand_in, prompt):
     """A prompt of exactly block_size tokens needs no crop: its next token is the argmax of the model's
     last-position logits on all of it. Judged where generate follows the argmax on the prompt less
     its first token (a greedy step that is wrong anyway is charged in gpt.greedy_follows_argmax)."""
+    block = prompt.size(1)
+    if block < 2:
+        return
     shorter = prompt[:, 1:]
-    if not torch.equal(generate(ctx, handle, shorter, 1)[:, -1], last_logits(ctx, handle, shorter, V).argmax(-1)):
+    if not torch.equal(generate(ctx, handle, shorter, 1)[:, -1], stand_in.logits(shorter)[:, -1].argmax(-1)):
         return
     got = generate(ctx, handle, prompt, 1)[:, -1]
-    expected = last_logits(ctx, handle, prompt, V).argmax(-1)
+    expected = stand_in.logits(prompt)[:, -1].argmax(-1)
     if torch.equal(got, expected):
         return
-    block = prompt.size(1)
-    short = block > 1 and torch.equal(got, last_logits(ctx, handle, prompt[:, -(block - 1):], V).argmax(-1))
+    short = torch.equal(got, stand_in.logits(prompt[:, -(block - 1):])[:, -1].argmax(-1))
     raise CheckFailed(f"on a prompt of exactly block_size={block} tokens {prompt.tolist()}, generate gave the next token "
                       f"{got.tolist()}; the argmax of the model's last-position logits on the whole prompt is "
                       f"{expected.tolist()}" + (f": it is the argmax from the prompt's last {block - 1} tokens" if short else ""),
                       diagnosis="generate_crop_too_short" if short else None)
 
 
-def _sample_rows(config, seed, rows):
+def _sample_rows(stand_in, seed, rows):
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, config["vocab_size"], (rows, draw_len(config)), generator=g)
+    return torch.randint(0, stand_in.vocab_size, (rows, draw_len(stand_in.block_size)), generator=g)
 
 
-def draw_len(config):
-    return max(1, config["block_size"] - 2)
+def draw_len(block_size):
+    return max(1, block_size - 2)
 
 
 # ---------------------------------------------------------------- sampling, as a distribution
@@ -1270,13 +1674,13 @@ def chernoff_interval(p, n, budget):
     return low, high
 
 
-def sampled_shares(ctx, handle, config, seed, *, prompts=None, draws=DRAWS, **sampling):
-    """(prompts (P, T), logits (P, V) of their last positions, shares (P, V) of `draws` draws of one
-    new token each); the prompts are drawn from `seed` unless given."""
-    V = config["vocab_size"]
+def sampled_shares(ctx, handle, stand_in, seed, *, prompts=None, draws=DRAWS, **sampling):
+    """(prompts (P, T), logits (P, V) of their last positions under the stand-in forward, shares (P, V)
+    of `draws` draws of one new token each); the prompts are drawn from `seed` unless given."""
+    V = stand_in.vocab_size
     if prompts is None:
-        prompts = _sample_rows(config, seed, PROMPTS)
-    logits = last_logits(ctx, handle, prompts, V).double()
+        prompts = _sample_rows(stand_in, seed, PROMPTS)
+    logits = stand_in.logits(prompts)[:, -1].double()
     ctx.student.seed(seed)
     out = generate(ctx, handle, prompts.repeat_interleave(draws, dim=0), 1, do_sample=True, **sampling)
     drawn = out[:, -1].reshape(len(prompts), draws)
@@ -1332,50 +1736,49 @@ FLAT_CONFIG = {"vocab_size": 8, "block_size": 6, "n_layer": 1, "n_head": 2, "n_e
 FLAT_SCALE, FLAT_K, FLAT_DRAWS = 0.05, 4, 8000
 
 
-def flat_prompt(ctx, handle, k=FLAT_K):
+def flat_prompt(stand_in, k=FLAT_K):
     """Of a few seeded prompts, the one whose k-th and (k+1)-th best logits lie furthest apart, so that
-    the top k is the same set whatever the rounding of the student's batched forward."""
-    V = FLAT_CONFIG["vocab_size"]
-    candidates = torch.randint(0, V, (8, 4), generator=torch.Generator().manual_seed(59))
-    top = last_logits(ctx, handle, candidates, V).topk(k + 1, dim=-1).values
+    the top k is one set beyond doubt."""
+    candidates = torch.randint(0, stand_in.vocab_size, (8, 4), generator=torch.Generator().manual_seed(59))
+    top = stand_in.logits(candidates)[:, -1].topk(k + 1, dim=-1).values
     return candidates[int((top[:, k - 1] - top[:, k]).argmax())][None]
 
 
 @check("gpt.top_k", "Sampling with top_k draws each of the k most likely tokens with its renormalised probability, and no other")
 def top_k(ctx):
     examples = max(3, ctx.max_examples // 4)
-    flat = build_gpt(ctx, FLAT_CONFIG, scale=FLAT_SCALE)
+    flat, flat_stand_in = stand_in_model(ctx, FLAT_CONFIG, scale=FLAT_SCALE)
+    V = FLAT_CONFIG["vocab_size"]
     # top_k=1 first: every draw is the best token, a discrete property (a sampler that masks the k-th
     # best too is left with no token at all and raises)
-    top_k_draws(ctx, flat, FLAT_CONFIG, ctx.seed, 1, FLAT_CONFIG["vocab_size"], prompts=flat_prompt(ctx, flat, 1))
-    top_k_draws(ctx, flat, FLAT_CONFIG, ctx.seed, FLAT_K, FLAT_CONFIG["vocab_size"], prompts=flat_prompt(ctx, flat),
-                draws=FLAT_DRAWS)
+    top_k_draws(ctx, flat, flat_stand_in, ctx.seed, 1, V, prompts=flat_prompt(flat_stand_in, 1))
+    top_k_draws(ctx, flat, flat_stand_in, ctx.seed, FLAT_K, V, prompts=flat_prompt(flat_stand_in), draws=FLAT_DRAWS)
 
     @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), max_examples=examples)
     def prop(config, seed):
-        handle = build_gpt(ctx, config, scale=0.5)
+        handle, stand_in = stand_in_model(ctx, config, scale=0.5)
         for k in TOP_KS:
-            top_k_draws(ctx, handle, config, seed, k, examples * len(TOP_KS) * PROMPTS * config["vocab_size"])
+            top_k_draws(ctx, handle, stand_in, seed, k, examples * len(TOP_KS) * PROMPTS * config["vocab_size"])
 
-    forward_gate(ctx)
+    sampling_gate(ctx)
 
 
 TOP_KS = (1, 2, 4)
 
 
-def never_samples(ctx, handle, config, seed, prompts, draws=400):
+def never_samples(ctx, handle, stand_in, seed, prompts, draws=400):
     """do_sample=True without top_k gave the argmax in all `draws` draws of every prompt whose best
     token has a probability below 0.95 (a right sampler does so with probability below 0.95^400 ~ 1e-9)."""
-    _, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws)
+    _, logits, shares = sampled_shares(ctx, handle, stand_in, seed, prompts=prompts, draws=draws)
     spread = torch.softmax(logits, -1).amax(-1) < 0.95
     on_best = shares.gather(1, logits.argmax(-1, keepdim=True))[:, 0] == 1
     return bool(spread.any()) and bool(on_best[spread].all())
 
 
-def top_k_draws(ctx, handle, config, seed, k, comparisons, *, prompts=None, draws=DRAWS):
+def top_k_draws(ctx, handle, stand_in, seed, k, comparisons, *, prompts=None, draws=DRAWS):
     """The draws of one new token with top_k=k: none outside the top k, each of them at its
     renormalised probability (`comparisons`: how many shares the check bounds in all)."""
-    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws, top_k=k)
+    prompts, logits, shares = sampled_shares(ctx, handle, stand_in, seed, prompts=prompts, draws=draws, top_k=k)
     total = len(prompts) * draws
     allowed = logits >= logits.topk(k, dim=-1).values[:, -1:]
     leaked = (shares > 0) & ~allowed
@@ -1396,7 +1799,7 @@ def top_k_draws(ctx, handle, config, seed, k, comparisons, *, prompts=None, draw
         diagnosis, seen = None, ""
         if k > 2 and not shares_fit(shares, top_k_probabilities(logits, k - 1), comparisons, draws):
             diagnosis, seen = "top_k_drops_kth", f": the draws follow the top {k - 1}, without the k-th best token"
-        elif only_best and never_samples(ctx, handle, config, seed, prompts):
+        elif only_best and never_samples(ctx, handle, stand_in, seed, prompts):
             diagnosis, seen = "generate_never_samples", ": every draw was the argmax, with or without top_k"
         elif only_best:
             diagnosis, seen = "top_k_only_best", ": only the most likely token was ever drawn"
@@ -1409,37 +1812,38 @@ def top_k_draws(ctx, handle, config, seed, k, comparisons, *, prompts=None, draw
             diagnosis=diagnosis, details={"proportions": _proportions(bad)})
 
 
-# A targeted example besides the drawn ones: on the FLAT_CONFIG model with moderately spread logits,
-# temperature 0.25 concentrates the mass on the best tokens, far (tens of half-widths of the
-# Chernoff interval, over FLAT_DRAWS draws) from softmax(logits) and from softmax(logits * 0.25).
-SPREAD_SCALE, SHARP_TEMPERATURE = 0.5, 0.25
+# A targeted example besides the drawn ones: on the FLAT_CONFIG stand-in with moderately spread
+# logits (scale 0.35), temperature 0.25 gives the best token about 60% of the mass, and 32,000 draws
+# lie about 20 half-widths of the Chernoff interval from softmax(logits), softmax(logits * 0.25)
+# and softmax(logits / 0.25**2) (a scale of 0.5 over 8,000 draws left the squared temperature 6.8).
+SPREAD_SCALE, SHARP_TEMPERATURE, SHARP_DRAWS = 0.35, 0.25, 32000
 
 
 @check("gpt.temperature_distribution", "Sampling at a temperature draws from softmax(logits / temperature)")
 def temperature_distribution(ctx):
     examples = max(3, ctx.max_examples // 4)
-    spread = build_gpt(ctx, FLAT_CONFIG, scale=SPREAD_SCALE)
-    temperature_draws(ctx, spread, FLAT_CONFIG, ctx.seed, SHARP_TEMPERATURE, FLAT_CONFIG["vocab_size"],
-                      prompts=flat_prompt(ctx, spread), draws=FLAT_DRAWS)
+    spread, spread_stand_in = stand_in_model(ctx, FLAT_CONFIG, scale=SPREAD_SCALE)
+    temperature_draws(ctx, spread, spread_stand_in, ctx.seed, SHARP_TEMPERATURE, FLAT_CONFIG["vocab_size"],
+                      prompts=flat_prompt(spread_stand_in), draws=SHARP_DRAWS)
 
     @ctx.given(gpt_configs(min_vocab=4, max_vocab=10), st.integers(0, 2**16), st.sampled_from([0.5, 2.0]),
                max_examples=examples)
     def prop(config, seed, temperature):
-        handle = build_gpt(ctx, config, scale=1.0)
-        temperature_draws(ctx, handle, config, seed, temperature, examples * PROMPTS * config["vocab_size"])
+        handle, stand_in = stand_in_model(ctx, config, scale=1.0)
+        temperature_draws(ctx, handle, stand_in, seed, temperature, examples * PROMPTS * config["vocab_size"])
 
-    forward_gate(ctx)
+    sampling_gate(ctx)
 
 
-def temperature_draws(ctx, handle, config, seed, temperature, comparisons, *, prompts=None, draws=DRAWS):
+def temperature_draws(ctx, handle, stand_in, seed, temperature, comparisons, *, prompts=None, draws=DRAWS):
     """The draws of one new token at `temperature`: each token at its share of softmax(logits / temperature)
     (`comparisons`: how many shares the check bounds in all)."""
-    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, prompts=prompts, draws=draws,
+    prompts, logits, shares = sampled_shares(ctx, handle, stand_in, seed, prompts=prompts, draws=draws,
                                              temperature=temperature)
     expected = torch.softmax(logits / temperature, dim=-1)
     bad = shares_fit(shares, expected, comparisons, draws)
     if bad:
-        diagnosis, seen = temperature_seen(ctx, handle, config, seed, temperature, prompts, logits, shares, comparisons,
+        diagnosis, seen = temperature_seen(ctx, handle, stand_in, seed, temperature, prompts, logits, shares, comparisons,
                                            draws)
         worst = max(bad, key=lambda b: abs(b["share"] - b["expected"]))
         raise CheckFailed(
@@ -1449,7 +1853,7 @@ def temperature_draws(ctx, handle, config, seed, temperature, comparisons, *, pr
             f"{DELTA:g})" + seen, diagnosis=diagnosis, details={"proportions": _proportions(bad)})
 
 
-def temperature_seen(ctx, handle, config, seed, temperature, prompts, logits, shares, comparisons, draws):
+def temperature_seen(ctx, handle, stand_in, seed, temperature, prompts, logits, shares, comparisons, draws):
     """(diagnosis, what was seen) of draws at `temperature` that are not softmax(logits / temperature):
     they follow softmax(logits) (the temperature has no effect), softmax(logits * temperature), or
     are always the argmax, at this temperature and without one; (None, "") otherwise."""
@@ -1458,17 +1862,17 @@ def temperature_seen(ctx, handle, config, seed, temperature, prompts, logits, sh
     if not shares_fit(shares, torch.softmax(logits * temperature, -1), comparisons, draws):
         return "temperature_multiplied", ": the draws follow softmax(logits * temperature)"
     on_best = bool((shares.gather(1, logits.argmax(-1, keepdim=True)) == 1).all())
-    if on_best and never_samples(ctx, handle, config, seed, prompts):
+    if on_best and never_samples(ctx, handle, stand_in, seed, prompts):
         return "generate_never_samples", ": every draw was the argmax, at any temperature"
     return None, ""
 
 
-def temperature_evidence(ctx, handle, config, seed, temperature):
+def temperature_evidence(ctx, handle, stand_in, seed, temperature):
     """What draws of one token at `temperature` show (temperature_seen), on the check's seeded prompts."""
-    prompts, logits, shares = sampled_shares(ctx, handle, config, seed, temperature=temperature)
-    comparisons = PROMPTS * config["vocab_size"]
+    prompts, logits, shares = sampled_shares(ctx, handle, stand_in, seed, temperature=temperature)
+    comparisons = PROMPTS * stand_in.vocab_size
     if not shares_fit(shares, torch.softmax(logits / temperature, -1), comparisons):
-        return temperature_seen(ctx, handle, config, seed, temperature, prompts, logits, shares, comparisons, DRAWS)
+        return temperature_seen(ctx, handle, stand_in, seed, temperature, prompts, logits, shares, comparisons, DRAWS)
     return None, ""
 
 
@@ -1479,9 +1883,9 @@ TINY_TEMPERATURE, HUGE_TEMPERATURE = 1e-4, 1e4
 def temperature_small_is_greedy(ctx):
     @ctx.given(gpt_configs(min_vocab=6), st.integers(0, 2**16), max_examples=max(4, ctx.max_examples // 3))
     def prop(config, seed):
-        handle = build_gpt(ctx, config, scale=0.3)
-        idx = _sample_rows(config, seed, 64)
-        logits = last_logits(ctx, handle, idx, config["vocab_size"])
+        handle, stand_in = stand_in_model(ctx, config, scale=0.3)
+        idx = _sample_rows(stand_in, seed, 64)
+        logits = stand_in.logits(idx)[:, -1]
         top2 = logits.topk(2, dim=-1).values
         clear = (top2[:, 0] - top2[:, 1]) > 0.01  # rows with a clear winner: at T=1e-4 it has all the mass
         ctx.student.seed(seed)
@@ -1491,35 +1895,35 @@ def temperature_small_is_greedy(ctx):
             from_logits = _samples_from_logits(ctx, handle, idx)
             diagnosis, seen = (("sample_from_logits", "; plain sampling (temperature 1) raises that the probabilities hold "
                                 "a negative value: torch.multinomial got the logits") if from_logits else
-                               temperature_evidence(ctx, handle, config, seed, TINY_TEMPERATURE))
+                               temperature_evidence(ctx, handle, stand_in, seed, TINY_TEMPERATURE))
             raise CheckFailed(f"sampling with temperature={TINY_TEMPERATURE:g} drew a token other than the argmax in "
                               f"{int(differs.sum())} of {int(clear.sum())} rows: at that temperature softmax(logits / T) is "
                               "the argmax" + seen, diagnosis=diagnosis)
 
-    forward_gate(ctx)
+    sampling_gate(ctx)
 
 
 @check("gpt.temperature_large_spreads", "Sampling at a huge temperature spreads draws over the whole vocabulary")
 def temperature_large_spreads(ctx):
     @ctx.given(gpt_configs(min_vocab=4, max_vocab=10), st.integers(0, 2**16), max_examples=max(3, ctx.max_examples // 5))
     def prop(config, seed):
-        handle = build_gpt(ctx, config, scale=3.0)  # peaked logits: at temperature 1 a few tokens take the mass
+        handle, stand_in = stand_in_model(ctx, config, scale=3.0)  # peaked logits: at temperature 1 a few tokens take the mass
         g = torch.Generator().manual_seed(seed)
-        prompt = torch.randint(0, config["vocab_size"], (1, draw_len(config)), generator=g)
+        prompt = torch.randint(0, config["vocab_size"], (1, draw_len(config["block_size"])), generator=g)
         ctx.student.seed(seed)
         rows = 400
         out = generate(ctx, handle, prompt.repeat(rows, 1), 1, temperature=HUGE_TEMPERATURE, do_sample=True)
         counts = torch.bincount(out[:, -1].clamp(0, config["vocab_size"] - 1), minlength=config["vocab_size"])
         # at T=1e4 the draw is uniform: a token is missed from 400 draws with probability < 10 * 0.9^400 ~ 5e-18
-        if int((counts > 0).sum()) == 1 and never_samples(ctx, handle, config, seed, prompt):
+        if int((counts > 0).sum()) == 1 and never_samples(ctx, handle, stand_in, seed, prompt):
             raise CheckFailed(f"with temperature={HUGE_TEMPERATURE:g} and do_sample=True, all {rows} draws were token "
                               f"{int(counts.argmax())}, the argmax: generate never samples", diagnosis="generate_never_samples",
                               details={"numbers": {"counts": counts.tolist()}})
         if bool((counts == 0).any()):
-            diagnosis, seen = temperature_evidence(ctx, handle, config, seed, HUGE_TEMPERATURE)
+            diagnosis, seen = temperature_evidence(ctx, handle, stand_in, seed, HUGE_TEMPERATURE)
             raise CheckFailed(f"with temperature={HUGE_TEMPERATURE:g}, {rows} draws hit only {int((counts > 0).sum())} of "
                               f"{config['vocab_size']} tokens (counts {counts.tolist()}): the distribution should be "
                               "nearly uniform" + seen, diagnosis=diagnosis, details={"numbers": {"counts": counts.tolist()}})
 
-    forward_gate(ctx)
+    sampling_gate(ctx)
 
