@@ -1090,12 +1090,17 @@ def forward_matches_reference(ctx):
         cfg = model_config(config)
         handle = build_gpt(ctx, config)
         weights = grader_weights_of(ctx, handle, config["weights_seed"])
+        reading = 0
         for number, call in enumerate(case.calls):
             ctx.student.call(handle, "train" if call.training else "eval")
             try:
-                _forward_call_matches(ctx, handle, weights, cfg, call, reading_open=number == 0)
+                _forward_call_matches(ctx, handle, weights, cfg, call)
             except (CheckFailed, StudentError) as failure:
-                if number and _fresh_model_matches(ctx, config, call):
+                other = _another_reading(ctx, handle, weights, cfg, case.calls[:number + 1], reading)
+                if other is not None:
+                    reading = other
+                    continue
+                if number and _fresh_model_matches(ctx, config, call, weights.candidates[reading]):
                     lengths = sorted({earlier.idx.size(1) for earlier in case.calls[:number]})
                     raise CheckFailed(f"{_forward_text(call.idx, call.targets, call.finetune_classify)} after calls on "
                                       f"sequences of lengths {lengths} on the same model: {failure}"[:600] + "; a fresh "
@@ -1106,46 +1111,52 @@ def forward_matches_reference(ctx):
     forward_gate(ctx)
 
 
-def _fresh_model_matches(ctx, config, call):
-    """The call gives the reference's logits and loss on a model of `config` never called before."""
+def _another_reading(ctx, handle, weights, cfg, calls, reading):
+    """The index of another reading of the student's layout (which of three separate projections is
+    the query, the key, the value: a sequence of one token cannot tell the query from the key) under
+    which every one of `calls` matches the reference, replayed in order on the model; None, the
+    model back under `reading`, where none does."""
+    for index, candidate in enumerate(weights.candidates):
+        if index == reading:
+            continue
+        ctx.student.load_state_dict(handle, candidate, strict=False)
+        try:
+            for call in calls:
+                ctx.student.call(handle, "train" if call.training else "eval")
+                _forward_call_matches(ctx, handle, weights, cfg, call)
+        except (CheckFailed, StudentError):
+            continue
+        return index
+    if len(weights.candidates) > 1:
+        ctx.student.load_state_dict(handle, weights.candidates[reading], strict=False)
+        ctx.student.call(handle, "train" if calls[-1].training else "eval")
+    return None
+
+
+def _fresh_model_matches(ctx, config, call, weights):
+    """The call gives the reference's logits and loss on a model of `config` never called before,
+    holding the same `weights` (the student's names)."""
     try:
         handle = build_gpt(ctx, config)
+        ctx.student.load_state_dict(handle, weights, strict=False)
         ctx.student.call(handle, "train" if call.training else "eval")
         _forward_call_matches(ctx, handle, grader_weights_of(ctx, handle, config["weights_seed"]), model_config(config),
-                              call, reading_open=True)
+                              call)
     except (CheckFailed, StudentError):
         return False
     return True
 
 
-def _forward_call_matches(ctx, handle, weights, cfg, call, reading_open):
-    """One call of GPT.forward against the reference's (logits, loss); `reading_open`: the first
-    call of a model, whose logits choose between the readings of the student's layout (which of
-    three separate projections is the query, the key, the value)."""
+def _forward_call_matches(ctx, handle, weights, cfg, call):
+    """One call of GPT.forward against the reference's (logits, loss), under the weights the model holds."""
     B, T = call.idx.shape
     shape = (B, cfg["n_classification_class"]) if call.finetune_classify else (B, T, cfg["vocab_size"])
     what = ("class logits" if call.finetune_classify else "logits") + f" of {_forward_text(call.idx, call.targets, call.finetune_classify)}"
     expected = reference_outputs(ctx, weights.reference, cfg, call)
-
-    def outputs():
-        logits, loss = returned_pair(call_forward(ctx, handle, call.idx, call.targets,
-                                                  finetune_classify=call.finetune_classify),
-                                     call.idx, call.targets, call.finetune_classify)
-        return expect_tensor(logits, what, shape=shape), loss
-
-    logits, loss = outputs()
+    logits, loss = returned_pair(call_forward(ctx, handle, call.idx, call.targets, finetune_classify=call.finetune_classify),
+                                 call.idx, call.targets, call.finetune_classify)
+    logits = expect_tensor(logits, what, shape=shape)
     matched = [gelu for gelu, (e, _) in expected.items() if is_close(logits, e, atol=1e-4, rtol=1e-3)]
-    if not matched and reading_open:
-        for candidate in weights.candidates[1:]:
-            ctx.student.load_state_dict(handle, candidate, strict=False)
-            logits, loss = outputs()
-            matched = [gelu for gelu, (e, _) in expected.items() if is_close(logits, e, atol=1e-4, rtol=1e-3)]
-            if matched:
-                break
-        else:
-            if len(weights.candidates) > 1:
-                ctx.student.load_state_dict(handle, weights.loaded, strict=False)
-                logits, loss = outputs()
     if not matched:
         nearer = closest(logits, [e for e, _ in expected.values()])
         gelu = next(flavour for flavour, (e, _) in expected.items() if e is nearer)
@@ -1163,33 +1174,32 @@ def _forward_call_matches(ctx, handle, weights, cfg, call, reading_open):
                                    f"reference ran under other weights than yours, and {failure.message}")
                 failure.args = (failure.message,)
             raise
-    _loss_matches(loss, expected[matched[0]], call)
+    _loss_matches(logits, loss, expected[matched[0]], call)
 
 
-def _loss_matches(loss, expected_outputs, call):
-    """The loss GPT.forward returned with logits that match the reference's: None without targets,
-    else the reference's loss (the mean cross-entropy of those logits over the real targets)."""
+def _loss_matches(logits, loss, expected_outputs, call):
+    """The loss GPT.forward returned with `logits` that match the reference's: None where the
+    reference's is None (no targets), else the reference's loss of those logits, the mean
+    cross-entropy over the real targets (computed here on the logits returned: they match the
+    reference's only up to the logits' tolerance, which a loss would magnify)."""
     text = _forward_text(call.idx, call.targets, call.finetune_classify)
-    logits, expected = expected_outputs
-    if expected is None:
+    if expected_outputs[1] is None:
         if loss is not None:
             raise CheckFailed(f"{text} returned the loss {loss!r}"[:300] + "; without targets the loss is None")
         return
+    flat, targets = logits.double().reshape(-1, logits.size(-1)), call.targets.reshape(-1)
+    if not call.finetune_classify:
+        flat, targets = flat[targets != IGNORE_INDEX], targets[targets != IGNORE_INDEX]
+    expected = F.cross_entropy(flat, targets).item()
     got = float(loss) if type(loss) is torch.Tensor and loss.numel() == 1 and loss.is_floating_point() else None
-    if got is not None and math.isclose(got, float(expected), rel_tol=1e-4, abs_tol=1e-5):
+    if got is not None and math.isclose(got, expected, rel_tol=1e-4, abs_tol=1e-5):
         return
-    if call.finetune_classify:
-        summed = F.cross_entropy(logits.double(), call.targets, reduction="sum").item()
-    else:
-        real = call.targets.reshape(-1) != IGNORE_INDEX
-        summed = F.cross_entropy(logits.double().reshape(-1, logits.size(-1))[real], call.targets.reshape(-1)[real],
-                                 reduction="sum").item()
-    is_sum = got is not None and math.isclose(got, summed, rel_tol=1e-4)
-    raise CheckFailed(f"{text} returned the loss {loss!r}"[:300] + f"; the reference's, the mean cross-entropy of the same "
-                      f"logits over the {'class targets' if call.finetune_classify else 'targets other than IGNORE_INDEX'}, "
-                      f"is {float(expected):.6g}" + (": yours is their sum" if is_sum else ""),
+    is_sum = got is not None and math.isclose(got, F.cross_entropy(flat, targets, reduction="sum").item(), rel_tol=1e-4)
+    raise CheckFailed(f"{text} returned the loss {loss!r}"[:300] + f"; the mean cross-entropy of the logits it returned "
+                      f"(the reference's) over the {'class targets' if call.finetune_classify else 'targets other than IGNORE_INDEX'} "
+                      f"is {expected:.6g}" + (": yours is their sum" if is_sum else ""),
                       diagnosis="loss_not_mean" if is_sum else None,
-                      details={"numbers": {"expected": float(expected), "got": got}, "how": _loss_ratio(got, float(expected))})
+                      details={"numbers": {"expected": expected, "got": got}, "how": _loss_ratio(got, expected)})
 
 
 def _forward_mistake(ctx, got, state, cfg, idx):
