@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from graders.checks.compare import expect_tensor
+from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import sequence_gate
 from graders.checks.localise import against_reference
@@ -89,6 +89,58 @@ def bert_inputs(draw, *, padded=False):
     return BertInput(n_layers, V, E, n_heads, text, padding)
 
 
+@dataclass
+class BertSpaceInput:
+    """BertModel's whole space: a model (rates eval mode must ignore, any width and depth) and two
+    texts of different lengths for it, holding the <mask> id."""
+
+    n_layers: int
+    vocab_size: int
+    embed_dim: int
+    n_heads: int
+    rates: tuple  # (attn_drop_rate, layer_drop_rate), never equal
+    inputs: list  # [(text (B, T), padding (B, T) bool or None)] * 2, the second of another length
+
+    @property
+    def args(self):
+        return [self.n_layers, self.vocab_size, self.embed_dim, self.n_heads, *self.rates]
+
+    def __repr__(self):
+        texts = "; then ".join(f"text {t.tolist()}, padding mask {None if m is None else m.int().tolist()}"
+                               for t, m in self.inputs)
+        return (f"BertModel(n_layers={self.n_layers}, vocab_size={self.vocab_size}, embed_dim={self.embed_dim}, "
+                f"n_heads={self.n_heads}, attn_drop_rate={self.rates[0]}, layer_drop_rate={self.rates[1]}) in eval mode "
+                f"on {texts}")
+
+
+def _bert_text(B, T, V, g, padded):
+    text = torch.randint(1, V + 1, (B, T), generator=g)  # ids up to V: the <mask> token among them
+    text[0, 0] = V
+    padding = None
+    if padded and T > 1:
+        rest = torch.rand(B, T - 1, generator=g) < 0.5
+        rest[0, -1] = True
+        padding = torch.cat([torch.zeros(B, 1, dtype=torch.bool), rest], dim=1)
+        text = text.masked_fill(padding, 0)
+    return text, padding
+
+
+@st.composite
+def bert_space(draw):
+    n_heads = draw(st.integers(1, 2))
+    E = n_heads * draw(st.integers(1, 4))
+    V = draw(st.integers(3, 30))
+    n_layers = draw(st.integers(1, 3))
+    rates = draw(st.sampled_from(((0.1, 0.3), (0.5, 0.0), (0.0, 0.9))))
+    B = draw(st.integers(1, 3))
+    lengths = [draw(st.integers(1, 6)) for _ in range(2)]
+    if lengths[0] == lengths[1]:
+        lengths[1] += 1
+    padded = draw(st.booleans())
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    return BertSpaceInput(n_layers, V, E, n_heads, rates, [_bert_text(B, T, V, g, padded) for T in lengths])
+
+
 # The modules of other parts BertModel is built from: graded there, replaced here by the grader's
 # stand-ins (graders/sandbox/tasks.py), so that their mistakes cost nothing in part bert.
 OTHER_PARTS = ["encoder.TransformerBlock", "encoder.PositionalEncoding", "attention.MultiHeadAttention"]
@@ -145,6 +197,143 @@ def bert_gate(ctx):
     sequence_gate(lambda t: bert_forward(ctx, handle, ex, text=t, seed=ctx.seed), text, change_at,
                   f"logits of BertModel({', '.join(f'{k}={v}' for k, v in GATE_MODEL.items())}) (eval mode, "
                   f"text of shape {tuple(text.shape)})")
+
+
+def _reference_names(state, V, E):
+    """{the reference's name: the student's} for a BertModel whose other parts' modules are the
+    stand-ins (which hold nothing): its embedding (V + 1, E) and mask_pred (V, E) and (V,), found by
+    shape; None when the student's model holds other entries or lacks one (the message says)."""
+    wanted = {"embed.weight": (V + 1, E), "mask_pred.weight": (V, E), "mask_pred.bias": (V,)}
+    found = {}
+    for name, shape in wanted.items():
+        matching = [n for n, t in state.items() if tuple(t.shape) == shape]
+        chosen = name if name in matching else matching[0] if len(matching) == 1 else None
+        if chosen is None:
+            return None
+        found[name] = chosen
+    return found if set(found.values()) == set(state) else None
+
+
+def _model_with_stand_ins(ctx, args, seed):
+    """The student's BertModel(*args) in eval mode, its other parts' modules the grader's stand-ins,
+    holding weights of the grader's: (handle, the weights under the reference's names)."""
+    V, E = args[1], args[2]
+    handle = ctx.student.construct(MODULE, "BertModel", *args)
+    ctx.student.task("stand_ins", handle, OTHER_PARTS)
+    ctx.student.call(handle, "eval")
+    state = state_tensors(ctx, handle, "BertModel")
+    names = _reference_names(state, V, E)
+    if names is None:
+        shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in sorted(state.items())[:8])
+        raise CheckFailed(f"with the grader's stand-ins for the blocks and the positional encoding (which hold no "
+                          f"weights), BertModel should hold its embedding ({V + 1}, {E}) and mask_pred ({V}, {E}) with "
+                          f"its bias ({V},) only; it holds {shapes or 'nothing'}")
+    weights = distinct_values({ours: state[theirs] for ours, theirs in names.items()}, seed)
+    weights = {name: value - 1.0 for name, value in weights.items()}  # centred: logits of both signs
+    ctx.student.load_state_dict(handle, {names[ours]: value for ours, value in weights.items()}, strict=False)
+    return handle, weights
+
+
+def _logits_with_stand_ins(ctx, args, handle, weights, text, padding):
+    """(the student's logits, the reference's) of a model of _model_with_stand_ins."""
+    expected = ctx.oracle.call("forward_with_stand_ins", MODULE, "BertModel", [*args[:4], 0.0, 0.0], OTHER_PARTS,
+                               weights, [text, padding])
+    got = bert_forward(ctx, handle, BertInput(*args[:4], text, padding), seed=ctx.seed)
+    return got, expected
+
+
+@check("bert.matches_reference", "BertModel's logits match the reference under the same weights, its blocks and "
+       "positional encoding the grader's stand-ins: every depth, with and without padding, the <mask> id, one model "
+       "on two lengths (eval mode)")
+def bert_matches_reference(ctx):
+    @ctx.given(bert_space())
+    def prop(ex):
+        handle, weights = _model_with_stand_ins(ctx, ex.args, ctx.seed)
+        for text, padding in ex.inputs:
+            got, expected = _logits_with_stand_ins(ctx, ex.args, handle, weights, text, padding)
+            if not is_close(got, expected, atol=1e-4):
+                single = BertInput(*ex.args[:4], text, padding)
+                expect_close(got, expected, "BertModel logits (eval mode, the grader's stand-ins for its blocks and "
+                             "positional encoding)", atol=1e-4, axes=("batch", "position", "token"),
+                             locate=lambda single=single: where_bert(ctx, handle, single))
+
+    bert_gate(ctx)
+
+
+RATES_MODEL = dict(n_layers=2, vocab_size=12, embed_dim=8, n_heads=2)
+
+
+def _norm_chain(state, x):
+    """x through every block's norm1 then norm2, in layer order, under the weights in `state`: a
+    block whose attention's and linear_net's outputs are both dropped whole is norm2(norm1(x))."""
+    layers = sorted({_layer_index(name) for name in state if name.endswith(("norm1.weight", "norm2.weight"))
+                     and _layer_index(name) is not None}, key=int)
+    for layer in layers:
+        for norm in ("norm1", "norm2"):
+            prefix = next(name[: -len("weight")] for name in state if _layer_index(name) == layer
+                          and name.endswith(f"{norm}.weight"))
+            x = F.layer_norm(x, x.shape[-1:], state[prefix + "weight"].double(), state[prefix + "bias"].double())
+    return x, len(layers)
+
+
+@check("bert.dropout_rates", "In training mode BertModel's rates reach where the docstring says: layer_drop_rate in the "
+       "positional encoding and the blocks' dropouts, attn_drop_rate in the blocks' attention")
+def bert_dropout_rates(ctx):
+    # Rates of 0 and 1 make dropout exact. At attn_drop_rate=0, layer_drop_rate=1 the positional encoding
+    # drops everything, and each block, its attention the grader's stand-in, is norm2(norm1(x)).
+    V, E, H, L = (RATES_MODEL[k] for k in ("vocab_size", "embed_dim", "n_heads", "n_layers"))
+    text = torch.randint(1, V, (2, 5), generator=torch.Generator().manual_seed(ctx.seed))
+    if not _other_parts_exact_at_rates(ctx, E, H):
+        return None  # the positional encoding's or the block's own rates are wrong: charged in their parts
+    wired = [L, V, E, H, 0.0, 1.0]
+    wired_handle, weights = _model_with_stand_ins(ctx, wired, ctx.seed)
+    if not is_close(*_logits_with_stand_ins(ctx, wired, wired_handle, weights, text, None), atol=1e-4):
+        return None  # its eval-mode wiring is wrong: charged in bert.matches_reference
+    handle = ctx.student.construct(MODULE, "BertModel", L, V, E, H, 0.0, 1.0)
+    ctx.student.task("stand_ins", handle, ["attention.MultiHeadAttention"])
+    state = state_tensors(ctx, handle, "BertModel")
+    norms = {name: value for name, value in distinct_values(state, ctx.seed).items()
+             if name.endswith(("norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"))}
+    ctx.student.load_state_dict(handle, norms, strict=False)
+    state = state_tensors(ctx, handle, "BertModel")
+    chain, layers = _norm_chain(state, torch.zeros(2, 5, E, dtype=torch.float64))
+    pred = {n: t for n, t in state.items() if tuple(t.shape) in ((V, E), (V,)) and "norm" not in n}
+    weight = next((t for n, t in pred.items() if t.dim() == 2), None)
+    bias = next((t for n, t in pred.items() if t.dim() == 1), None)
+    if layers != L or weight is None:
+        return None  # blocks or mask_pred not found by the template's names: bert.matches_reference says
+    expected = chain @ weight.double().T + (0 if bias is None else bias.double())
+    ctx.student.call(handle, "train")
+    got = bert_forward(ctx, handle, BertInput(L, V, E, H, text, None), padding=None, seed=ctx.seed)
+    if not is_close(got, expected.to(got.dtype), atol=1e-4):
+        raise CheckFailed(f"BertModel(n_layers={L}, vocab_size={V}, embed_dim={E}, n_heads={H}, attn_drop_rate=0.0, "
+                          "layer_drop_rate=1.0) in training mode, its blocks' attention the grader's stand-in: the "
+                          "positional encoding drops everything at rate 1 and every block is then norm2(norm1(x)), so the "
+                          "logits are mask_pred of the norms' chain on zeros; they are not: the rates do not reach the "
+                          "positional encoding and the blocks as the docstring says", diagnosis="bert_rates_misplaced",
+                          details={"numbers": {"max_abs_error": (got.double() - expected).abs().max().item()}})
+
+
+def _other_parts_exact_at_rates(ctx, E, H):
+    """The student's PositionalEncoding(E, 1.0) drops everything in training mode, and its
+    TransformerBlock(E, H, 0.0, 1.0), its attention the stand-in, is norm2(norm1(x)): what
+    bert.dropout_rates relies on (each is graded in its own part)."""
+    x = torch.randn(2, 5, E, generator=torch.Generator().manual_seed(ctx.seed + 1))
+    positions = ctx.student.construct("encoder", "PositionalEncoding", E, 1.0)
+    ctx.student.call(positions, "train")
+    try:
+        dropped = ctx.student.call(positions, "__call__", x)
+        block = ctx.student.construct("encoder", "TransformerBlock", E, H, 0.0, 1.0)
+        ctx.student.task("stand_ins", block, ["attention.MultiHeadAttention"])
+        ctx.student.call(block, "train")
+        out = ctx.student.call(block, "__call__", (x, None))
+        norm1, norm2 = (ctx.student.getattr(block, name) for name in ("norm1", "norm2"))
+        chain = ctx.student.call(norm2, "__call__", ctx.student.call(norm1, "__call__", x))
+    except StudentError:
+        return False
+    out = out[0] if isinstance(out, (tuple, list)) and out else None
+    return (type(dropped) is torch.Tensor and bool((dropped == 0).all()) and type(out) is torch.Tensor
+            and type(chain) is torch.Tensor and is_close(out, chain, atol=1e-4))
 
 
 @check("bert.mask_embedding", "The embedding has vocab_size + 1 rows: the <mask> token (id vocab_size) can be embedded")

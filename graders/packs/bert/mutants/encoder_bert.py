@@ -192,6 +192,14 @@ MUTANTS = [
     one("mlm_mask_id_is_vocab_size", "pretraining", BERT, "masked_text[to_mask] = mask_token_ind",
         "masked_text[to_mask] = vocab_size", "mlm_wrong_mask_id"),
     # the pre-training step
+    # BertModel's rates and depth where the docstring puts them
+    one("bert_block_rates_swapped", "bert", BERT, LAYERS,
+        "*[TransformerBlock(embed_dim, n_heads, layer_drop_rate, attn_drop_rate) for _ in range(n_layers)]",
+        "bert_rates_misplaced"),
+    one("bert_positions_drop_at_attention_rate", "bert", BERT, "self.pos_embed = PositionalEncoding(embed_dim, layer_drop_rate)",
+        "self.pos_embed = PositionalEncoding(embed_dim, attn_drop_rate)", "bert_rates_misplaced"),
+    # n_layers blocks built (the count is right) but only the first run
+    one("bert_runs_the_first_block_only", "bert", BERT, NET_CALL, "x, _ = self.net[0]((x, mask))", None),
     one("pretrain_no_zero_grad", "pretraining", BERT, "    optimizer.zero_grad()\n", "", "zero_grad_missing"),
     one("pretrain_loss_summed", "pretraining", BERT, LOSS,
         'loss = F.cross_entropy(logits.reshape(-1, vocab_size), mask_labels.flatten(), reduction="sum")',
