@@ -88,12 +88,16 @@ def diagnose_weights(q, k, mask, got):
                 "mask_ignored": dict(scale=math.sqrt(d)),
             }
         )
+    if mask is not None:  # with a finite fill, the padded query rows come out uniform rather than NaN
+        variants["mask_on_query_axis"] = [variants["mask_on_query_axis"],
+                                          dict(scale=math.sqrt(d), mask_axis="query", fill=-1e30)]
     for diagnosis, options in variants.items():
         masked = mask if diagnosis != "mask_ignored" else None
         if d == 1 and diagnosis in ("attention_not_scaled", "attention_scaled_by_d_k", "scale_after_softmax"):
             continue  # indistinguishable from the right answer when d = 1
-        if is_close(got, _variant_weights(q, k, masked, **options).to(got.dtype), atol=1e-4):
-            return diagnosis
+        for each in options if isinstance(options, list) else [options]:
+            if is_close(got, _variant_weights(q, k, masked, **each).to(got.dtype), atol=1e-4):
+                return diagnosis
     if mask is not None and mask.size(0) == mask.size(1) == q.size(2):
         # A (B, T) mask broadcast against the (T, T) scores: it only lines up when B == T.
         logits = q.double() @ k.double().transpose(-2, -1) / math.sqrt(d)
