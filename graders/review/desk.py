@@ -305,6 +305,9 @@ class Desk:
             seen = int(revision)
         except (TypeError, ValueError):
             raise ReviewError(BAD_INPUT, "the page did not say which revision of the grade it showed: reload it") from None
+        if seen != now and row is None:
+            raise ReviewError(STALE, "the page showed a grade this answer does not have: it is shown as it is now; "
+                                     "nothing was changed")
         if seen != now:
             raise ReviewError(STALE, f"{row['updated_by']} changed this answer's grade at {_when(row['updated_at'])} while "
                                      "you had it open: it is shown as it is now. Your change was not saved; make it "
