@@ -94,7 +94,7 @@ def create_app(desk: Desk, token: str, publisher=None) -> Flask:
         state = _publishing(desk, publisher)
         return render_template("questions.html.j2", questions=[{**q, "histogram": Markup(q["histogram"])}
                                                                 for q in desk.overview()],
-                               name=who(), state=state, out=str(desk.out))
+                               name=who(), state=state, out=str(desk.out), out_name=desk.out.resolve().name)
 
     @app.post("/name")
     def set_name():
