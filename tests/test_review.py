@@ -494,3 +494,38 @@ def test_the_server_answers_over_http_with_the_token(desk):
             assert response.headers["Content-Security-Policy"] == REVIEW_CSP
     finally:
         server.close()
+
+
+@pytest.mark.slow  # a process of its own: about 8 s
+def test_the_command_prints_its_address_and_publishes_what_is_left_when_stopped(batch):
+    """`grade review` as a TA runs it: the address with its token, a grade given over HTTP,
+    Ctrl-C: the desk stops with exit status 0 and the grade in the gradebook."""
+    import signal
+    import subprocess
+    import sys
+
+    command = subprocess.Popen([sys.executable, "-m", "graders.cli", "review", str(batch)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        address = ""
+        while not address.startswith("open: "):
+            address = command.stdout.readline()
+            assert address, command.stderr.read()
+        url = address.split(" ", 1)[1].strip()
+        assert url.startswith("http://127.0.0.1:") and "?token=" in url
+        base, token = url.split("/?token=")
+        cookie = f"review-token-{base.rsplit(':', 1)[1]}={token}; review-name=Ann"
+        desk = Desk(batch)
+        key = written_key(desk)
+        request = urllib.request.Request(f"{base}/api/q/{QUESTION}/{key}", headers={
+            "Cookie": cookie, "Content-Type": "application/json"},
+            data=json.dumps({**seen(desk.view(QUESTION, key)), "action": "adjust", "adjustment": 3}).encode())
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert json.loads(response.read())["grade"]["score"] == 3
+        command.send_signal(signal.SIGINT)
+        assert command.wait(timeout=30) == 0, command.stderr.read()
+    finally:
+        command.kill()
+    student = desk.index.answer(QUESTION, key).student_id
+    assert check_of(batch, student)["score"] == 3
+    assert float(gradebook(batch)[student]["answers"]) >= 3
