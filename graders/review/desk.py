@@ -346,8 +346,7 @@ class Desk:
         if row["check_id"] != check_id:
             raise ReviewError(GONE, "that rubric item is not one of this question's: reload the page")
         if row["deleted"]:
-            raise ReviewError(GONE, f"the rubric item \"{row['text']}\" was deleted by {row['updated_by']} at "
-                                    f"{_when(row['updated_at'])}; nothing was changed")
+            raise _deleted(row)
         return row
 
     # ------------------------------------------------------------------------ rubric items
@@ -429,8 +428,7 @@ class Desk:
             with self.db.write() as connection:
                 row = self._item_row(connection, item_id)
                 if row["deleted"]:
-                    raise ReviewError(GONE, f"the rubric item \"{row['text']}\" was deleted by {row['updated_by']} at "
-                                            f"{_when(row['updated_at'])}; nothing was changed")
+                    raise _deleted(row)
                 if str(row["version"]) != str(version):
                     raise ReviewError(STALE, f"{row['updated_by']} changed this item at {_when(row['updated_at'])}: it is "
                                              f"now {format_points(row['points'])} points, \"{row['text']}\". Nothing was "
@@ -532,7 +530,7 @@ class Desk:
                         continue
                     self._own(connection, ADOPTED_BY, answer)
                     connection.execute("UPDATE grades SET adjustment = ?, comment = ? WHERE student_id = ? AND check_id = ?",
-                                       (_points_or_zero(answer.hand.get("score")), answer.hand.get("comment") or "",
+                                       (answer.hand["score"], answer.hand["comment"],
                                         answer.student_id, answer.check_id))
                     adopted += 1
         return adopted
@@ -564,12 +562,9 @@ class Desk:
         return wanted
 
 
-def _points_or_zero(value) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if math.isfinite(number) else 0.0
+def _deleted(item) -> ReviewError:
+    return ReviewError(GONE, f"the rubric item \"{item['text']}\" was deleted by {item['updated_by']} at "
+                             f"{_when(item['updated_at'])}; nothing was changed")
 
 
 def _bins(maximum: float) -> int:

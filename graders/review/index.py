@@ -9,6 +9,7 @@ batch changes, so a request that holds one sees one consistent batch.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ class Answer:
     check_id: str
     text: str
     sha256: str  # of the text: a grade is for this text
-    hand: dict | None  # the hand score results.json holds ({"score", "comment"}), if any
+    hand: dict | None  # the hand score results.json holds ({"score": float, "comment"}), if any
     title: str  # the question, as this grade recorded it
     rubric: str  # the pack's model answer, as this grade recorded it (not for a blank answer)
     max_score: float
@@ -83,7 +84,7 @@ def written_answers_of(student_id: str, name: str, results: dict) -> list[Answer
             if not isinstance(check, dict) or not isinstance(check.get("id"), str) or not is_written_answer(check):
                 continue
             details = check.get("details") if isinstance(check.get("details"), dict) else {}
-            hand = ({"score": details["manual"].get("score"), "comment": str(details.get("comment") or "")}
+            hand = ({"score": _points(details["manual"].get("score")), "comment": str(details.get("comment") or "")}
                     if merged_by_hand(check) else None)
             answers.append(Answer(
                 key=answer_key(check["id"], student_id), student_id=student_id, name=visible_text(name),
@@ -95,10 +96,12 @@ def written_answers_of(student_id: str, name: str, results: dict) -> list[Answer
 
 
 def _points(value) -> float:
+    """A number of points from a results.json (0 for anything that is not a finite number)."""
     try:
-        return float(value or 0.0)
+        number = float(value or 0.0)
     except (TypeError, ValueError):
         return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def load_index(out: Path, previous: Index | None = None) -> Index:
