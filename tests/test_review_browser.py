@@ -215,7 +215,7 @@ def test_a_reload_and_a_restart_of_the_desk_find_everything(served, batch, brows
     key = answer_key(driver)
     keys(driver, "i", "4", Keys.TAB, "complete", Keys.ENTER)
     wait_for(driver, lambda d: score(d) == "4 / 5")
-    keys(driver, "c", "Well argued.", Keys.ESCAPE)
+    keys(driver, "c", "Well argued.")  # no Esc: saved when the typing pauses
     wait_for(driver, lambda d: served.desk.view(QUESTION, key)["grade"]["comment"] == "Well argued.")
     driver.refresh()
     wait_for(driver, lambda d: score(d) == "4 / 5")

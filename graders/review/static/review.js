@@ -170,7 +170,11 @@
     });
   }
 
+  let commentTimer = null;
+  const COMMENT_PAUSE_MS = 700; // a comment is saved when typing pauses, and when the box is left
+
   function saveComment() {
+    clearTimeout(commentTimer);
     const comment = $("comment").value;
     if (view && comment !== view.grade.comment) act("comment", { comment });
   }
@@ -324,6 +328,10 @@
 
   $("new-item").addEventListener("submit", createItem);
   $("comment").addEventListener("blur", saveComment);
+  $("comment").addEventListener("input", () => {
+    clearTimeout(commentTimer);
+    commentTimer = setTimeout(saveComment, COMMENT_PAUSE_MS);
+  });
   $("adjustment").addEventListener("blur", saveAdjustment);
   $("previous").addEventListener("click", () => view.nav.previous && show(view.nav.previous));
   $("next").addEventListener("click", () => view.nav.next && show(view.nav.next));
