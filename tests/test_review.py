@@ -474,6 +474,10 @@ def test_student_text_stays_text_on_the_desks_pages(tmp_path):
     assert answer["text"].startswith(script)  # JSON: text the page sets as textContent, never markup
     script_source = (Path(create_app.__code__.co_filename).parent / "static" / "review.js").read_text()
     assert "innerHTML" not in script_source and "insertAdjacentHTML" not in script_source
+    desk.create_item("Ann", QUESTION, points=1, text=script, apply_to={"key": key, **seen(desk.view(QUESTION, key))})
+    Publisher(desk).sync()
+    feedback = (store.result_dir(out, "mallory") / "feedback.html").read_text()
+    assert script not in feedback and "&lt;script&gt;alert(1)&lt;/script&gt;" in feedback  # an item's text too
 
 
 def test_the_server_answers_over_http_with_the_token(desk):
