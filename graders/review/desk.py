@@ -82,7 +82,11 @@ def _text(raw, what: str, limit: int, *, required: bool) -> str:
 
 
 def _when(seconds: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(seconds))
+    """When something was done: the time of day if it was today, else the day too."""
+    moment = time.localtime(seconds)
+    today = time.localtime()
+    same_day = (moment.tm_year, moment.tm_yday) == (today.tm_year, today.tm_yday)
+    return time.strftime("%H:%M:%S" if same_day else "%d %b %Y %H:%M", moment)
 
 
 def score_of(points: list[float], adjustment: float | None, maximum: float) -> float:
