@@ -7,6 +7,7 @@
     grade batch SUBMISSIONS --out DIR grade a whole course, resumably
     grade answers DIR                 the batch's written answers to grade: a CSV to fill in, a page to read
     grade merge MANUAL.csv --out DIR  merge manual scores of written answers into a batch
+    grade review DIR                  grade the batch's written answers in the browser, by question, with rubric items
     grade export DIR --lms canvas     the batch's totals as Canvas's gradebook import (or moodle's worksheet)
     grade doctor                      every layer of the sandbox on this machine, with fixes
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
@@ -39,7 +40,7 @@ from graders import interrupt
 from graders.options import add_grading_arguments, command_parser, grading_options
 from graders.sandbox.isolation import EXIT_NOT_ISOLATED, refuse_unless_isolated
 
-SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "export", "doctor", "gradescope-kit",
+SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "review", "export", "doctor", "gradescope-kit",
                "mutants", "coverage")
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
@@ -295,6 +296,10 @@ def _subcommand(name):
         from graders.batch.answers import cmd_answers
 
         return lambda argv, given: cmd_answers(argv)  # a batch's results say their assignment
+    if name == "review":
+        from graders.review.cli import cmd_review
+
+        return cmd_review
     if name == "export":
         from graders.batch.lms import cmd_export
 

@@ -8,7 +8,8 @@ Exit status of `grade batch`: 0 when every submission has a result (graded, reje
 all are results), 1 when some were interrupted or are still queued on Slurm, 2 for bad usage,
 3 when grading was refused because this machine cannot isolate student code.
 `grade merge`: 0 when every row was merged, 1 when some rows named unknown students or checks
-(the others are merged), 2 for bad usage.
+(the others are merged), 2 for bad usage. A batch graded at the review desk (`grade review`)
+takes the rows into the desk's database, which then publishes them the same way.
 """
 
 from __future__ import annotations
@@ -149,6 +150,12 @@ def cmd_merge(argv: list[str], given: str | None = None) -> int:
     if not (args.out / "submissions").is_dir():
         print(f"grade merge: {args.out} holds no batch results (no submissions/ folder)", file=sys.stderr)
         return 2
+    from graders.review.database import exists
+
+    if exists(args.out):  # the batch is graded at the review desk: its database keeps the hand grades
+        from graders.review.cli import cmd_review
+
+        return cmd_review([str(args.out), "--import", str(args.manual), "--as", "grade merge"], given)
     from graders.assignment import installed, load
     from graders.batch.merge import merge_manual
 

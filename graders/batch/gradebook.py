@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from graders.atomic import write_atomically
 from graders.batch import store
@@ -255,7 +255,8 @@ PLOT_WIDTH, PLOT_HEIGHT, SIDE_MARGIN, TOP_MARGIN = 520, 200, 24, 20
 AXIS_FONT_PX, AXIS_CHAR_PX, LABEL_GAP = 12, 7.5, 8
 
 
-def histogram_svg(values: list[float], top: float, bins: int = BINS) -> str:
+def histogram_svg(values: list[float], top: float, bins: int = BINS,
+                  axis_title: str = "total points (bars: number of submissions)") -> str:
     """Bars of how many totals fall in each tenth of the maximum (the last bin includes it).
 
     Each bar spans its bin, so the axis is labelled at the bin edges, under the edges (a label
@@ -291,7 +292,7 @@ def histogram_svg(values: list[float], top: float, bins: int = BINS) -> str:
         parts.append(f'<line x1="{x:g}" y1="{axis_y}" x2="{x:g}" y2="{axis_y + 4}" class="axis-line"/>')
         parts.append(f'<text x="{x:g}" y="{axis_y + 4 + AXIS_FONT_PX}" text-anchor="middle" class="axis">{labels[i]}</text>')
     parts.append(f'<text x="{SIDE_MARGIN + PLOT_WIDTH / 2:g}" y="{height - 4}" text-anchor="middle" class="axis-title">'
-                 f'total points (bars: number of submissions)</text>')
+                 f'{escape(axis_title)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

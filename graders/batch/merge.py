@@ -15,12 +15,17 @@ nothing; a later row for the same (student, check) wins.
 The merged scores are also kept in DIR/manual.json with the hash of the input they were given
 for, so a regrade of the same input (a new grader version) gets them back automatically; a new
 input from the student leaves the answer pending again.
+
+The review desk (`grade review`, graders/review/) writes through the same functions: its scores
+also carry the rubric items given and the answer's hash (kept after a regrade while the answer
+is unchanged), and a grade it takes back is withdrawn (`withdraw_one`).
 """
 
 from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import json
 import math
 import time
@@ -35,6 +40,10 @@ from graders.scoring import totals
 MANUAL = "pending_manual"
 MANUAL_JSON = "manual.json"
 PREFIX = "answers."
+# What a written answer says before a person grades it, as graders/checks/questions.py writes it
+# (whose text the golden answers' fingerprint covers): withdraw_one puts it back.
+WAITING_FOR_A_GRADER = "waiting for a grader"
+BLANK_ANSWER = "no answer written for: {question}"
 
 
 @dataclass
@@ -108,14 +117,18 @@ def is_written_answer(chk: dict) -> bool:
     return chk.get("status") == MANUAL or chk.get("graded_by_hand") is True or "manual" in (chk.get("details") or {})
 
 
-def apply_one(results: dict, check_id: str, score: float, comment: str) -> tuple[bool, float]:
-    """Set one written answer's score in `results` (in place). (changed?, the score used)."""
+def apply_one(results: dict, check_id: str, score: float, comment: str, items=()) -> tuple[bool, float]:
+    """Set one written answer's score in `results` (in place). (changed?, the score used).
+    `items`: the rubric items it was given ({"text", "points"} each; `grade review`), shown
+    with their points in the reports."""
     part, chk = _find_check(results, check_id)
     maximum = float(chk.get("max_score") or 0.0)
     given = round(min(max(score, 0.0), maximum), 4)
     before = copy.deepcopy(chk)
     details = dict(chk.get("details") or {})
     details["manual"] = {"score": given, "max_score": maximum, "given": score}
+    if items:
+        details["manual"]["items"] = [{"text": str(item["text"]), "points": float(item["points"])} for item in items]
     if comment:
         details["comment"] = comment
     else:
@@ -128,6 +141,33 @@ def apply_one(results: dict, check_id: str, score: float, comment: str) -> tuple
         return False, given
     _rescore(results, part)
     return True, given
+
+
+def withdraw_one(results: dict, check_id: str) -> bool:
+    """Take a hand score back (in place): the written answer is pending again, or blank as the
+    grade left it. Whether anything changed."""
+    part, chk = _find_check(results, check_id)
+    details = dict(chk.get("details") or {})
+    if "manual" not in details:
+        return False
+    details.pop("manual")
+    details.pop("comment", None)
+    chk["details"] = details
+    chk["score"] = 0.0
+    if details.get("answer"):
+        chk["status"], chk["message"] = MANUAL, WAITING_FOR_A_GRADER
+    else:
+        chk["status"] = "failed"
+        chk["message"] = BLANK_ANSWER.format(question=details.get("question") or chk.get("title") or "")
+    _rescore(results, part)
+    return True
+
+
+def answer_sha256(chk: dict) -> str:
+    """The hash of a written answer's text: a hand score is for this text (a regrade that leaves
+    it unchanged keeps the score)."""
+    details = chk.get("details") if isinstance(chk.get("details"), dict) else {}
+    return hashlib.sha256(str(details.get("answer") or "").encode()).hexdigest()
 
 
 def _rescore(results: dict, part: dict) -> None:
@@ -143,16 +183,18 @@ def _rescore(results: dict, part: dict) -> None:
 
 
 def apply_stored_manual(out: Path, student_id: str, results: dict) -> int:
-    """Re-apply the merged manual scores of `student_id` to fresh results of the same input."""
+    """Re-apply the merged manual scores of `student_id` to fresh results of the same input, or
+    of the same answer where the score records the answer's hash (`grade review`'s)."""
     stored = load_stored(out).get(student_id) or {}
     applied = 0
     sha = (results.get("batch") or {}).get("input_sha256")
     for check_id, grade in stored.items():
-        if grade.get("input_sha256") != sha:
-            continue
         _, chk = _find_check(results, check_id)
-        if chk is not None and is_written_answer(chk):
-            apply_one(results, check_id, grade["score"], grade.get("comment", ""))
+        if chk is None or not is_written_answer(chk):
+            continue
+        same = grade["answer_sha256"] == answer_sha256(chk) if grade.get("answer_sha256") else grade.get("input_sha256") == sha
+        if same:
+            apply_one(results, check_id, grade["score"], grade.get("comment", ""), grade.get("items") or ())
             applied += 1
     return applied
 
@@ -162,6 +204,21 @@ def load_stored(out: Path) -> dict:
         return json.loads((Path(out) / MANUAL_JSON).read_text())
     except (OSError, ValueError):
         return {}
+
+
+def replace_stored(out: Path, grades: dict[str, dict[str, dict | None]]) -> None:
+    """Set the stored manual scores of some answers, {student_id: {check_id: entry, or None to
+    remove it}}, the others left as they are."""
+    stored = load_stored(out)
+    for student_id, entries in grades.items():
+        for check_id, entry in entries.items():
+            if entry is None:
+                stored.get(student_id, {}).pop(check_id, None)
+            else:
+                stored.setdefault(student_id, {})[check_id] = entry
+        if stored.get(student_id) == {}:
+            del stored[student_id]
+    _save_stored(out, stored)
 
 
 def _save_stored(out: Path, stored: dict) -> None:

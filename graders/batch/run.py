@@ -70,10 +70,10 @@ class BatchSummary:
 
 def secrets_for(out: Path, submissions: list[Submission]) -> list[str]:
     """What a student's worker must not read besides the defaults: other students' inputs and
-    results, the gradebook, the ledger, the batch's own state."""
+    results, the gradebook, the ledger, the hand grades, the batch's own state."""
     out = Path(out).resolve()
     paths = {str(out / name) for name in (store.SUBMISSIONS, store.STATE, store.LEDGER, "gradebook.csv",
-                                           "summary.html", "manual.json")}
+                                           "summary.html", "manual.json", store.REVIEW)}
     paths |= {str(Path(s.path).resolve().parent) for s in submissions}
     return sorted(paths)
 

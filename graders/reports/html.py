@@ -172,6 +172,8 @@ class CheckView:
     rubric: str
     elapsed: str
     worker_measured: bool = False
+    # The rubric items a person gave a written answer (`grade review`): (points, text) each.
+    marks: list[tuple[str, str]] = field(default_factory=list)
     # The "Mistakes found" entry of this check's diagnosis, and whether an earlier check already
     # showed it in full (then only a link is shown: one mistake, one explanation).
     mistake_anchor: str = ""
@@ -513,7 +515,19 @@ def _check_view(part_index: int, index: int, check: dict) -> CheckView:
         rubric=clip(details.get("rubric"), LIMITS["rubric"]),
         elapsed=_seconds(details["elapsed_s"]) if "elapsed_s" in details else "",
         worker_measured=check.get("worker_measured") is True,
+        marks=_marks(_mapping(details.get("manual"))),
     )
+
+
+def _marks(manual: dict) -> list[tuple[str, str]]:
+    items = manual.get("items") if isinstance(manual.get("items"), list) else []
+    marks = []
+    for item in items:
+        if isinstance(item, dict):
+            points = format_points(item.get("points"))
+            marks.append((points if points.startswith("-") or points in ("0", "?") else f"+{points}",
+                          clip(item.get("text"), LIMITS["message"])))
+    return marks
 
 
 # --------------------------------------------------------------------------- numbers
