@@ -248,6 +248,7 @@ class _Statement:
     reads: frozenset[str]
     writes: frozenset[str]
     barrier: bool  # it may leave the block (return, raise, break, continue, yield)
+    _text: tuple[str, ...] | None = None
 
     def key(self) -> tuple[str, ...]:
         return tuple(t for t, _ in self.head)
@@ -259,9 +260,11 @@ class _Statement:
                 yield from statement.heads()
 
     def text(self) -> tuple[str, ...]:
-        out: list[tuple[str, int]] = []
-        self.flatten(out, Counter(), set())
-        return tuple(t for t, _ in out)
+        if self._text is None:
+            out: list[tuple[str, int]] = []
+            self.flatten(out, Counter(), set())
+            self._text = tuple(t for t, _ in out)
+        return self._text
 
     def flatten(self, out: list[tuple[str, int]], given: Counter, template_lines: set[int]) -> None:
         key = self.key()
@@ -288,7 +291,9 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> bool:
     """Whether a name of `a` and one of `b` may be the same thing (`self` and `self.x` are)."""
     if a & b:
         return True
-    return any(x.startswith(y + ".") or y.startswith(x + ".") for x in a for y in b)
+    roots = {x.partition(".")[0] for x in a} & {y.partition(".")[0] for y in b}
+    return bool(roots) and any(x.startswith(y + ".") or y.startswith(x + ".")
+                               for x in a if x.partition(".")[0] in roots for y in b if y.partition(".")[0] in roots)
 
 
 def _canonical_order(statements: list[_Statement]) -> list[_Statement]:
@@ -434,12 +439,8 @@ class _Emitter:
                     continue
                 else:
                     self.field(value, head, line)
-        reads, writes = _effects(node, self.aliases)
-        barrier = any(isinstance(n, (ast.Return, ast.Raise, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom,
-                                     ast.Await, ast.Global, ast.Nonlocal))
-                      for n in ast.walk(node)) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                         ast.ClassDef))
-        return _Statement(head, blocks, reads, writes, barrier)
+        reads, writes, leaves = _effects(node, self.aliases)
+        return _Statement(head, blocks, reads, writes, leaves)
 
     def field(self, value, out: list[tuple[str, int]], line: int) -> None:
         if isinstance(value, list):
@@ -584,16 +585,24 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     return body
 
 
-def _effects(node: ast.stmt, aliases: dict[str, str]) -> tuple[frozenset[str], frozenset[str]]:
+_LEAVING = (ast.Return, ast.Raise, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal)
+
+
+def _effects(node: ast.stmt, aliases: dict[str, str]) -> tuple[frozenset[str], frozenset[str], bool]:
     """(what a statement reads, what it changes): dotted names, `self.x` apart from `self.y`. A
     call made for its effect (`optimizer.step()`) changes its object; a call whose value is used
     is taken to change nothing. The order found is a normal form for comparing code, not a proof
-    that two orders compute the same: taking too few dependencies only lets more orders match."""
+    that two orders compute the same: taking too few dependencies only lets more orders match.
+    The third value: whether it may leave the block (a return, a raise, a yield; a definition's
+    own body does not count)."""
     reads: set[str] = set()
     writes: set[str] = set()
+    leaves = False
     pending: list[ast.AST] = [node]
     while pending:
         child = pending.pop()
+        if isinstance(child, _LEAVING):
+            leaves = True
         if isinstance(child, (ast.Name, ast.Attribute)):
             dotted = _dotted(child)
             if dotted is not None:
@@ -605,9 +614,13 @@ def _effects(node: ast.stmt, aliases: dict[str, str]) -> tuple[frozenset[str], f
                 writes.add(changed)
         elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             writes.add(child.name)
+            if child is not node:
+                continue  # a nested definition's body runs later, when it is called
         pending.extend(ast.iter_child_nodes(child))
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
         changed = _dotted(node.value.func.value) or _root(node.value.func.value)
         if changed is not None and changed.partition(".")[0] not in aliases:
             writes.add(changed)  # `optimizer.step()` for its effect: the calls on one object keep their order
-    return frozenset(reads), frozenset(writes)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        leaves = False
+    return frozenset(reads), frozenset(writes), leaves
