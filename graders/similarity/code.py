@@ -234,11 +234,28 @@ def _module_streams(file: str, tree: ast.Module, names: _HandInNames, graded: fr
             template_lines: set[int] = set()
             for statement in statements:
                 statement.flatten(tokens, given, template_lines)
-            yield Stream(file, unit, name, tuple(token_id(t) for t, _ in tokens), tuple(line for _, line in tokens),
-                         frozenset(template_lines - {line for _, line in tokens}))
+            lines = _brace_lines(tokens)
+            yield Stream(file, unit, name, tuple(token_id(t) for t, _ in tokens), tuple(lines),
+                         frozenset(template_lines - set(lines)))
 
 
 # --------------------------------------------------------------------------- statements
+
+_NO_LINE = -1  # a block's braces: they stand on the lines of the student's code next to them
+
+
+def _brace_lines(tokens: list[tuple[str, int]]) -> list[int]:
+    """Each token's line, a brace taking the line of the student's token before it (or after it,
+    at the start): a signature the template gave is never shown as shared because its body is."""
+    lines = [line for _, line in tokens]
+    known = next((line for line in lines if line != _NO_LINE), 0)
+    for index, line in enumerate(lines):
+        if line == _NO_LINE:
+            lines[index] = known
+        else:
+            known = line
+    return lines
+
 
 @dataclass(eq=False)
 class _Statement:
@@ -274,11 +291,10 @@ class _Statement:
         else:
             out.extend(self.head)
         for block in self.blocks:
-            line = self.head[-1][1] if self.head else 0
-            out.append(("{", line))
+            out.append(("{", _NO_LINE))
             for statement in block:
                 statement.flatten(out, given, template_lines)
-            out.append(("}", line))
+            out.append(("}", _NO_LINE))
 
 
 def _depends(earlier: _Statement, later: _Statement) -> bool:

@@ -8,11 +8,12 @@ hand-in keeps about a fifth of its k-grams. Pairs are scored from an inverted in
 students, not with the number of pairs, and a fingerprint held by more than `common` students is
 the class's common code and counts for no pair.
 
-A pair's share of X is the fraction of X's fingerprints that Y holds too and that are not
-common; its score is the larger of its two shares, so code inserted into a copy (which lowers
-the copy's share) leaves the original's share whole. A hand-in with less code than a quarter of
-the class's median is scored as if it had that quarter (`floor`): a few shared lines in an
-almost empty hand-in are not a high score.
+A hand-in's own code is its fingerprints less the common ones (the template's code left none).
+A pair's share of X is the fraction of X's own fingerprints that Y holds too; its score is the
+larger of its two shares, so code inserted into a copy (which lowers the copy's share) leaves the
+original's share whole. A hand-in with less own code than a quarter of the class's median is
+scored as if it had that quarter (`floor`): a few shared lines in an almost empty hand-in, or in
+one written wholly the class's common way, are not a high score.
 """
 
 from __future__ import annotations
@@ -152,7 +153,8 @@ def compare(hand_ins: list[HandIn], *, common: int | None = None, flag_at: float
         for fingerprint in student.fingerprints:
             holders[fingerprint].append(index)
     frequency = Counter({fingerprint: len(held) for fingerprint, held in holders.items()})
-    sizes = [len(s.fingerprints) for s in students]
+    own = {h.id: sum(1 for f in h.fingerprints if frequency.get(f, 0) <= common) for h in hand_ins}
+    sizes = [own[s.id] for s in students]
     floor = max(1, round(FLOOR_SHARE * statistics.median(sizes))) if sizes else 1
 
     shared: Counter = Counter()
@@ -162,7 +164,7 @@ def compare(hand_ins: list[HandIn], *, common: int | None = None, flag_at: float
     pairs = []
     for first, second in combinations(range(len(students)), 2):
         count = shared.get((first, second), 0)
-        pairs.append(_pair(students[first], students[second], "students", count, floor))
+        pairs.append(_pair(students[first], students[second], "students", count, own, floor))
     corpus_pairs = []
     for other in others:
         counts: Counter = Counter()
@@ -171,15 +173,14 @@ def compare(hand_ins: list[HandIn], *, common: int | None = None, flag_at: float
             if len(held) <= common:
                 counts.update(held)
         for index, student in enumerate(students):
-            corpus_pairs.append(_pair(student, other, other.kind, counts.get(index, 0), floor))
+            corpus_pairs.append(_pair(student, other, other.kind, counts.get(index, 0), own, floor))
     rank = _rank_key
     return Comparison(hand_ins, common, floor, flag_at, sorted(pairs, key=rank), sorted(corpus_pairs, key=rank),
                       sum(1 for held in holders.values() if len(held) > common), frequency)
 
 
-def _pair(a: HandIn, b: HandIn, kind: str, shared: int, floor: int) -> Pair:
-    return Pair(a.id, b.id, kind, shared, _share(shared, len(a.fingerprints), floor),
-                _share(shared, len(b.fingerprints), floor))
+def _pair(a: HandIn, b: HandIn, kind: str, shared: int, own: dict[str, int], floor: int) -> Pair:
+    return Pair(a.id, b.id, kind, shared, _share(shared, own[a.id], floor), _share(shared, own[b.id], floor))
 
 
 def _share(shared: int, own: int, floor: int) -> float:
@@ -213,7 +214,8 @@ class Fragment:
 @dataclass
 class PairDetail:
     pair: Pair
-    # per module of either side: (fingerprints of a there, shared by b), and the same of b
+    # per module of either side: (a's own fingerprints there, those b holds too), and the same of b;
+    # own: neither the template's nor the class's common code
     modules: dict[str, dict[str, tuple[int, int]]]
     units: dict[str, dict[str, tuple[int, int]]]  # "attention.py:MultiHeadAttention" -> {side: (own, shared)}
     fragments: list[Fragment]  # longest first, none overlapping another on either side
@@ -230,6 +232,8 @@ def detail(comparison: Comparison, pair: Pair) -> PairDetail:
         own_by_module: dict[str, set[int]] = defaultdict(set)
         own_by_unit: dict[str, set[int]] = defaultdict(set)
         for fingerprint, places in hand_in.fingerprints.items():
+            if not comparison.rare(fingerprint):
+                continue
             for stream, _ in places:
                 where = hand_in.streams[stream]
                 own_by_module[where.module].add(fingerprint)

@@ -14,7 +14,7 @@ _STYLE = """
 body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:1em;color:#222;overflow-wrap:anywhere}
 h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;width:100%;font-size:.92em}th,td{text-align:left;padding:.25em .5em;border-bottom:1px solid #eee;vertical-align:top}
-th{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}.table-scroll{max-width:100%;overflow-x:auto}
+th,td.n{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}.table-scroll{max-width:100%;overflow-x:auto}
 table.wide{min-width:44em}a{color:#2a5db0}code{font-size:.9em}
 .about{border-left:4px solid #2a5db0;background:#f4f6f8;padding:.5em 1em}
 .kpi{display:flex;flex-wrap:wrap;gap:1em}.kpi div{background:#f4f6f8;padding:.5em 1em;border-radius:6px}.kpi b{display:block;font-size:1.4em}
@@ -59,9 +59,10 @@ _INDEX = """{% extends "base" %}
 handed in unchanged) is left out, and so is code found in more than <strong id="common-threshold">{{ v.method.common_threshold }}
 of the {{ v.method.students }} hand-ins</strong>: the class's common code ({{ v.method.discounted_fingerprints }}
 fingerprints were discounted so). Names, comments, docstrings, whitespace, the order of functions and of independent
-statements, and dead code do not change a score. A hand-in's <em>share</em> is the part of its own code that is found
-in the other hand-in too; a pair's <em>score</em> is the larger of its two shares (a hand-in with less code than
-{{ v.method.floor_fingerprints }} fingerprints, a quarter of the class's median, is scored as if it had that much).
+statements, and dead code do not change a score. A hand-in's <em>share</em> is the part of its own code (its code less
+the template's and the class's common code) that is found in the other hand-in too; a pair's <em>score</em> is the
+larger of its two shares (a hand-in with less own code than {{ v.method.floor_fingerprints }} fingerprints, a quarter
+of the class's median, is scored as if it had that much).
 Pairs at {{ (v.method.flag_at * 100)|round|int }}% or more are marked, and groups of three or more are formed from them.
 Per module, the shares are over that module's code. A notebook and a folder are read the same way, through the grader's
 own intake{% if v.notebooks %} (notebooks here: {{ v.notebooks|join(", ") }}){% endif %}.</p>
@@ -72,7 +73,7 @@ own intake{% if v.notebooks %} (notebooks here: {{ v.notebooks|join(", ") }}){% 
 {% for r in v.rows %}<tr><td class="n">{{ r.rank }}</td>
 <td><a href="{{ r.page }}">{{ r.a }} &amp; {{ r.b }}</a>{% if r.flagged %} <span class="flag">look at this</span>{% endif %}</td>
 <td class="n">{{ r.score_text }}</td><td class="n">{{ r.share_a_text }} / {{ r.share_b_text }}</td>
-<td>{% for module, sides in r.modules.items() %}<code>{{ module }}</code> {{ (sides.a.share * 100)|round|int }}% / {{ (sides.b.share * 100)|round|int }}%<br>{% endfor %}</td>
+<td>{% for module, sides in r.modules.items() if sides.a.own or sides.b.own %}<code>{{ module }}</code> {{ sides.a|share }} / {{ sides.b|share }}<br>{% endfor %}</td>
 <td>{{ r.longest_text }}</td></tr>
 {% else %}<tr><td colspan="6">no two hand-ins share code beyond the class's common code</td></tr>{% endfor %}</table></div>
 <p>Every pair, also those not listed here, is in <a href="{{ v.files[0] }}">{{ v.files[0] }}</a> and <a href="{{ v.files[1] }}">{{ v.files[1] }}</a>.</p>
@@ -85,7 +86,7 @@ own intake{% if v.notebooks %} (notebooks here: {{ v.notebooks|join(", ") }}){% 
 <div class="table-scroll"><table class="wide"><tr><th>#</th><th>hand-in</th><th>compared with</th><th>score</th><th>share of each</th><th>per module (hand-in / other)</th></tr>
 {% for r in v.corpus_rows %}<tr><td class="n">{{ r.rank }}</td><td><a href="{{ r.page }}">{{ r.a }}</a></td><td>{{ r.b }} <span class="kind">{{ r.kind }}</span></td>
 <td class="n">{{ r.score_text }}</td><td class="n">{{ r.share_a_text }} / {{ r.share_b_text }}</td>
-<td>{% for module, sides in r.modules.items() %}<code>{{ module }}</code> {{ (sides.a.share * 100)|round|int }}% / {{ (sides.b.share * 100)|round|int }}%<br>{% endfor %}</td></tr>{% endfor %}</table></div>
+<td>{% for module, sides in r.modules.items() if sides.a.own or sides.b.own %}<code>{{ module }}</code> {{ sides.a|share }} / {{ sides.b|share }}<br>{% endfor %}</td></tr>{% endfor %}</table></div>
 {% else %}<p>Not asked for: <code>--reference</code> adds the reference solution, <code>--corpus FOLDER</code> earlier years or public solutions.</p>{% endif %}
 <h2>Not compared</h2>
 <div class="table-scroll"><table><tr><th>hand-in</th><th>why</th></tr>
@@ -127,9 +128,14 @@ The number beside a shared line leads to the same fragment on the other side.</p
 {% endblock %}
 """
 
+def _share(side: dict) -> str:
+    return f"{round(side['share'] * 100)}%" if side["own"] else "–"
+
+
 _environment = Environment(loader=DictLoader({"base": _BASE, "index": _INDEX, "pair": _PAIR}), autoescape=True,
                            undefined=StrictUndefined, keep_trailing_newline=True, finalize=visible_text,
                            trim_blocks=True, lstrip_blocks=True)
+_environment.filters["share"] = _share
 
 
 def code_rows(side: str, module: str, lines: list[dict], notebook: bool) -> Markup:
