@@ -11,7 +11,7 @@ a fresh process each: its wall time and CPU time (user + system), the phases it 
 whether the two reports are the same bytes. Run it on a 2-core machine for the docs' figure.
 
 `--copydetect PYTHON` (a Python with copydetect installed, kept out of the lock) compares the
-two tools on the corpus of make_corpus.py instead, same hand-ins, same planted pairs: copydetect
+two tools on the corpus of make_corpus.py instead (and times copydetect on the class of `--count`), same hand-ins, same planted pairs: copydetect
 with each hand-in as one file (its modules together; a notebook as the student handed it in, and
 as the modules this grader's intake reads from it), the template as its boilerplate; its score
 of a pair is the larger of its two similarities, as ours is. For each: the lowest planted pair,
@@ -177,6 +177,16 @@ def bench_copydetect(python: str) -> None:
         print(f"copydetect's lowest planted pairs: {worst}")
 
 
+def time_copydetect_on_a_class(python: str, count: int) -> None:
+    """copydetect on the benchmark's class (each hand-in one file), for its time beside ours."""
+    hand_ins = {name: one_file(files) for name, files in make_corpus.synthetic_class(count).items()}
+    template = one_file({m: (make_corpus.TEMPLATE / m).read_text() for m in make_corpus.MODULES})
+    started = time.perf_counter()
+    _, seconds = copydetect_scores(python, hand_ins, template, {})
+    print(f"copydetect on a class of {count}: {seconds:.1f} s of its own ({time.perf_counter() - started:.1f} s with "
+          f"its start; load average {os.getloadavg()[0]:.1f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=400)
@@ -184,6 +194,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.copydetect:
         bench_copydetect(args.copydetect)
+        time_copydetect_on_a_class(args.copydetect, args.count)
     else:
         bench_class(args.count)
 

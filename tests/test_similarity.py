@@ -303,6 +303,16 @@ def test_bad_usage_is_one_line_and_exit_status_2(arguments, message, tmp_path, c
     assert message in err and len(err.splitlines()) == 1 and err.startswith("grade similarity: ")
 
 
+@pytest.mark.slow  # grade batch's start: the grader's imports
+def test_grade_batch_points_to_the_similarity_report(tmp_path, capsys):
+    from graders.batch.cli import cmd_batch
+
+    (tmp_path / "submissions").mkdir()
+    out = tmp_path / "gradebook"
+    assert cmd_batch([str(tmp_path / "submissions"), "--out", str(out), "--no-progress", "--unsafe-no-sandbox"], "bert") == 0
+    assert f"grade similarity {out}" in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------- staff only, and the same every time
 
 @pytest.mark.slow

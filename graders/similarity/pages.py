@@ -21,7 +21,7 @@ table.wide{min-width:44em}a{color:#2a5db0}code{font-size:.9em}
 svg{max-width:100%;height:auto}.histogram{display:block;width:100%;max-width:640px}svg text{font-size:12px}
 .bar{fill:#4a78b5}.threshold{stroke:#c33;stroke-width:2;stroke-dasharray:5 3}.threshold-label{fill:#c33}
 svg .axis,svg .axis-title{fill:#555}svg .axis-line{stroke:#888}
-.flag{color:#b3261e;font-weight:600}.kind{font-size:.8em;background:#eef;border-radius:4px;padding:0 .3em}
+.flag{color:#b3261e;font-weight:600;white-space:nowrap}td.pair{min-width:11em}.kind{font-size:.8em;background:#eef;border-radius:4px;padding:0 .3em}
 .legend span{display:inline-block;padding:0 .4em;margin-right:.6em;border-radius:3px}
 .code-pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:.75em}
 @media (max-width:760px){.code-pair{grid-template-columns:minmax(0,1fr)}}
@@ -71,7 +71,7 @@ own intake{% if v.notebooks %} (notebooks here: {{ v.notebooks|join(", ") }}){% 
 <h2>Pairs, highest score first</h2>
 <div class="table-scroll"><table class="wide"><tr><th>#</th><th>pair</th><th>score</th><th>share of each</th><th>per module (first / second)</th><th>longest shared fragment</th></tr>
 {% for r in v.rows %}<tr><td class="n">{{ r.rank }}</td>
-<td><a href="{{ r.page }}">{{ r.a }} &amp; {{ r.b }}</a>{% if r.flagged %} <span class="flag">look at this</span>{% endif %}</td>
+<td class="pair"><a href="{{ r.page }}">{{ r.a }} &amp; {{ r.b }}</a>{% if r.flagged %} <span class="flag">look at this</span>{% endif %}</td>
 <td class="n">{{ r.score_text }}</td><td class="n">{{ r.share_a_text }} / {{ r.share_b_text }}</td>
 <td>{% for module, sides in r.modules.items() if sides.a.own or sides.b.own %}<code>{{ module }}</code> {{ sides.a|share }} / {{ sides.b|share }}<br>{% endfor %}</td>
 <td>{{ r.longest_text }}</td></tr>
@@ -84,7 +84,7 @@ own intake{% if v.notebooks %} (notebooks here: {{ v.notebooks|join(", ") }}){% 
 {% if v.others %}<p>Compared with {{ v.others|map(attribute="id")|join(", ") }}.</p>
 {% for s in v.corpus_sentences %}<p><a href="{{ s.page }}">{{ s.a }}</a> {{ s.text }}</p>{% else %}<p>No hand-in shares {{ (v.method.flag_at * 100)|round|int }}% of a module with them.</p>{% endfor %}
 <div class="table-scroll"><table class="wide"><tr><th>#</th><th>hand-in</th><th>compared with</th><th>score</th><th>share of each</th><th>per module (hand-in / other)</th></tr>
-{% for r in v.corpus_rows %}<tr><td class="n">{{ r.rank }}</td><td><a href="{{ r.page }}">{{ r.a }}</a></td><td>{{ r.b }} <span class="kind">{{ r.kind }}</span></td>
+{% for r in v.corpus_rows %}<tr><td class="n">{{ r.rank }}</td><td class="pair"><a href="{{ r.page }}">{{ r.a }}</a></td><td>{{ r.b }} <span class="kind">{{ r.kind }}</span></td>
 <td class="n">{{ r.score_text }}</td><td class="n">{{ r.share_a_text }} / {{ r.share_b_text }}</td>
 <td>{% for module, sides in r.modules.items() if sides.a.own or sides.b.own %}<code>{{ module }}</code> {{ sides.a|share }} / {{ sides.b|share }}<br>{% endfor %}</td></tr>{% endfor %}</table></div>
 {% else %}<p>Not asked for: <code>--reference</code> adds the reference solution, <code>--corpus FOLDER</code> earlier years or public solutions.</p>{% endif %}
