@@ -268,6 +268,19 @@ def test_a_notebook_and_a_folder_of_the_same_code_are_scored_as_one(bert, tmp_pa
     assert f"as_notebook.ipynb cell {longest['cells'][0]}" in page
 
 
+def test_hostile_modules_are_left_out_with_a_note_and_the_rest_is_compared(course, tmp_path):
+    files = make_corpus.hand_in_files("einsum")
+    files["bert.py"] = "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n"  # too deep for the parser
+    files["encoder.py"] = "def f(x):\n" + "".join(f"    x{i} = x + {i}\n" for i in range(60_000))  # over 1 MiB
+    files["sentiment.py"] = "def train(model, iterator, optimizer, criterion):\n" + "".join(
+        "    " * (depth + 1) + f"if model.step{depth}(iterator):\n" for depth in range(90)) + "    " * 91 + "return model\n"
+    code = read_hand_in(make_corpus.write_folder(files, tmp_path / "hostile"), course)
+    assert "bert.py cannot be parsed: not compared" in code.notes
+    assert "encoder.py is over 1024 KiB: not compared" in code.notes
+    assert {s.module for s in code.streams} >= {"attention.py", "sentiment.py"}
+    assert HandIn("hostile", STUDENT, code).fingerprints
+
+
 # --------------------------------------------------------------------------- reading the batch
 
 def test_a_hand_in_changed_after_grading_is_not_compared_and_says_why(bert, tmp_path, capsys):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import heapq
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,8 +35,10 @@ MODULE_LEVEL = "(module level)"
 # A module larger than this, or nested too deeply for the parser or this walk, is not compared
 # (the note says so): hostile input costs a bounded parse.
 MAX_MODULE_BYTES = 1024 * 1024
-# A block of more statements than this keeps its order (the reordering compares every pair).
+# A block of more statements, or naming more things, than this keeps its order (the reordering
+# compares every pair of its statements).
 MAX_REORDERED_STATEMENTS = 200
+MAX_REORDERED_NAMES = 2000
 # Calls that only show something: debugging output, not the student's work.
 _OUTPUT_CALLS = frozenset({"print"})
 
@@ -316,7 +318,8 @@ def _canonical_order(statements: list[_Statement]) -> list[_Statement]:
     """The statements in the order that keeps every dependency and, among the statements free to
     go next, takes the smallest first: one order for every reordering that keeps the dependencies."""
     count = len(statements)
-    if count < 2 or count > MAX_REORDERED_STATEMENTS:
+    if count < 2 or count > MAX_REORDERED_STATEMENTS or \
+            sum(len(s.reads) + len(s.writes) for s in statements) > MAX_REORDERED_NAMES:
         return statements
     after: list[list[int]] = [[] for _ in statements]
     waiting = [0] * count
@@ -561,11 +564,13 @@ class _Emitter:
 
 def _unused_assignments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[ast.stmt]:
     """The assignments of a function to names nothing reads, counting as unread what only
-    assignments found unused read (`a = 1; b = a`, b never read: both)."""
+    assignments found unused read (`a = 1; b = a`, b never read: both). A worklist: each
+    assignment is looked at again only when a name it assigns loses its last reader."""
     def loads(node: ast.AST) -> Counter:
         return Counter(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store))
 
-    targets = {}
+    targets: dict[ast.stmt, list[str]] = {}
+    assigning: dict[str, list[ast.stmt]] = defaultdict(list)
     for node in ast.walk(function):
         if isinstance(node, ast.Assign):
             candidates = node.targets
@@ -579,18 +584,21 @@ def _unused_assignments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set
                 element = element.value if isinstance(element, ast.Starred) else element
                 names.append(element.id if isinstance(element, ast.Name) else None)
         if names and None not in names:
-            targets[node] = names
+            targets[node] = [name for name in names if name is not None]
+            for name in names:
+                assigning[name].append(node)
     remaining = loads(function)
-    own = {node: loads(node) for node in targets}
     unused: set[ast.stmt] = set()
-    changed = True
-    while changed:
-        changed = False
-        for node, names in targets.items():
-            if node not in unused and not any(remaining[name] for name in names):
-                unused.add(node)
-                remaining -= own[node]
-                changed = True
+    pending = list(targets)
+    while pending:
+        node = pending.pop()
+        if node in unused or any(remaining[name] for name in targets[node]):
+            continue
+        unused.add(node)
+        for name, count in loads(node).items():
+            remaining[name] -= count
+            if remaining[name] <= 0:
+                pending.extend(assigning.get(name, ()))
     return unused
 
 
