@@ -41,8 +41,13 @@ def report(tmp_path_factory) -> Path:
     return batch / "similarity"
 
 
-def scrolls_sideways(driver) -> bool:
-    return driver.execute_script("return document.documentElement.scrollWidth > window.innerWidth + 1")
+def scrolls_sideways_on_a_phone(driver) -> bool:
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 1, "mobile": True})
+    try:
+        return driver.execute_script("return document.documentElement.scrollWidth > window.innerWidth + 1")
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def test_the_index_ranks_the_pairs_and_loads_nothing(browser, report, screenshot_dir, capsys):
@@ -57,12 +62,7 @@ def test_the_index_ranks_the_pairs_and_loads_nothing(browser, report, screenshot
     assert histogram.is_displayed() and "marked from 50%" in histogram.text
     assert "annotated_public shares" in visible and "with corpus entry annotated_transformer" in visible
     shots = [full_page_png(browser, screenshot_dir / "similarity-index-desktop.png", 1280, 900, mobile=False)]
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                            {"width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 1, "mobile": True})
-    try:
-        assert not scrolls_sideways(browser), "the index scrolls sideways on a phone"
-    finally:
-        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert not scrolls_sideways_on_a_phone(browser), "the index scrolls sideways on a phone"
     shots.append(full_page_png(browser, screenshot_dir / "similarity-index-phone.png", *PHONE, mobile=True))
     with capsys.disabled():
         print("\n" + "\n".join(f"screenshot: {shot}" for shot in shots))
@@ -95,11 +95,6 @@ def test_a_pair_shows_its_shared_fragments_side_by_side_and_links_them(browser, 
     assert any("super().__init__()" in row.text for row in given), "the template's lines are not marked given"
 
     shots = [full_page_png(browser, screenshot_dir / "similarity-pair-desktop.png", 1280, 900, mobile=False)]
-    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                            {"width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 1, "mobile": True})
-    try:
-        assert not scrolls_sideways(browser), "the pair page scrolls sideways on a phone (code boxes scroll in themselves)"
-    finally:
-        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert not scrolls_sideways_on_a_phone(browser), "the pair page scrolls sideways on a phone (its code boxes scroll)"
     with capsys.disabled():
         print("\n" + "\n".join(f"screenshot: {shot}" for shot in shots))

@@ -46,9 +46,9 @@ _OUTPUT_CALLS = frozenset({"print"})
 @dataclass(frozen=True)
 class Stream:
     """The tokens of one function, method or group of statements, each with its source line."""
-    module: str  # the hand-in's file, e.g. "attention.py"
+    module: str  # the hand-in's file, e.g. "model.py"
     unit: str  # the top-level function or class it belongs to, or MODULE_LEVEL
-    name: str  # qualified: "MultiHeadAttention.forward"
+    name: str  # qualified: "Block.forward"
     tokens: tuple[int, ...]
     lines: tuple[int, ...]
     template_lines: frozenset[int] = frozenset()  # lines whose code the template gave

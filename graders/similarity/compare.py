@@ -217,7 +217,7 @@ class PairDetail:
     # per module of either side: (a's own fingerprints there, those b holds too), and the same of b;
     # own: neither the template's nor the class's common code
     modules: dict[str, dict[str, tuple[int, int]]]
-    units: dict[str, dict[str, tuple[int, int]]]  # "attention.py:MultiHeadAttention" -> {side: (own, shared)}
+    units: dict[str, dict[str, tuple[int, int]]]  # "model.py:Block" -> {side: (own, shared)}
     fragments: list[Fragment]  # longest first, none overlapping another on either side
     common_lines: dict[str, dict[str, set[int]]]  # side -> module -> lines of the class's common code
 
