@@ -87,14 +87,13 @@ class Course:
     def of(cls, assignment) -> Course:
         files = tuple(file for file in assignment.modules if file.endswith(".py"))
         graded = frozenset(name for file in files for name in assignment.modules[file])
-        trees = [tree for folder in (assignment.template_dir, assignment.reference_dir)
-                 for tree in _parse_files(folder, files).values()]
-        names = _HandInNames(trees)
+        given = _parse_files(assignment.template_dir, files)
+        names = _HandInNames([*given.values(), *_parse_files(assignment.reference_dir, files).values()])
         template: dict[str, Counter] = {}
-        for tree in _parse_files(assignment.template_dir, files).values():
+        for tree in given.values():
             for name, _, body in _unit_bodies(tree):
                 found = template.setdefault(name, Counter())
-                for statement in _Emitter(names, _aliases(tree), prune=False).block(body):
+                for statement in _Emitter(names, names.aliases(tree), prune=False).block(body):
                     found.update(statement.heads())
         return cls(files, graded, names, template)
 
@@ -128,7 +127,8 @@ def read_hand_in(root: Path, course: Course) -> HandInCode:
     seen_units: set[str] = set()
     for file, tree in trees.items():
         try:
-            streams = list(_module_streams(file, tree, names, course.graded_names, course.template, seen_units))
+            streams = list(_module_streams(file, tree, modules[file].splitlines(), names, course.graded_names,
+                                           course.template, seen_units))
         except RecursionError:
             code.notes.append(f"{file} is nested too deeply to compare: not compared")
             continue
@@ -139,13 +139,16 @@ def read_hand_in(root: Path, course: Course) -> HandInCode:
 # --------------------------------------------------------------------------- names
 
 class _HandInNames:
-    """What a hand-in binds, over all its modules: the names that are the student's to choose."""
+    """What a hand-in binds, over all its modules: the names that are the student's to choose; and
+    each module's imports (one walk of each tree for both)."""
 
     def __init__(self, trees, also: _HandInNames | None = None):
         self.bound: set[str] = set(also.bound) if also else set()
         self.attributes: set[str] = set(also.attributes) if also else set()  # attributes it assigns, and its methods
         self.referenced: set[str] = set()
+        self._aliases: dict[int, dict[str, str]] = {}
         for tree in trees:
+            aliases = self._aliases[id(tree)] = {}
             for node in ast.walk(tree):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     self.bound.add(node.name)
@@ -163,23 +166,21 @@ class _HandInNames:
                     self.bound.add(node.name)
                 elif isinstance(node, (ast.Global, ast.Nonlocal)):
                     self.bound.update(node.names)
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    aliases.update(_imported(node))
+
+    def aliases(self, tree: ast.Module) -> dict[str, str]:
+        """{name bound by an import anywhere in the module: the dotted path it stands for}."""
+        return self._aliases[id(tree)]
 
 
-def _aliases(tree: ast.Module) -> dict[str, str]:
-    """{name bound by an import: the dotted path it stands for}, from every import in the module."""
-    aliases = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    aliases[alias.asname] = alias.name
-                else:
-                    top = alias.name.partition(".")[0]
-                    aliases[top] = top
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            for alias in node.names:
-                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return aliases
+def _imported(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
+    if isinstance(node, ast.Import):
+        return {alias.asname or alias.name.partition(".")[0]: alias.name if alias.asname else alias.name.partition(".")[0]
+                for alias in node.names}
+    if node.level == 0 and node.module:
+        return {alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names}
+    return {}
 
 
 # --------------------------------------------------------------------------- units
@@ -214,9 +215,9 @@ def _unit_bodies(tree: ast.Module):
         yield MODULE_LEVEL, MODULE_LEVEL, loose
 
 
-def _module_streams(file: str, tree: ast.Module, names: _HandInNames, graded: frozenset[str],
+def _module_streams(file: str, tree: ast.Module, source: list[str], names: _HandInNames, graded: frozenset[str],
                     template: dict[str, Counter], seen_units: set[str]):
-    aliases = _aliases(tree)
+    aliases = names.aliases(tree)
     units: dict[str, list] = {}
     for name, unit, body in _unit_bodies(tree):
         units.setdefault(unit, []).append((name, body))
@@ -224,7 +225,8 @@ def _module_streams(file: str, tree: ast.Module, names: _HandInNames, graded: fr
         if unit != MODULE_LEVEL and unit not in graded and unit not in names.referenced:
             continue  # a helper nothing calls: dead code
         # A notebook's helper is written into every module that uses it: it counts once.
-        signature = unit + "\0" + "\0".join(ast.dump(node) for _, body in bodies for node in body)
+        signature = unit + "\0" + "\n".join(line for _, body in bodies for node in body
+                                            for line in source[node.lineno - 1:node.end_lineno])
         if signature in seen_units:
             continue
         seen_units.add(signature)
@@ -297,6 +299,12 @@ class _Statement:
             for statement in block:
                 statement.flatten(out, given, template_lines)
             out.append(("}", _NO_LINE))
+
+
+def _clause(head: list[tuple[str, int]], block: list[_Statement]) -> _Statement:
+    """An except or case clause as a statement of its own: its block's effects, and never moved."""
+    return _Statement(head, [block], frozenset().union(*(s.reads for s in block)),
+                      frozenset().union(*(s.writes for s in block)), True)
 
 
 def _depends(earlier: _Statement, later: _Statement) -> bool:
@@ -447,18 +455,23 @@ class _Emitter:
                         handler_head: list[tuple[str, int]] = [("except", handler.lineno)]
                         if handler.type is not None:
                             self.expression(handler.type, handler_head)
-                        blocks.append([_Statement(handler_head, [self.block(handler.body)], frozenset(), frozenset(),
-                                                  True)])
+                        blocks.append([_clause(handler_head, self.block(handler.body))])
                 elif name == "cases":
                     for case in value:
                         case_head: list[tuple[str, int]] = [("case", case.pattern.lineno)]
                         self.generic(case.pattern, case_head)
-                        blocks.append([_Statement(case_head, [self.block(case.body)], frozenset(), frozenset(), True)])
+                        blocks.append([_clause(case_head, self.block(case.body))])
                 elif name in ("annotation", "type_comment", "simple"):
                     continue
                 else:
                     self.field(value, head, line)
         reads, writes, leaves = _effects(node, self.aliases)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            # a compound statement does what its blocks' statements (their live code) do
+            inner = [statement for block in blocks for statement in block]
+            reads = reads.union(*(s.reads for s in inner))
+            writes = writes.union(*(s.writes for s in inner))
+            leaves = leaves or any(s.barrier for s in inner)
         return _Statement(head, blocks, reads, writes, leaves)
 
     def field(self, value, out: list[tuple[str, int]], line: int) -> None:
@@ -571,7 +584,12 @@ def _unused_assignments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set
 
     targets: dict[ast.stmt, list[str]] = {}
     assigning: dict[str, list[ast.stmt]] = defaultdict(list)
+    remaining: Counter = Counter()
     for node in ast.walk(function):
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Store):
+                remaining[node.id] += 1
+            continue
         if isinstance(node, ast.Assign):
             candidates = node.targets
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
@@ -585,9 +603,8 @@ def _unused_assignments(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set
                 names.append(element.id if isinstance(element, ast.Name) else None)
         if names and None not in names:
             targets[node] = [name for name in names if name is not None]
-            for name in names:
+            for name in targets[node]:
                 assigning[name].append(node)
-    remaining = loads(function)
     unused: set[ast.stmt] = set()
     pending = list(targets)
     while pending:
@@ -609,6 +626,7 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     return body
 
 
+_BLOCK_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 _LEAVING = (ast.Return, ast.Raise, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal)
 
 
@@ -618,11 +636,16 @@ def _effects(node: ast.stmt, aliases: dict[str, str]) -> tuple[frozenset[str], f
     is taken to change nothing. The order found is a normal form for comparing code, not a proof
     that two orders compute the same: taking too few dependencies only lets more orders match.
     The third value: whether it may leave the block (a return, a raise, a yield; a definition's
-    own body does not count)."""
+    own body does not count). Only the statement's own part is read (a compound statement's
+    header): its blocks' statements bring theirs (_Emitter.statement)."""
     reads: set[str] = set()
     writes: set[str] = set()
-    leaves = False
-    pending: list[ast.AST] = [node]
+    leaves = isinstance(node, _LEAVING)
+    pending: list[ast.AST] = [value for name, field in ast.iter_fields(node) if name not in _BLOCK_FIELDS
+                              for value in (field if isinstance(field, list) else [field]) if isinstance(value, ast.AST)]
+    pending += [handler.type for handler in getattr(node, "handlers", ()) if handler.type is not None]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        writes.add(node.name)
     while pending:
         child = pending.pop()
         if isinstance(child, _LEAVING):
@@ -636,10 +659,6 @@ def _effects(node: ast.stmt, aliases: dict[str, str]) -> tuple[frozenset[str], f
             changed = _dotted(child.value) or _root(child.value)
             if changed is not None:
                 writes.add(changed)
-        elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            writes.add(child.name)
-            if child is not node:
-                continue  # a nested definition's body runs later, when it is called
         pending.extend(ast.iter_child_nodes(child))
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute):
         changed = _dotted(node.value.func.value) or _root(node.value.func.value)
