@@ -305,13 +305,17 @@ def test_a_hand_in_changed_after_grading_is_not_compared_and_says_why(bert, tmp_
     (["BATCH", "--corpus", "nowhere"], "is not a folder"),
     (["BATCH", "--flag-at", "0"], "--flag-at is a percentage"),
     (["BATCH", "--common", "0"], "--common must be 1 or more"),
+    (["BATCH", "--out", "papers"], "exists and is not a similarity report"),
 ])
 def test_bad_usage_is_one_line_and_exit_status_2(arguments, message, tmp_path, capsys, bert):
     batch = tmp_path / "batch"
     entry = make_corpus.write_hand_in("einsum", make_corpus.hand_in_files("einsum"), "folder", tmp_path / "in")
     make_corpus.publish_graded(batch, "einsum", entry, bert)
-    argv = [str(batch) if a == "BATCH" else str(tmp_path / a) if a == "nowhere" else a for a in arguments]
+    (tmp_path / "papers").mkdir()
+    (tmp_path / "papers" / "thesis.tex").write_text("nothing may replace this")
+    argv = [str(batch) if a == "BATCH" else str(tmp_path / a) if a in ("nowhere", "papers") else a for a in arguments]
     assert main(["similarity", *argv]) == 2
+    assert (tmp_path / "papers" / "thesis.tex").read_text() == "nothing may replace this"
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and err.startswith("grade similarity: ")
 

@@ -42,6 +42,9 @@ def cmd_similarity(argv: list[str], given: str | None = None) -> int:
     for folder in args.corpus:
         if not folder.is_dir():
             return _usage(f"--corpus {folder} is not a folder: give a folder of hand-ins (zips, folders or notebooks)")
+    out = args.out or args.batch / "similarity"
+    if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / "similarity.json").is_file())):
+        return _usage(f"{out} exists and is not a similarity report (it would be replaced): choose another --out")
     if args.common is not None and args.common < 1:
         return _usage("--common must be 1 or more")
     if args.flag_at is not None and not 0 < args.flag_at <= 100:
@@ -71,7 +74,7 @@ def cmd_similarity(argv: list[str], given: str | None = None) -> int:
     read_s = time.perf_counter() - started
     print(f"read {len(hand_ins)} hand-ins in {read_s:.1f} s; comparing ...", file=sys.stderr, flush=True)
     comparison = compare(hand_ins, common=args.common, flag_at=FLAG_AT if args.flag_at is None else args.flag_at / 100)
-    index = write_report(comparison, not_compared, assignment, args.out or args.batch / "similarity")
+    index = write_report(comparison, not_compared, assignment, out)
     flagged = comparison.flagged()
     print(f"{len(comparison.students())} hand-ins, {len(comparison.pairs)} pairs: {len(flagged)} at "
           f"{round(comparison.flag_at * 100)}% or more, evidence to look at; {len(comparison.clusters())} groups of "
