@@ -295,10 +295,14 @@ class _Statement:
         else:
             out.extend(self.head)
         for block in self.blocks:
+            start = len(out)
             out.append(("{", _NO_LINE))
             for statement in block:
                 statement.flatten(out, given, template_lines)
-            out.append(("}", _NO_LINE))
+            if all(token in ("{", "}") for token, _ in out[start:]):
+                del out[start:]  # a block of the template's code only (or of nothing) leaves no braces
+            else:
+                out.append(("}", _NO_LINE))
 
 
 def _clause(head: list[tuple[str, int]], block: list[_Statement]) -> _Statement:
