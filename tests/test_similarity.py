@@ -302,6 +302,25 @@ def test_a_hand_in_changed_after_grading_is_not_compared_and_says_why(bert, tmp_
     assert "1 not compared" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # a batch published through the store, then read twice
+def test_hand_ins_read_by_several_processes_are_the_ones_read_by_one(bert, course, tmp_path, monkeypatch):
+    from graders.similarity import handins
+
+    submissions = tmp_path / "submissions"
+    batch = tmp_path / "batch"
+    for name in ("einsum", "loops", "compact", "einsum_renamed", "compact_notebook"):
+        kind = make_corpus.PLANTED.get(name, (None, None, "folder"))[2]
+        make_corpus.publish_graded(batch, name, make_corpus.write_hand_in(name, make_corpus.hand_in_files(name), kind,
+                                                                          submissions), bert)
+    alone, _ = handins.read_batch(batch, bert, course)
+    monkeypatch.setattr(handins, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(handins.os, "sched_getaffinity", lambda pid: {0, 1})
+    shared, _ = handins.read_batch(batch, bert, course)
+    assert [h.id for h in shared] == [h.id for h in alone] == sorted(h.id for h in alone)
+    assert [h.fingerprints for h in shared] == [h.fingerprints for h in alone]
+    assert [h.cells for h in shared] == [h.cells for h in alone] and shared[1].cells
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["nowhere"], "holds no batch results"),
     (["BATCH", "--corpus", "nowhere"], "is not a folder"),
