@@ -62,11 +62,6 @@ class HandIn:
     def streams(self) -> list[Stream]:
         return self.code.streams
 
-    def hashes_in(self, module: str | None = None, unit: str | None = None) -> set[int]:
-        return {h for h, places in self.fingerprints.items()
-                if any((module is None or self.streams[s].module == module) and (unit is None or self.streams[s].unit == unit)
-                       for s, _ in places)}
-
 
 def _winnow(hashes: tuple[int, ...]) -> list[int]:
     """The positions winnowing keeps: in each window the rightmost smallest hash, each once."""
@@ -137,6 +132,8 @@ class Comparison:
         return sorted((g for g in groups.values() if len(g) >= 3), key=lambda g: (-len(g), g))
 
     def rare(self, fingerprint: int) -> bool:
+        """Not the class's common code. A k-gram winnowing kept in no hand-in (it keeps about a
+        fifth of them) is judged with its neighbours, which are fingerprints: taken as rare here."""
         return self.frequency.get(fingerprint, 0) <= self.common
 
 
@@ -202,14 +199,6 @@ class Fragment:
     b_start: int
     tokens: int
 
-    def a_lines(self, a: HandIn) -> tuple[int, int]:
-        lines = a.streams[self.a_stream].lines[self.a_start:self.a_start + self.tokens]
-        return min(lines), max(lines)
-
-    def b_lines(self, b: HandIn) -> tuple[int, int]:
-        lines = b.streams[self.b_stream].lines[self.b_start:self.b_start + self.tokens]
-        return min(lines), max(lines)
-
 
 @dataclass
 class PairDetail:
@@ -256,7 +245,7 @@ def _fragments(comparison: Comparison, a: HandIn, b: HandIn) -> list[Fragment]:
     found = []
     for stream, hashes in enumerate(a.kgrams):
         for position, h in enumerate(hashes):
-            if h not in rare_in_b or not _rare_kgram(comparison, h):
+            if h not in rare_in_b or not comparison.rare(h):
                 continue
             for other_stream, other_position in places[h]:
                 other = b.kgrams[other_stream]
@@ -280,12 +269,6 @@ def _fragments(comparison: Comparison, a: HandIn, b: HandIn) -> list[Fragment]:
         taken_b[fragment.b_stream].append(span_b)
         tiles.append(fragment)
     return tiles
-
-
-def _rare_kgram(comparison: Comparison, h: int) -> bool:
-    """A k-gram that is a fingerprint of more students than `common` is common code; one that is
-    no fingerprint anywhere is judged by its neighbours' (winnowing keeps one k-gram in a few)."""
-    return comparison.frequency.get(h, 0) <= comparison.common
 
 
 def _overlaps(spans: list[tuple[int, int]], span: tuple[int, int]) -> bool:
