@@ -62,6 +62,7 @@ class Assignment:
     bundle_name: str  # the student bundle's top folder and zip name
     grader_options: str | None  # a module adding the pack's own command-line options (fine-tuning)
     mutants_module: str | None  # mistakes and alternatives the checks are tested with (never shipped to students)
+    space_module: str | None = None  # the contract's argument space: a Contract per callable (graders/checks/space.py)
     # distributions the pack's checks, tasks or oracle import beyond the engine's own
     # (graders/dependencies.py): the bundle and the Gradescope kit install these too
     runtime_dependencies: tuple[str, ...] = ()
@@ -130,6 +131,20 @@ class Assignment:
             return {}
         self.ensure_importable()
         return dict(getattr(importlib.import_module(self.oracle_module), "COMPUTATIONS", {}))
+
+    def contracts(self) -> list:
+        """The pack's `Contract`s (its space module's CONTRACTS): every callable a student writes."""
+        return list(getattr(self._space(), "CONTRACTS", []))
+
+    def given_names(self) -> dict[str, str]:
+        """{"module.Name": why no contract is needed} for public names the template gives whole."""
+        return dict(getattr(self._space(), "GIVEN", {}))
+
+    def _space(self) -> ModuleType | None:
+        if not self.space_module:
+            return None
+        self.ensure_importable()
+        return importlib.import_module(self.space_module)
 
     def options_module(self) -> ModuleType | None:
         if not self.grader_options:
@@ -314,6 +329,7 @@ def _load_folder(folder: Path, installed: bool) -> Assignment:
         bundle_name=bundle.get("name", f"{name}-homework"),
         grader_options=module(head["options"]) if head.get("options") else None,
         mutants_module=module(head["mutants"]) if head.get("mutants") else None,
+        space_module=module(head["space"]) if head.get("space") else None,
         runtime_dependencies=tuple(runtime))
 
 

@@ -12,6 +12,7 @@
     grade doctor                      every layer of the sandbox on this machine, with fixes
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
     grade mutants [--seeds N]         grade the pack's mutants and alternatives: which are caught, named, kept
+    grade coverage                    what the checks exercise of the pack's contract, graded on the reference
 
 Every command takes --assignment NAME|PATH: an installed assignment pack or the folder of one
 (default: the only installed pack; for `grade SUBMISSION` and `grade check`, the pack whose files
@@ -22,7 +23,7 @@ Exit status: 0 whenever a result was written (also for a rejected submission), 1
 isolation), 2 for bad usage, a missing dependency of the grader (the message says what to
 install) or, for `grade check`, golden answers that no longer match the checks, 3 when grading was refused because student code would not be
 isolated on this machine (the message says how to fix it), 1 for `grade mutants` when a mutant
-is missed or an alternative loses points, 130 when interrupted (Ctrl-C: one
+is missed or an alternative loses points, 1 for `grade coverage` on a gap, 130 when interrupted (Ctrl-C: one
 line, no traceback; `grade batch` keeps its own, docs/batch.md).
 
     grade --version                   the grader's version, and whether this is the locked environment
@@ -40,7 +41,7 @@ from graders.options import add_grading_arguments, command_parser, grading_optio
 from graders.sandbox.isolation import EXIT_NOT_ISOLATED, refuse_unless_isolated
 
 SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "export", "doctor", "gradescope-kit",
-               "mutants", "similarity")
+               "mutants", "coverage", "similarity")
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
 EXIT_INCOMPLETE_INSTALLATION = 2
@@ -291,6 +292,10 @@ def _subcommand(name):
         from graders.mutants import cmd_mutants
 
         return cmd_mutants
+    if name == "coverage":
+        from graders.coverage import cmd_coverage
+
+        return cmd_coverage
     if name == "gradescope-kit":
         from graders import gradescope_kit
 

@@ -273,7 +273,7 @@ def torch_threads(count):
 
 def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, options=None,
           golden_dir=None, oracle=None, extra_secrets=(), progress=None, unsafe=False, assignment=None,
-          isolation=FULL, rehearse=()):
+          isolation=FULL, rehearse=(), observe=None, leave_out=()):
     """Grade the submission at `source` (zip, folder or .ipynb) as a hand-in of `assignment` (by
     default the one being graded, or the one whose files it holds: `assignment.for_submission`)
     and return the results dict.
@@ -281,6 +281,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
     `rehearse` (a self-check's parts): their hidden checks that would be provisional here (the
     fine-tuning's smoke mode) run too, as a rehearsal of the student's code: their results go to
     the results' "rehearsals", never into a part or a total.
+    `observe(student, check_id)` (`grade coverage`) wraps the student's code as each check sees it;
+    the checks in `leave_out` are not run.
 
     Instructor mode fails closed: without every layer of the sandbox at `isolation` (`full`, or
     `container` in a one-shot container: graders/sandbox/isolation.py) it raises
@@ -317,8 +319,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
         rehearsed = {part.id: [c for c in registry.get(part.id, []) if mode == SELF_CHECK and part.id in rehearse
                                and c.visibility == HIDDEN and c.provisional and c.provisional(options)]
                      for part in selected}
-        checks_of = {part.id: [c for c in registry.get(part.id, []) if mode == INSTRUCTOR or c.visibility != HIDDEN]
-                     + rehearsed[part.id] for part in selected}
+        checks_of = {part.id: [c for c in registry.get(part.id, []) if (mode == INSTRUCTOR or c.visibility != HIDDEN)
+                               and c.id not in leave_out] + rehearsed[part.id] for part in selected}
         rehearsals = {}
         # Some parts run in a worker of their own, beside the others, when there are others: in
         # an instructor's grade a long part (minutes of training that only wait on the worker);
@@ -364,7 +366,8 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
                     results.append(_blocked_result(chk, problem))
                     continue
                 student = TrackedStudent(lane.worker)
-                ctx = Context(student, oracle, check_seed(seed, chk.id), max_examples=MAX_EXAMPLES[mode], answers=answers,
+                seen = observe(student, chk.id) if observe else student
+                ctx = Context(seen, oracle, check_seed(seed, chk.id), max_examples=MAX_EXAMPLES[mode], answers=answers,
                               reference_answers=reference_answers, options=options,
                               note=getattr(progress, "note", None))
                 result = run_check(chk, ctx, before=functools.partial(lane.worker.seed, ctx.seed) if runs_code else None)
