@@ -247,6 +247,20 @@ def _own_function(rng: random.Random) -> str:
     return "\n".join(lines) + "\n"
 
 
+def test_a_notebook_and_a_folder_of_the_same_code_are_read_as_one(bert, course, tmp_path):
+    from graders.similarity.handins import _read
+
+    files = make_corpus.hand_in_files("einsum")
+    folder = make_corpus.write_hand_in("as_folder", files, "folder", tmp_path)
+    notebook = make_corpus.write_hand_in("as_notebook", files, "notebook", tmp_path)
+    read = [_read("as_folder", STUDENT, folder, bert, course), _read("as_notebook", STUDENT, notebook, bert, course)]
+    assert read[0].source_kind == "folder" and read[1].source_kind == "notebook"
+    assert read[0].fingerprints.keys() == read[1].fingerprints.keys() and read[0].fingerprints
+    assert compare(read).pairs[0].score == 1.0
+    assert read[1].notebook == "as_notebook.ipynb" and any(any(c) for c in read[1].cells.values())
+
+
+@pytest.mark.slow  # three hand-ins published through the store, then the command
 def test_a_notebook_and_a_folder_of_the_same_code_are_scored_as_one(bert, tmp_path):
     files = make_corpus.hand_in_files("einsum")
     submissions = tmp_path / "submissions"
@@ -285,6 +299,7 @@ def test_hostile_modules_are_left_out_with_a_note_and_the_rest_is_compared(cours
 
 # --------------------------------------------------------------------------- reading the batch
 
+@pytest.mark.slow  # published through the store, then the command
 def test_a_hand_in_changed_after_grading_is_not_compared_and_says_why(bert, tmp_path, capsys):
     submissions = tmp_path / "submissions"
     entries = {name: make_corpus.write_hand_in(name, make_corpus.hand_in_files(name), "folder", submissions)
@@ -328,10 +343,9 @@ def test_hand_ins_read_by_several_processes_are_the_ones_read_by_one(bert, cours
     (["BATCH", "--common", "0"], "--common must be 1 or more"),
     (["BATCH", "--out", "papers"], "exists and is not a similarity report"),
 ])
-def test_bad_usage_is_one_line_and_exit_status_2(arguments, message, tmp_path, capsys, bert):
+def test_bad_usage_is_one_line_and_exit_status_2(arguments, message, tmp_path, capsys):
     batch = tmp_path / "batch"
-    entry = make_corpus.write_hand_in("einsum", make_corpus.hand_in_files("einsum"), "folder", tmp_path / "in")
-    make_corpus.publish_graded(batch, "einsum", entry, bert)
+    (batch / "submissions").mkdir(parents=True)  # each mistake is found before anything is read
     (tmp_path / "papers").mkdir()
     (tmp_path / "papers" / "thesis.tex").write_text("nothing may replace this")
     argv = [str(batch) if a == "BATCH" else str(tmp_path / a) if a in ("nowhere", "papers") else a for a in arguments]
