@@ -43,6 +43,9 @@ from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  
 PACKAGE_DIR = Path(graders.__file__).resolve().parent
 
 # Never shipped, wherever they appear inside the package.
+# The grader's tools for the course staff that students need nothing of: how hand-ins are
+# compared with each other stays with the staff (graders/similarity/).
+STAFF_ONLY = frozenset({"similarity"})
 EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".DS_Store"})
 EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".swp")
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
@@ -241,6 +244,8 @@ def bundle_files(assignment):
     for relative, path in _shipped(PACKAGE_DIR):
         if relative.parts[0] == PACKS_DIR.name and len(relative.parts) > 2:
             continue  # the packs: only this assignment's, below
+        if relative.parts[0] in STAFF_ONLY:
+            continue
         files[f"{top}/graders/{relative.as_posix()}"] = path.read_bytes()
     for relative, path in _shipped(assignment.folder):
         if assignment.mutants_path and (path == assignment.mutants_path or assignment.mutants_path in path.parents):

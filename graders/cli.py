@@ -9,6 +9,7 @@
     grade merge MANUAL.csv --out DIR  merge manual scores of written answers into a batch
     grade review DIR                  grade the batch's written answers in the browser, by question, with rubric items
     grade export DIR --lms canvas     the batch's totals as Canvas's gradebook import (or moodle's worksheet)
+    grade similarity DIR              the batch's hand-ins compared pair by pair: shared code, for the staff
     grade doctor                      every layer of the sandbox on this machine, with fixes
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
     grade mutants [--seeds N]         grade the pack's mutants and alternatives: which are caught, named, kept
@@ -41,7 +42,7 @@ from graders.options import add_grading_arguments, command_parser, grading_optio
 from graders.sandbox.isolation import EXIT_NOT_ISOLATED, refuse_unless_isolated
 
 SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "review", "export", "doctor", "gradescope-kit",
-               "mutants", "coverage")
+               "mutants", "coverage", "similarity")
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
 EXIT_INCOMPLETE_INSTALLATION = 2
@@ -270,6 +271,18 @@ def _submission_argument(argv):
     return None
 
 
+def _similarity_command():
+    """`grade similarity`, a staff tool the student bundle leaves out (graders/bundle.py)."""
+    try:
+        from graders.similarity.cli import cmd_similarity
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("graders.similarity"):
+            raise
+        print("grade similarity: a tool of the course staff's grader, not part of this installation", file=sys.stderr)
+        return lambda argv, given: 2
+    return cmd_similarity
+
+
 def _subcommand(name):
     """Each subcommand's module is imported only when used: `grade check` must start fast."""
     if name == "report":
@@ -304,6 +317,8 @@ def _subcommand(name):
         from graders.batch.lms import cmd_export
 
         return lambda argv, given: cmd_export(argv)
+    if name == "similarity":
+        return _similarity_command()
     from graders.batch import cli as batch_cli
 
     return batch_cli.cmd_batch if name == "batch" else batch_cli.cmd_merge

@@ -15,7 +15,6 @@ takes the rows into the desk's database, which then publishes them the same way.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -136,6 +135,7 @@ def cmd_batch(argv: list[str], given: str | None = None) -> int:
         print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
         return 1 if summary.submitted else 0
     print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
+    print(f"similarity (for the staff: code shared between hand-ins): grade similarity {args.out}")
     return 0
 
 
@@ -157,9 +157,10 @@ def cmd_merge(argv: list[str], given: str | None = None) -> int:
 
         return cmd_review([str(args.out), "--import", str(args.manual), "--as", "grade merge"], given)
     from graders.assignment import installed, load
+    from graders.batch import store
     from graders.batch.merge import merge_manual
 
-    graded = _graded_assignment(args.out)
+    graded = store.graded_assignment(args.out)
     # the gradebook is rebuilt in its rubric's order, where the pack is at hand
     assignment = load(given) if given is not None else load(graded) if graded in installed() else None
     try:
@@ -170,16 +171,6 @@ def cmd_merge(argv: list[str], given: str | None = None) -> int:
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1
-
-
-def _graded_assignment(out: Path) -> str | None:
-    """The name of the assignment a batch's results are of (a merge needs no --assignment)."""
-    for path in sorted((out / "submissions").glob("*/results.json")):
-        try:
-            return json.loads(path.read_text())["assignment"]["name"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return None
 
 
 if __name__ == "__main__":  # `python -m graders.batch.cli [batch|merge] ...`: `grade batch` and `grade merge`

@@ -164,6 +164,16 @@ def result_folders(out: Path) -> list[Path]:
                   and (p / "results.json").is_file())
 
 
+def graded_assignment(out: Path) -> str | None:
+    """The name of the assignment a batch's results are of (what reads a batch needs no --assignment)."""
+    for path in sorted(submissions_dir(out).glob("*/results.json")):
+        try:
+            return json.loads(path.read_text())["assignment"]["name"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
 def log_event(out: Path, event: str, student_id: str | None = None, **fields) -> None:
     """Append one line to DIR/ledger.jsonl (one write of a short line: whole under O_APPEND)."""
     record = {"t": round(time.time(), 3), "event": event, "student_id": student_id, "pid": os.getpid(), **fields}
