@@ -194,7 +194,10 @@ def stand_ins(ctx: TaskContext, model: Any, names: list) -> list:
     replaced = []
 
     def visit(parent: Any, prefix: str) -> None:
-        for child_name, child in list(parent.named_children()):
+        # every place a module holds a child, a module held twice (one block repeated) included
+        for child_name, child in list(parent._modules.items()):
+            if child is None:
+                continue
             path = f"{prefix}{child_name}"
             stand_in = next((s for cls, s in classes if isinstance(child, cls)), None)
             if stand_in is not None:

@@ -29,6 +29,7 @@ from graders.checks.gates import sequence_gate
 from graders.checks.localise import against_reference
 from graders.checks.weights import distinct_values, state_shapes, state_tensors
 from graders.sandbox import StudentError
+from .encoder import BlockInput, distinct_norms
 
 MODULE = "bert"
 IGNORE = -100
@@ -202,16 +203,24 @@ def bert_gate(ctx):
 def _reference_names(state, V, E):
     """{the reference's name: the student's} for a BertModel whose other parts' modules are the
     stand-ins (which hold nothing): its embedding (V + 1, E) and mask_pred (V, E) and (V,), found by
-    shape; None when the student's model holds other entries or lacks one (the message says)."""
+    shape; None when the student's model holds other entries or lacks one (the message says). An
+    embedding of V rows under the template's name is taken too: its missing <mask> row is
+    bert.mask_embedding's to charge."""
     wanted = {"embed.weight": (V + 1, E), "mask_pred.weight": (V, E), "mask_pred.bias": (V,)}
+    if "embed.weight" in state and tuple(state["embed.weight"].shape) == (V, E):
+        wanted["embed.weight"] = (V, E)
     found = {}
     for name, shape in wanted.items():
-        matching = [n for n, t in state.items() if tuple(t.shape) == shape]
+        matching = [n for n, t in state.items() if tuple(t.shape) == shape and n not in found.values()]
         chosen = name if name in matching else matching[0] if len(matching) == 1 else None
         if chosen is None:
             return None
         found[name] = chosen
     return found if set(found.values()) == set(state) else None
+
+
+class NotComparable(CheckFailed):
+    """The model's weights cannot be given to the reference (the message says why)."""
 
 
 def _model_with_stand_ins(ctx, args, seed):
@@ -225,13 +234,16 @@ def _model_with_stand_ins(ctx, args, seed):
     names = _reference_names(state, V, E)
     if names is None:
         shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in sorted(state.items())[:8])
-        raise CheckFailed(f"with the grader's stand-ins for the blocks and the positional encoding (which hold no "
+        raise NotComparable(f"with the grader's stand-ins for the blocks and the positional encoding (which hold no "
                           f"weights), BertModel should hold its embedding ({V + 1}, {E}) and mask_pred ({V}, {E}) with "
                           f"its bias ({V},) only; it holds {shapes or 'nothing'}")
     weights = distinct_values({ours: state[theirs] for ours, theirs in names.items()}, seed)
     weights = {name: value - 1.0 for name, value in weights.items()}  # centred: logits of both signs
     ctx.student.load_state_dict(handle, {names[ours]: value for ours, value in weights.items()}, strict=False)
-    return handle, weights
+    if weights["embed.weight"].size(0) == V:  # no <mask> row: the reference's gets one it never reads
+        weights["embed.weight"] = torch.cat([weights["embed.weight"], torch.zeros(1, E)])
+        return handle, weights, False
+    return handle, weights, True
 
 
 def _logits_with_stand_ins(ctx, args, handle, weights, text, padding):
@@ -248,8 +260,10 @@ def _logits_with_stand_ins(ctx, args, handle, weights, text, padding):
 def bert_matches_reference(ctx):
     @ctx.given(bert_space())
     def prop(ex):
-        handle, weights = _model_with_stand_ins(ctx, ex.args, ctx.seed)
+        handle, weights, mask_row = _model_with_stand_ins(ctx, ex.args, ctx.seed)
         for text, padding in ex.inputs:
+            if not mask_row:  # an embedding without the <mask> row is bert.mask_embedding's to charge
+                text = text.masked_fill(text == ex.vocab_size, 1)
             got, expected = _logits_with_stand_ins(ctx, ex.args, handle, weights, text, padding)
             if not is_close(got, expected, atol=1e-4):
                 single = BertInput(*ex.args[:4], text, padding)
@@ -286,7 +300,10 @@ def bert_dropout_rates(ctx):
     if not _other_parts_exact_at_rates(ctx, E, H):
         return None  # the positional encoding's or the block's own rates are wrong: charged in their parts
     wired = [L, V, E, H, 0.0, 1.0]
-    wired_handle, weights = _model_with_stand_ins(ctx, wired, ctx.seed)
+    try:
+        wired_handle, weights, _ = _model_with_stand_ins(ctx, wired, ctx.seed)
+    except NotComparable:
+        return None  # charged in bert.matches_reference
     if not is_close(*_logits_with_stand_ins(ctx, wired, wired_handle, weights, text, None), atol=1e-4):
         return None  # its eval-mode wiring is wrong: charged in bert.matches_reference
     handle = ctx.student.construct(MODULE, "BertModel", L, V, E, H, 0.0, 1.0)
@@ -297,10 +314,8 @@ def bert_dropout_rates(ctx):
     ctx.student.load_state_dict(handle, norms, strict=False)
     state = state_tensors(ctx, handle, "BertModel")
     chain, layers = _norm_chain(state, torch.zeros(2, 5, E, dtype=torch.float64))
-    pred = {n: t for n, t in state.items() if tuple(t.shape) in ((V, E), (V,)) and "norm" not in n}
-    weight = next((t for n, t in pred.items() if t.dim() == 2), None)
-    bias = next((t for n, t in pred.items() if t.dim() == 1), None)
-    if layers != L or weight is None:
+    weight, bias = state.get("mask_pred.weight"), state.get("mask_pred.bias")
+    if layers != L or weight is None or tuple(weight.shape) != (V, E):
         return None  # blocks or mask_pred not found by the template's names: bert.matches_reference says
     expected = chain @ weight.double().T + (0 if bias is None else bias.double())
     ctx.student.call(handle, "train")
@@ -325,6 +340,7 @@ def _other_parts_exact_at_rates(ctx, E, H):
         dropped = ctx.student.call(positions, "__call__", x)
         block = ctx.student.construct("encoder", "TransformerBlock", E, H, 0.0, 1.0)
         ctx.student.task("stand_ins", block, ["attention.MultiHeadAttention"])
+        distinct_norms(ctx, block, BlockInput(E, H, x, None))  # else norm2(norm1(x)) is norm2(x)
         ctx.student.call(block, "train")
         out = ctx.student.call(block, "__call__", (x, None))
         norm1, norm2 = (ctx.student.getattr(block, name) for name in ("norm1", "norm2"))

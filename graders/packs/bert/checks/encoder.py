@@ -212,9 +212,11 @@ def pe_values(ctx):
             T, E = x.shape[1:]
             expected = x.double() + pe_table(T, E)
             if not is_close(got, expected, atol=1e-4):
-                # right on the first input: no mistake of the table explains the second
+                # after a right first call, an output equal to its input is the module's state, not a
+                # table never added (a mistake of the table may show at the second length only)
+                diagnosis = diagnose_pe(x, got)
                 expect_close(got, expected.to(got.dtype), f"x + PE (eval mode){which}", atol=1e-4,
-                             diagnosis=diagnose_pe(x, got) if not which else None,
+                             diagnosis=None if which and diagnosis == "pe_not_added" else diagnosis,
                              details={"pe_rows": {"expected": pe_table(min(T, 4), E).tolist(),
                                                   "got": (got[0, :4] - x[0, :4]).tolist()}})
 
@@ -631,6 +633,19 @@ def block_dropout(ctx):
     block_gate(ctx)
 
 
+def wired_right_in_eval(ctx, handle, ex):
+    """Whether the block, put in eval mode for the question, gives the right wiring of its own
+    sub-modules on ex.x: the dropout checks judge the rates of a block wired right (its mode is
+    given back)."""
+    ctx.student.call(handle, "eval")
+    try:
+        wired = is_close(block_forward(ctx, handle, ex)[0], wirings(SubModules(ctx, handle), ex.x, None)["right"],
+                         atol=1e-4)
+    finally:
+        ctx.student.call(handle, "train")
+    return wired
+
+
 def _linear_net_drops(ctx, ex, attn_drop, layer_drop):
     """Whether linear_net of a block built with these rates, in training mode, drops out (two seeds differ)."""
     handle = build_block(ctx, ex, attn_drop=attn_drop, layer_drop=layer_drop, mode="train")
@@ -661,6 +676,9 @@ def block_attention_dropout(ctx):
     (x,) = tensors_from(ctx.seed, (2, 8, 16))
     ex = BlockInput(16, 4, 3 * x + 1, None)
     handle = build_block(ctx, ex, attn_drop=0.0, layer_drop=0.9, mode="train")
+    if not wired_right_in_eval(ctx, handle, ex):
+        block_gate(ctx)
+        return None  # what the attention's dropout does cannot be told through a wiring block.wiring charges
     state = state_tensors(ctx, handle, "TransformerBlock")
     ctx.student.load_state_dict(handle, {name: torch.zeros_like(t) for name, t in state.items()
                                          if name.startswith("linear_net.") and t.is_floating_point()}, strict=False)
@@ -714,6 +732,8 @@ def block_dropout_rates(ctx):
 
     # The stand-in attention never drops: only the block's own dropouts can.
     layer_only, sub = trained(0.0, 1.0)
+    if not wired_right_in_eval(ctx, layer_only, ex):
+        return None  # the wiring is block.wiring's to charge
     got_layer = block_forward(ctx, layer_only, ex)[0]
     attn_only, sub_attn = trained(1.0, 0.0)
     got_attn = block_forward(ctx, attn_only, ex)[0]

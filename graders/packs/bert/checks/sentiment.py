@@ -14,6 +14,7 @@ no output, so the harness's watch of it is quoted as evidence and never scored. 
 optimizer steps made in the worker may name a mistake, never score one.
 """
 
+import itertools
 import math
 import re
 from typing import NamedTuple
@@ -70,10 +71,10 @@ def sentiment_inputs(draw, *, padded=False):
 
 
 @st.composite
-def sentiment_space(draw):
+def sentiment_space(draw, n_layers, bidirectional):
     """Two inputs for one model (BERTGRUSentiment's whole space): another length each, with a
     padded attention mask, an all-ones one, or none at all (the default, None: no padding)."""
-    arch = GRUArch(draw(st.integers(1, 5)), draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.booleans()))
+    arch = GRUArch(draw(st.integers(1, 5)), draw(st.integers(1, 3)), n_layers, bidirectional)
     B = draw(st.integers(1, 3))
     lengths = [draw(st.integers(1, 6)) for _ in range(2)]
     if lengths[0] == lengths[1]:
@@ -437,13 +438,16 @@ def output_shape(ctx):
 @check("sentiment.gru_summary", "The GRU's final states (both directions when bidirectional) feed the output layer: "
        "one model on two lengths, with a padded, a full or no attention mask (eval mode)")
 def gru_summary(ctx):
-    @ctx.given(sentiment_space())
     def prop(inputs):
         # dropout 0: in eval mode a right model ignores it, and dropout left on in eval mode is
         # attention_mask's to charge, so that the GRU summary is judged on its own
         model = None
         for ex in inputs:
             model = compare_with_expected(ctx, ex, dropout=0.0, model=model)
+
+    # every pairing of depth and direction: which final states are the summary depends on both
+    for n_layers, bidirectional in itertools.product((1, 2), (False, True)):
+        ctx.given(sentiment_space(n_layers, bidirectional), max_examples=max(3, ctx.max_examples // 4))(prop)
 
 
 HEAD_MISTAKES = ("head_returns_probabilities", "gru_wrong_hidden")
