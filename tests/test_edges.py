@@ -1,0 +1,235 @@
+"""What a new TA or student meets at the edges (issue 42): every bad hand-in gets a written result
+and its real cause, no false flag on a hand-in made as the bundle's README says, one line with
+the fix (exit 2) for every bad use of a command, and reports that cannot disagree.
+
+Each test fails on the grader before issue 42. docs/submissions.md ("Bad input") lists what was
+tried, each line with the test that holds it. Nothing here runs student code but the tests
+marked slow: a rejection, a refusal and a report need no worker."""
+
+import csv
+import json
+import re
+import shutil
+import types
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+import report_samples
+from graders.assignment import for_submission, load
+from graders.batch import store
+from graders.bundle import bundle_files
+from graders.cli import main
+from graders.ingest import ingest
+from graders.integrity import scan_folder
+from graders.notebook import extract_notebook
+from graders.handin import SubmissionLayout
+from tests.course import REFERENCE_DIR
+
+BERT = load("bert")
+REPO = REFERENCE_DIR.parent.parent
+NOTEBOOK = REPO / "fixtures" / "bert" / "notebooks" / "seed004_student.ipynb"
+RESULTS_SCHEMA = json.loads((REPO / "graders" / "schemas" / "results.schema.json").read_text())
+
+
+def _zip(path, files):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path
+
+
+def _reference_files():
+    return {p.name: p.read_bytes() for p in REFERENCE_DIR.iterdir() if p.suffix in (".py", ".toml") and p.name != "__init__.py"}
+
+
+def _grade(capsys, *argv):
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+# ------------------------------------------------ unreadable hand-ins, with or without --assignment
+
+def _write(path, data):
+    path.write_bytes(data)
+    return path
+
+
+UNREADABLE = {
+    "damaged_zip": (lambda p: _write(p.with_suffix(".zip"), b"PK\x03\x04 and nothing a zip holds"), "damaged or truncated"),
+    "empty_zip": (lambda p: _zip(p.with_suffix(".zip"), {}), "the zip file is empty"),
+    "notebook_not_json": (lambda p: _write(p.with_suffix(".ipynb"), b"not json"), "is not JSON"),
+    "tarball": (lambda p: _write(p.with_suffix(".tar.gz"), b"\x1f\x8b\x08\x00rest"), "a gzip archive"),
+    "lone_module": (lambda p: _write(p.with_name("attention.py"), b"x = 1\n"), "a single file"),
+    "zip_of_a_zip": (lambda p: _zip(p.with_suffix(".zip"), {"hw.zip": _zip(p.parent / "inner.zip", _reference_files())
+                                                            .read_bytes()}), "another zip"),
+    "empty_folder": (lambda p: p.mkdir() or p, "holds no files"),
+}
+
+
+@pytest.mark.parametrize("given", [None, "bert"], ids=["detected", "given"])
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+def test_an_unreadable_hand_in_gets_a_written_result_with_its_true_reason(case, given, tmp_path, capsys):
+    make, reason = UNREADABLE[case]
+    source = make(tmp_path / "alice")
+    out = tmp_path / "out"
+    status, stdout, err = _grade(capsys, source, "--out", out, *(["--assignment", given] if given else []))
+    assert status == 0, err
+    results = json.loads((out / "results.json").read_text())
+    jsonschema.validate(results, RESULTS_SCHEMA)
+    assert results["status"] == "rejected" and reason in results["reason"], results["reason"]
+    assert ("assignment" in results) == (given is not None)
+    assert reason in " ".join(stdout.split()) and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["feedback.html", "gradescope.json", "report.html", "results.json"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no staging folder left
+
+
+def test_a_zip_nested_two_folders_deep_is_told_by_its_files(tmp_path):
+    nested = _zip(tmp_path / "alice.zip", {f"alice/hw3/{name}": data for name, data in _reference_files().items()})
+    assert for_submission(nested).name == "bert"
+    notebook_in_a_zip = _zip(tmp_path / "bob.zip", {"bob/homework.ipynb": NOTEBOOK.read_bytes()})
+    assert for_submission(notebook_in_a_zip).name == "bert"
+
+
+def test_an_unreadable_hand_in_reads_score_0_without_a_maximum_it_never_had(tmp_path, capsys):
+    source = UNREADABLE["damaged_zip"][0](tmp_path / "alice")
+    _, out, _ = _grade(capsys, source, "--out", tmp_path / "out")
+    assert "Score: 0\n" in out and "Score: 0 / 0" not in out
+
+
+# ------------------------------------------------ a notebook cell that is not Python
+
+def _broken_notebook(path):
+    notebook = json.loads(NOTEBOOK.read_text())
+    cell = next(i for i, c in enumerate(notebook["cells"], 1) if "class MultiHeadAttention" in "".join(c["source"]))
+    source = "".join(notebook["cells"][cell - 1]["source"]).split("\n")
+    source[5] += " )"
+    notebook["cells"][cell - 1]["source"] = "\n".join(source)
+    path.write_text(json.dumps(notebook))
+    return path, cell
+
+
+def test_a_name_defined_in_a_cell_that_is_not_python_says_which_cell_to_fix(tmp_path):
+    notebook, cell = _broken_notebook(tmp_path / "hw.ipynb")
+    extraction = extract_notebook(notebook, tmp_path / "modules", layout=SubmissionLayout.of(BERT))
+    assert f"cell {cell} of the notebook" in extraction.not_read["MultiHeadAttention"]
+    module = types.ModuleType("attention")  # the generated module, run here as the worker would import it
+    exec((tmp_path / "modules" / "attention.py").read_text(), module.__dict__)
+    assert callable(module.scaled_dot_product)
+    with pytest.raises(AttributeError, match=rf"MultiHeadAttention is not defined: cell {cell} of the notebook, "
+                                             r"which defines it, is not valid Python \(line 6: unmatched '\)'\)"):
+        getattr(module, "MultiHeadAttention")  # noqa: B009 - the attribute a check asks the module for
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        getattr(module, "Nope")  # noqa: B009
+
+
+@pytest.mark.slow
+def test_the_cause_of_a_broken_notebook_cell_comes_first_in_the_terminal_and_gradescope(tmp_path, capsys):
+    notebook, cell = _broken_notebook(tmp_path / "hw.ipynb")
+    status, stdout, _ = _grade(capsys, notebook, "--out", tmp_path / "out", "--parts", "mha")
+    assert status == 0
+    first = stdout[stdout.index("What to fix"):].splitlines()[1]
+    assert "MultiHeadAttention is not defined: cell" in first, stdout
+    export = json.loads((tmp_path / "out" / "gradescope.json").read_text())
+    assert all(f"cell {cell} of the notebook" in test["output"].split("```text\n")[1][:200] for test in export["tests"])
+
+
+# ------------------------------------------------ the student bundle's own files
+
+def _homework_zip(path, conftest=None):
+    files = {name.split("/homework/", 1)[1]: data for name, data in bundle_files(BERT).items() if "/homework/" in name}
+    files = {**files, **{name: data for name, data in _reference_files().items()}}
+    if conftest is not None:
+        files["conftest.py"] = conftest
+    files[".grade/results.json"] = b"{}"  # what `grade check` leaves there
+    files[".pytest_cache/README.md"] = b"pytest"
+    return _zip(path, {f"homework/{name}": data for name, data in files.items()})
+
+
+def test_a_hand_in_zipped_from_the_bundles_homework_folder_is_not_flagged(tmp_path):
+    ingested = ingest(_homework_zip(tmp_path / "alice.zip"), tmp_path / "alice", assignment=BERT)
+    assert (ingested.root / "conftest.py").is_file()
+    assert scan_folder(ingested.root) == ([], 0)
+    assert not any(name.startswith((".grade", ".pytest_cache")) for name in ingested.files)
+    # Positive control: a conftest.py of the student's own making is scanned as any code.
+    changed = _homework_zip(tmp_path / "bob.zip", conftest=b"from graders.sandbox import worker\n")
+    flags, _ = scan_folder(ingest(changed, tmp_path / "bob", assignment=BERT).root)
+    assert [(flag.kind, flag.file) for flag in flags] == [("grader-import", "conftest.py")]
+
+
+# ------------------------------------------------ --out
+
+def test_an_out_that_is_a_file_or_inside_one_is_one_line_with_the_fix(tmp_path, capsys):
+    source = UNREADABLE["empty_zip"][0](tmp_path / "alice")
+    made = tmp_path / "notes.txt"
+    made.write_text("mine")
+    for out, said in ((made, f"{made} is a file, not a folder"), (made / "sub", f"{made} is a file, so")):
+        status, _, err = _grade(capsys, source, "--out", out)
+        assert status == 2 and err.startswith(f"grade: {said}") and "Traceback" not in err, err
+        status, _, err = _grade(capsys, "report", _results_file(tmp_path), "--out", out)
+        assert status == 2 and err.startswith(f"grade report: {said}"), err
+    assert made.read_text() == "mine"
+
+
+def test_an_out_inside_the_submission_or_holding_it_or_a_batch_is_refused(tmp_path, capsys):
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    (folder / "attention.py").write_text("x = 1\n")
+    (tmp_path / "batch" / "submissions").mkdir(parents=True)
+    for out, said in ((folder / "results", "lies inside the submission"), (tmp_path, "holds the submission"),
+                      (tmp_path / "batch", "is a batch's output folder")):
+        status, _, err = _grade(capsys, folder, "--out", out, "--assignment", "bert", "--parts", "attention")
+        assert status == 2 and said in err, err
+    assert not (folder / "results").exists()
+
+
+def test_a_second_submission_into_an_out_holding_anothers_grade_is_refused_without_force(tmp_path, capsys):
+    out = tmp_path / "out"
+    alice = UNREADABLE["empty_zip"][0](tmp_path / "alice")
+    bob = UNREADABLE["empty_zip"][0](tmp_path / "bob")
+    assert _grade(capsys, alice, "--out", out)[0] == 0
+    first = (out / "results.json").read_text()
+    status, _, err = _grade(capsys, bob, "--out", out)
+    assert status == 2 and "holds the grade of alice.zip" in err and "not of bob.zip: give --force" in err
+    assert (out / "results.json").read_text() == first
+    (out / "notes.txt").write_text("a stray file")
+    status, _, err = _grade(capsys, alice, "--out", out)
+    assert status == 2 and "holds files that are no grade's (notes.txt)" in err
+    status, _, err = _grade(capsys, bob, "--out", out, "--force")
+    assert status == 0 and "replaced the grade of alice.zip" in err
+    assert json.loads((out / "results.json").read_text())["submission"]["name"] == "bob.zip"
+    assert not (out / "notes.txt").exists()  # the folder is this grade's alone
+    assert _grade(capsys, bob, "--out", out)[2].count("replaced") == 0  # a regrade of the same input: no word
+    _write(tmp_path / "bob.zip", b"PK\x03\x04 bob's second try")  # bob's new version, under the same name
+    status, _, err = _grade(capsys, bob, "--out", out)
+    assert status == 0 and "replaced the earlier grade of bob.zip" in err and "another version" in err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+# ------------------------------------------------ a module saved in another encoding
+
+@pytest.mark.parametrize("encoding, said", [("utf-16", "is saved as UTF-16 (it starts with a UTF-16 byte-order mark)"),
+                                            ("utf-16-le", "holds null bytes: it is saved as UTF-16"),
+                                            ("cp1252", "is not valid UTF-8 (byte 0xe9 on line 1)")])
+def test_a_module_in_another_encoding_is_named_with_the_fix(encoding, said, tmp_path):
+    from graders.grading import _ModuleGate
+
+    folder = tmp_path / "alice"
+    shutil.copytree(REFERENCE_DIR, folder)
+    text = (folder / "attention.py").read_text()
+    (folder / "attention.py").write_text("# é\n" + text, encoding=encoding)
+    ingested = ingest(folder, tmp_path / "copy", assignment=BERT)
+    assert said in ingested.unreadable["attention.py"] and "save it as UTF-8" in ingested.unreadable["attention.py"]
+
+    class NoWorker:
+        def import_module(self, module):
+            raise AssertionError("the reason is known before any import")
+
+    message, _ = _ModuleGate(NoWorker(), ingested).problem("attention")
+    assert said in message
+    # Positive control: a coding line naming the file's encoding is Python's own way, and reads.
+    (folder / "attention.py").write_text("# -*- coding: cp1252 -*-\n# é\n" + text, encoding="cp1252")
+    assert ingest(folder, tmp_path / "again", assignment=BERT).unreadable == {}
