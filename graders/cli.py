@@ -182,19 +182,29 @@ class PartProgress:
 def cmd_report(argv, given=None):
     """`grade report RESULTS.json`: a results.json says its assignment; `given` is not needed."""
     parser = command_parser("grade report", "Re-render the reports of a results.json.")
-    parser.add_argument("results", type=Path)
+    parser.add_argument("results", type=Path, help="a results.json, or the folder holding one")
     parser.add_argument("--out", type=Path, default=None, help="default: the folder of results.json")
     parser.add_argument("--after-due-date", action="store_true",
                         help="feedback.html shows the hidden checks too (never the rubric or the flags)")
     args = parser.parse_args(argv)
-    try:
-        results = json.loads(args.results.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        print(f"grade report: cannot read {args.results}: {error}", file=sys.stderr)
-        return 2
-    from graders.reports import print_summary, write_reports
+    from graders.atomic import OutputFolderError, make_folder
+    from graders.reports import UnusableResults, print_summary, read_results, write_reports
 
-    for kind, report in write_reports(results, args.out or args.results.parent, after_due_date=args.after_due_date).items():
+    try:
+        results = read_results(args.results)
+    except UnusableResults as error:
+        print(f"grade report: {error}", file=sys.stderr)
+        return 2
+    out = args.out or (args.results if args.results.is_dir() else args.results.parent)
+    try:
+        reports = write_reports(results, make_folder(out), after_due_date=args.after_due_date)
+    except OutputFolderError as error:
+        print(f"grade report: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"grade report: cannot write the reports into {out}: {error.strerror}", file=sys.stderr)
+        return 2
+    for kind, report in reports.items():
         print(f"{kind}: {report}")
     print_summary(results)
     return 0

@@ -160,6 +160,46 @@ def test_a_hand_in_zipped_from_the_bundles_homework_folder_is_not_flagged(tmp_pa
     assert [(flag.kind, flag.file) for flag in flags] == [("grader-import", "conftest.py")]
 
 
+# ------------------------------------------------ grade report on an edited or damaged results.json
+
+def _results_file(tmp_path, edit=None):
+    results = report_samples.buggy()
+    if edit:
+        edit(results)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    return path
+
+
+def _set_check(results, score):
+    results["parts"][0]["checks"][0]["score"] = score
+
+
+EDITS = {
+    "total_999": (lambda r: r.update(score=999), "its score is 999 where its counted parts add up to"),
+    "check_over_its_points": (lambda r: _set_check(r, 50), "has 50 of its"),
+    "part_over_its_checks": (lambda r: r["parts"][1].update(score=7.5), "'s score is 7.5 where its checks add up to"),
+    "score_a_string": (lambda r: _set_check(r, "abc"), "at $.parts[0].checks[0].score: 'abc' is not of type 'number'"),
+    "parts_a_string": (lambda r: r.update(parts="x"), "at $.parts: 'x' is not of type 'array'"),
+    "not_results": (lambda r: r.pop("schema_version"), "is not a grade's results.json"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDITS))
+def test_grade_report_refuses_an_edited_or_damaged_results_json_in_one_line(case, tmp_path, capsys):
+    edit, said = EDITS[case]
+    status, _, err = _grade(capsys, "report", _results_file(tmp_path, edit), "--out", tmp_path / "reports")
+    assert status == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_grade_report_renders_an_untouched_results_json_and_takes_its_folder(tmp_path, capsys):
+    path = _results_file(tmp_path)
+    assert _grade(capsys, "report", path.parent)[0] == 0
+    assert (tmp_path / "report.html").is_file()
+    assert _grade(capsys, "report", tmp_path / "nope.json")[2].strip() == f"grade report: no such file: {tmp_path / 'nope.json'}"
+
+
 # ------------------------------------------------ --out
 
 def test_an_out_that_is_a_file_or_inside_one_is_one_line_with_the_fix(tmp_path, capsys):
@@ -233,3 +273,40 @@ def test_a_module_in_another_encoding_is_named_with_the_fix(encoding, said, tmp_
     # Positive control: a coding line naming the file's encoding is Python's own way, and reads.
     (folder / "attention.py").write_text("# -*- coding: cp1252 -*-\n# é\n" + text, encoding="cp1252")
     assert ingest(folder, tmp_path / "again", assignment=BERT).unreadable == {}
+
+
+# ------------------------------------------------ the words of the reports
+
+def _with_hidden(count):
+    results = report_samples.full_marks()
+    for check in results["parts"][0]["checks"][:count]:
+        check["visibility"] = "hidden"
+    return results
+
+
+def test_gradescope_says_provisional_once_with_spaces_and_counts_in_the_singular():
+    from graders.reports import to_gradescope
+
+    results = report_samples.buggy()
+    for part in results["parts"]:
+        if part.get("provisional"):
+            part["note"] = "Provisional: trained in smoke mode on the small set (docs/finetune.md)."
+    provisional = [test["output"] for test in to_gradescope(results)["tests"] if "_Provisional:_" in test["output"]]
+    assert provisional and all("Provisional\\:" not in text and "md\\)\\. Earned " in text for text in provisional)
+    assert "1 more check is graded now and shown after the due date." in to_gradescope(_with_hidden(1))["output"]
+    assert "2 more checks are graded now" in to_gradescope(_with_hidden(2))["output"]
+
+
+def test_no_word_of_forging_where_no_point_rests_on_the_worker():
+    from graders.reports.html import render_feedback_html, render_html
+
+    results = report_samples.full_marks()
+    measured = results["parts"][0]["checks"][0]
+    measured["worker_measured"] = True
+    for page in (render_html, render_feedback_html):
+        assert "forge" in page(results)  # positive control: points rest on it
+    measured.update(score=0, max_score=0)
+    results["parts"][0]["max_score"] = results["parts"][0]["score"] = sum(c["score"] for c in results["parts"][0]["checks"])
+    results.update(report_samples.totals(results["parts"]))
+    for page in (render_html, render_feedback_html):
+        assert "forge" not in page(results) and "Worker-measured" not in page(results)
