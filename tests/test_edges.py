@@ -249,6 +249,112 @@ def test_a_second_submission_into_an_out_holding_anothers_grade_is_refused_witho
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+# ------------------------------------------------ a batch's written answers and its export
+
+def _batch_results(parts, answers=("pending_manual", "failed")):
+    """A bert batch's result of `parts`, the written answers (when "answers" is among them) in the
+    given states: pending (written) or failed (blank)."""
+    checks = {part.id: [] for part in BERT.rubric.parts if part.id in parts}
+    for part_id in checks:
+        checks[part_id] = [{"id": f"{part_id}.one", "title": "one", "status": "passed", "score": 2.0, "max_score": 2.0,
+                            "visibility": "public"}]
+    if "answers" in checks:
+        checks["answers"] = [{"id": f"answers.q{i}", "title": f"q{i}", "status": status, "score": 0.0, "max_score": 5.0,
+                              "visibility": "public", "graded_by_hand": True,
+                              "details": {"answer": "an answer"} if status == "pending_manual" else {}}
+                             for i, status in enumerate(answers)]
+    results_parts = [{"id": pid, "title": pid, "score": sum(c["score"] for c in cs),
+                      "max_score": sum(c["max_score"] for c in cs), "provisional": False, "note": None, "checks": cs}
+                     for pid, cs in checks.items()]
+    results = report_samples.result(results_parts)
+    results["assignment"] = {"name": "bert", "title": BERT.title}
+    return results
+
+
+def test_grade_answers_of_a_batch_that_graded_other_parts_says_so(tmp_path, capsys):
+    for student in ("1", "2"):
+        store.publish(tmp_path, student, _batch_results(["attention", "mha"]), {"key": "k"})
+    status, _, err = _grade(capsys, "answers", tmp_path)
+    assert status == 2 and "graded only attention, mha, not the written answers' part answers" in err, err
+    assert not (tmp_path / "answers.csv").exists()
+
+
+def test_the_counts_of_written_answers_agree_in_answers_merge_and_the_gradebook(tmp_path, capsys):
+    from graders.batch.gradebook import rebuild
+
+    for student in ("1", "2"):
+        store.publish(tmp_path, student, _batch_results(["attention", "answers"]), {"key": "k"})
+    rebuild(tmp_path, BERT)
+
+    def pending_in_the_gradebook():
+        return sum(int(row["pending_manual"]) for row in csv.DictReader((tmp_path / "gradebook.csv").open()))
+
+    status, out, _ = _grade(capsys, "answers", tmp_path)
+    assert status == 0 and "4 written answers from 2 students: 2 to grade, 2 left blank" in out, out
+    assert pending_in_the_gradebook() == 2
+    rows = list(csv.DictReader((tmp_path / "answers.csv").open()))
+    for row in rows:
+        row["score"] = "4" if row["status"] == "pending" else ""
+    with (tmp_path / "answers.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    status, out, _ = _grade(capsys, "merge", tmp_path / "answers.csv", "--out", tmp_path)
+    assert "2 row(s) without a score passed over: 2 left blank, which keep 0 points" in out, out
+    assert pending_in_the_gradebook() == 0
+    status, out, _ = _grade(capsys, "answers", tmp_path)
+    assert "2 written answers from 2 students: 0 to grade, 2 left blank" in out, out
+
+
+def test_an_export_of_a_batch_that_graded_some_parts_warns_that_its_totals_are_short(tmp_path, capsys):
+    store.publish(tmp_path, "12", _batch_results(["attention", "mha"]), {"key": "k"})
+    status, _, err = _grade(capsys, "export", tmp_path, "--lms", "canvas", "--canvas-id", "7")
+    assert status == 0
+    assert "these totals are out of 16, not the assignment's 67: the batch graded only some parts" in err, err
+    whole = _batch_results([part.id for part in BERT.rubric.parts])
+    store.publish(tmp_path, "12", whole, {"key": "k2"})
+    assert "not the assignment's" not in _grade(capsys, "export", tmp_path, "--lms", "canvas", "--canvas-id", "7")[2]
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--html"])
+def test_grade_answers_into_a_folder_is_one_line_with_the_fix(flag, tmp_path, capsys):
+    store.publish(tmp_path, "1", _batch_results(["answers"]), {"key": "k"})
+    status, _, err = _grade(capsys, "answers", tmp_path, flag, tmp_path)
+    assert status == 2 and err.strip() == f"grade answers: {tmp_path} is a folder: give a file's name"
+
+
+# ------------------------------------------------ grade batch without --assignment
+
+def test_a_batch_is_of_the_homework_its_submissions_are(tmp_path, capsys):
+    from graders.batch.discover import DiscoveryError, detect_assignment
+
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    _zip(submissions / "alice.zip", {f"alice/hw/{name}": data for name, data in _reference_files().items()})
+    (submissions / "bob.zip").write_bytes(b"PK\x03\x04 damaged")
+    name, said = detect_assignment(submissions)
+    assert name == "bert" and said.startswith("grading the submissions as bert (1 of 2 submissions; the other shows")
+    carol = submissions / "carol"
+    carol.mkdir()
+    (carol / "causal_lm.py").write_text("")
+    with pytest.raises(DiscoveryError, match=r"hand-ins of 2 assignments \(bert: 1 \(alice\); causal_lm: 1 \(carol\)\)"):
+        detect_assignment(submissions)
+    status, _, err = _grade(capsys, "batch", submissions, "--out", tmp_path / "out")
+    assert status == 2 and "choose one with --assignment NAME" in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_grade_batch_without_assignment_grades_the_homework_the_submissions_are(tmp_path, capsys):
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    _zip(submissions / "alice.zip", {f"alice/hw/{name}": data for name, data in _reference_files().items()})
+    status, _, err = _grade(capsys, "batch", submissions, "--out", tmp_path / "out", "--parts", "attention",
+                            "--no-progress")
+    assert status == 0 and "grading the submissions as bert (all 1 submissions)" in err, err
+    [row] = csv.DictReader((tmp_path / "out" / "gradebook.csv").open())
+    assert (row["status"], row["total"], row["max"]) == ("graded", "8", "8")
+
+
 # ------------------------------------------------ a module saved in another encoding
 
 @pytest.mark.parametrize("encoding, said", [("utf-16", "is saved as UTF-16 (it starts with a UTF-16 byte-order mark)"),
@@ -310,3 +416,60 @@ def test_no_word_of_forging_where_no_point_rests_on_the_worker():
     results.update(report_samples.totals(results["parts"]))
     for page in (render_html, render_feedback_html):
         assert "forge" not in page(results) and "Worker-measured" not in page(results)
+
+
+# ------------------------------------------------ the rest of the class: options and files that do not fit
+
+def test_a_hand_in_of_another_homework_than_the_one_given_says_which(tmp_path, capsys):
+    source = _zip(tmp_path / "alice.zip", {f"alice/{name}": data for name, data in _reference_files().items()})
+    status, _, _ = _grade(capsys, source, "--out", tmp_path / "out", "--assignment", "gpt")
+    reason = json.loads((tmp_path / "out" / "results.json").read_text())["reason"]
+    assert status == 0 and reason.startswith("found none of the module files (gpt.py)")
+    assert reason.endswith("it holds the files of bert (BERT from scratch and frozen-BERT sentiment): --assignment bert "
+                           "grades it as that homework")
+
+
+def test_slurm_options_in_a_local_batch_are_refused_not_passed_over(tmp_path, capsys):
+    status, _, err = _grade(capsys, "batch", tmp_path, "--out", tmp_path / "out", "--assignment", "bert",
+                            "--slurm-partition", "gpu", "--no-wait")
+    assert status == 2 and err.strip() == ("grade batch: --slurm-partition, --no-wait are options of --backend slurm: "
+                                           "add --backend slurm, or leave it out")
+
+
+def test_the_kit_into_a_folder_or_through_a_file_is_one_line_with_the_fix(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    for out, said in ((tmp_path, f"{tmp_path} is a folder: give a file's name"),
+                      (tmp_path / "notes.txt" / "kit.zip", f"{tmp_path / 'notes.txt'} is a file, so")):
+        status, _, err = _grade(capsys, "gradescope-kit", "--assignment", "bert", "--out", out)
+        assert status == 2 and err.startswith(f"grade gradescope-kit: {said}"), err
+
+
+@pytest.mark.parametrize("saved", ["utf-16", "semicolons", "folder", "latin-1"])
+def test_grade_merge_reads_what_a_spreadsheet_saves_or_says_how_to_save_it(saved, tmp_path, capsys):
+    store.publish(tmp_path, "1", _batch_results(["answers"]), {"key": "k"})
+    manual = tmp_path / "scores.csv"
+    if saved == "utf-16":  # Excel's "Unicode Text": UTF-16, tab-separated
+        manual.write_text("student_id\tcheck_id\tscore\n1\tanswers.q0\t3\n", encoding="utf-16")
+    elif saved == "semicolons":  # a spreadsheet whose decimal mark is a comma
+        manual.write_text("student_id;check_id;score\n1;answers.q0;3,5\n")
+    elif saved == "latin-1":
+        manual.write_bytes("student_id,check_id,score,comment\n1,answers.q0,3,très bien\n".encode("latin-1"))
+    else:
+        manual.mkdir()
+    status, out, err = _grade(capsys, "merge", manual, "--out", tmp_path)
+    if saved in ("utf-16", "semicolons"):
+        assert status == 0 and "merged 1 score(s)" in out, err
+        results = json.loads((tmp_path / "submissions" / "1" / "results.json").read_text())
+        assert results["parts"][0]["checks"][0]["score"] == (3 if saved == "utf-16" else 3.5)
+    else:
+        said = "is not UTF-8 (byte 0xe8" if saved == "latin-1" else "is a folder: give the CSV file of scores"
+        assert status == 2 and said in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_grade_check_of_a_path_that_is_no_folder_says_so(kind, tmp_path, capsys):
+    path = tmp_path / "homework"
+    if kind == "file":
+        path.write_text("")
+    status, _, err = _grade(capsys, "check", "--path", path)
+    assert status == 2 and f"{path} is {'a file' if kind == 'file' else 'no folder'}: give --path the homework" in err
