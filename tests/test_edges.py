@@ -418,6 +418,20 @@ def test_no_word_of_forging_where_no_point_rests_on_the_worker():
         assert "forge" not in page(results) and "Worker-measured" not in page(results)
 
 
+# ------------------------------------------------ where values differ
+
+def test_values_that_differ_everywhere_say_where_they_differ_most():
+    import torch
+
+    from graders.checks.localise import describe_difference
+
+    expected = torch.tensor([[[[1.0, 0.0], [0.6913, 0.3087]]]])
+    got = torch.tensor([[[[0.0, 1.0], [0.5, 0.5]]]])
+    how = describe_difference(got, expected, axes=("batch", "head", "query", "key"))
+    assert how == ("4 of 4 values differ, spread over every index; the largest difference is at "
+                   "(batch 0, head 0, query 0, key 0): yours 0, expected 1")
+
+
 # ------------------------------------------------ the rest of the class: options and files that do not fit
 
 def test_a_hand_in_of_another_homework_than_the_one_given_says_which(tmp_path, capsys):
