@@ -487,3 +487,15 @@ def test_grade_check_of_a_path_that_is_no_folder_says_so(kind, tmp_path, capsys)
         path.write_text("")
     status, _, err = _grade(capsys, "check", "--path", path)
     assert status == 2 and f"{path} is {'a file' if kind == 'file' else 'no folder'}: give --path the homework" in err
+
+
+# ------------------------------------------------ the docs
+
+def test_every_line_of_the_bad_input_table_is_held_by_a_test_here_and_every_test_here_has_its_line():
+    docs = (REPO / "docs" / "submissions.md").read_text()
+    table = docs[docs.index("## Bad input"):]
+    named = set(re.findall(r"`(test_\w+)`", table))
+    here = {name for name in globals() if name.startswith("test_")}
+    assert named - here == set() and here - named == {
+        "test_every_line_of_the_bad_input_table_is_held_by_a_test_here_and_every_test_here_has_its_line"}
+    assert (Path(__file__).parent / "test_same_figures.py").is_file() and "tests/test_same_figures.py" in table
