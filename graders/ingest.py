@@ -30,7 +30,7 @@ from typing import BinaryIO, Literal
 from graders.handin import MiB, IngestLimits, Rejected, SubmissionLayout
 
 # The grader reads no more of a questions file than this, and parses it safely.
-from graders.answers_file import MAX_ANSWERS_BYTES, parse_answers
+from graders.answers_file import MAX_ANSWERS_BYTES, answers_text, parse_answers
 
 
 # Folders and files that operating systems, editors and tools add on their own (.grade/ and
@@ -686,7 +686,7 @@ def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dic
     try:
         if handed_in.stat().st_size > MAX_ANSWERS_BYTES:
             raise ValueError(f"it is over {MAX_ANSWERS_BYTES // 1024} KiB")
-        file_answers = parse_answers(handed_in.read_text(encoding="utf-8", errors="replace"), answers_file)
+        file_answers = parse_answers(answers_text(handed_in.read_bytes()), answers_file)
     except ValueError as error:
         # The file is graded as the student handed it in: the answers part says it is unreadable.
         notes.append(f"{answers_file} beside the notebook cannot be read ({_show(str(error), 120)}); "

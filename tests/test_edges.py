@@ -418,6 +418,15 @@ def test_no_word_of_forging_where_no_point_rests_on_the_worker():
         assert "forge" not in page(results) and "Worker-measured" not in page(results)
 
 
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
+def test_answers_saved_with_a_byte_order_mark_or_as_utf16_are_read(encoding, tmp_path):
+    from graders.answers_file import read_answers_file
+
+    path = tmp_path / "answers.toml"
+    path.write_text('[written]\nlayer_norm = "It keeps activations in range."\n', encoding=encoding)
+    assert read_answers_file(path) == {"written": {"layer_norm": "It keeps activations in range."}}
+
+
 # ------------------------------------------------ where values differ
 
 def test_values_that_differ_everywhere_say_where_they_differ_most():
