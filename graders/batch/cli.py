@@ -64,6 +64,15 @@ def _batch_parser(assignment) -> argparse.ArgumentParser:
     return parser
 
 
+def _submissions_problem(args) -> str | None:
+    """What is wrong with where the batch's submissions are to come from, or None."""
+    if args.submissions is None and args.manifest is None:
+        return "give a SUBMISSIONS folder or a --manifest"
+    if args.submissions is not None and not args.submissions.is_dir():
+        return f"{args.submissions} is not a folder"
+    return None
+
+
 def _slurm_options_given(parser: argparse.ArgumentParser, args) -> list[str]:
     """The Slurm options set to something other than their default: a local batch would pass over them."""
     group = next(group for group in parser._action_groups if group.title and group.title.startswith("Slurm"))
@@ -100,11 +109,8 @@ def cmd_batch(argv: list[str], given: str | None = None) -> int:
         from graders.batch.discover import DiscoveryError, detect_assignment
 
         known = _batch_parser(None).parse_known_args(argv)[0]
-        if known.submissions is None and known.manifest is None:
-            print("grade batch: give a SUBMISSIONS folder or a --manifest", file=sys.stderr)
-            return 2
-        if known.submissions is not None and not known.submissions.is_dir():
-            print(f"grade batch: {known.submissions} is not a folder", file=sys.stderr)
+        if problem := _submissions_problem(known):
+            print(f"grade batch: {problem}", file=sys.stderr)
             return 2
         try:
             name, said = detect_assignment(known.submissions, manifest=known.manifest, names=known.names,
@@ -116,11 +122,8 @@ def cmd_batch(argv: list[str], given: str | None = None) -> int:
         assignment = load(name)
     parser = _batch_parser(assignment)
     args = parser.parse_args(argv)
-    if args.submissions is None and args.manifest is None:
-        print("grade batch: give a SUBMISSIONS folder or a --manifest", file=sys.stderr)
-        return 2
-    if args.submissions is not None and not args.submissions.is_dir():
-        print(f"grade batch: {args.submissions} is not a folder", file=sys.stderr)
+    if problem := _submissions_problem(args):
+        print(f"grade batch: {problem}", file=sys.stderr)
         return 2
     if args.jobs < 0 or args.retries < 0:
         print("grade batch: --jobs and --retries must not be negative", file=sys.stderr)

@@ -99,13 +99,18 @@ def _part_points(part) -> Points:
 
 
 def _part_problems(part: dict, from_checks: Points) -> list[str]:
+    return _disagreements(part, from_checks, f"part {part.get('id')!s}'s", "its checks add up to")
+
+
+def _disagreements(stored: dict, computed: Points, whose: str, what: str) -> list[str]:
+    """Where `stored`'s score and max_score are not numbers, or not `computed`'s (to TOLERANCE)."""
     problems = []
-    for key, computed in (("score", from_checks.score), ("max_score", from_checks.max_score)):
-        stored = part.get(key)
-        if isinstance(stored, bool) or not isinstance(stored, (int, float)) or not math.isfinite(stored):
-            problems.append(f"part {part.get('id')!s}'s {key} is {stored!r}, not a number")
-        elif abs(stored - computed) > TOLERANCE:
-            problems.append(f"part {part.get('id')!s}'s {key} is {stored:g} where its checks add up to {computed:g}")
+    for key, figure in (("score", computed.score), ("max_score", computed.max_score)):
+        value = stored.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            problems.append(f"{whose} {key} is {value!r}, not a number")
+        elif abs(value - figure) > TOLERANCE:
+            problems.append(f"{whose} {key} is {value:g} where {what} {figure:g}")
     return problems
 
 
@@ -133,14 +138,7 @@ def figures(results: dict) -> Figures:
 
 
 def _total_problems(results: dict, from_parts: Points) -> list[str]:
-    problems = []
-    for key, computed in (("score", from_parts.score), ("max_score", from_parts.max_score)):
-        stored = results.get(key)
-        if isinstance(stored, bool) or not isinstance(stored, (int, float)) or not math.isfinite(stored):
-            problems.append(f"its {key} is {stored!r}, not a number")
-        elif abs(stored - computed) > TOLERANCE:
-            problems.append(f"its {key} is {stored:g} where its counted parts add up to {computed:g}")
-    return problems
+    return _disagreements(results, from_parts, "its", "its counted parts add up to")
 
 
 def inconsistencies(results: dict) -> list[str]:
