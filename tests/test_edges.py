@@ -459,6 +459,14 @@ def test_slurm_options_in_a_local_batch_are_refused_not_passed_over(tmp_path, ca
                                            "add --backend slurm, or leave it out")
 
 
+def test_canvas_options_of_a_moodle_export_are_refused_not_passed_over(tmp_path, capsys):
+    store.publish(tmp_path, "12", _batch_results(["attention"]), {"key": "k"})
+    status, _, err = _grade(capsys, "export", tmp_path, "--lms", "moodle", "--canvas-id", "7")
+    assert status == 2 and err.strip() == ("grade export: --canvas-id is for --lms canvas; moodle's worksheet has no "
+                                           "such column: leave it out")
+    assert not (tmp_path / "moodle-worksheet.csv").exists()
+
+
 def test_the_kit_into_a_folder_or_through_a_file_is_one_line_with_the_fix(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     for out, said in ((tmp_path, f"{tmp_path} is a folder: give a file's name"),

@@ -203,6 +203,11 @@ def cmd_export(argv: list[str]) -> int:
     if not (args.out / store.SUBMISSIONS).is_dir():
         print(f"grade export: {args.out} holds no batch results (no {store.SUBMISSIONS}/ folder)", file=sys.stderr)
         return 2
+    canvas_only = [option for option, value in (("--title", args.title), ("--canvas-id", args.canvas_id)) if value]
+    if args.lms != "canvas" and canvas_only:
+        print(f"grade export: {', '.join(canvas_only)} {'is' if len(canvas_only) == 1 else 'are'} for --lms canvas; "
+              f"{args.lms}'s worksheet has no such column: leave it out", file=sys.stderr)
+        return 2
     if args.lms == "canvas":
         export = canvas_import(args.out, args.title, args.canvas_id)
     else:
