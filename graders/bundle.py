@@ -30,16 +30,9 @@ import graders
 from graders.atomic import write_atomically
 from graders.assignment import PACKS_DIR
 from graders.build import _solution_blocks, template_files
+from graders.handin import STUDENT_CONFTEST
 
 HOMEWORK = "homework"
-# The homework folder's conftest.py: plain `pytest` there runs the public checks (graders/pytest_plugin.py).
-STUDENT_CONFTEST = '''"""Lets plain `pytest` in this folder run the public checks of the assignment (like `grade check`).
-
-One test per public check; the folder is graded once, the results also go to .grade/.
-"""
-
-from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  # noqa: F401
-'''
 PACKAGE_DIR = Path(graders.__file__).resolve().parent
 
 # Never shipped, wherever they appear inside the package.

@@ -79,6 +79,8 @@ class NotebookExtraction:
     answers: dict[str, dict[str, str]] = field(default_factory=dict)
     answer_cells: dict[str, int] = field(default_factory=dict)  # questions file key -> its cell
     definition_cells: list[tuple[str, int, str]] = field(default_factory=list)  # (name, cell, module)
+    # Graded names the notebook defines only in cells that are not valid Python: why each was not read.
+    not_read: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -102,7 +104,8 @@ def extract_notebook(ipynb: Path, dest: Path, *, layout: SubmissionLayout,
     for number, source in cells:
         reader.read_cell(number, source)
     answers, answer_cells, answer_notes = read_answer_cells(markdown_cells, layout)
-    builder = _ModuleBuilder(reader.statements, reader.future_features, reader.set_by_code_not_run, layout.module_names)
+    builder = _ModuleBuilder(reader.statements, reader.future_features, reader.set_by_code_not_run, layout.module_names,
+                             reader.unparsed_cells)
     dest.mkdir(parents=True, exist_ok=True)
     for module, text in builder.texts.items():
         (dest / module).write_text(text, encoding="utf-8")
@@ -110,15 +113,24 @@ def extract_notebook(ipynb: Path, dest: Path, *, layout: SubmissionLayout,
     if len(notes) > MAX_NOTES:
         notes = notes[: MAX_NOTES - 1] + [f"... and {len(notes) - MAX_NOTES + 1} more notes"]
     return NotebookExtraction(root=dest, modules=list(builder.texts), missing_names=builder.missing, notes=notes,
-                              answers=answers, answer_cells=answer_cells, definition_cells=builder.definition_cells())
+                              answers=answers, answer_cells=answer_cells, definition_cells=builder.definition_cells(),
+                              not_read=builder.not_read)
 
 
 def defined_names(ipynb: Path, *, max_bytes: int = IngestLimits.max_file_bytes) -> set[str]:
     """The names the notebook's code cells define at their top level (functions, classes,
     constants): what tells which assignment a notebook is for. Nothing is run; a notebook that
     cannot be read defines nothing."""
+    ipynb = Path(ipynb)
+    if ipynb.stat().st_size > max_bytes:
+        return set()
+    return defined_names_in(ipynb.read_bytes())
+
+
+def defined_names_in(data: bytes) -> set[str]:
+    """`defined_names` of a notebook's bytes (one read from inside a zip, say)."""
     try:
-        cells = _read_cells(Path(ipynb), max_bytes)[0]
+        cells = _cells_of(data)[0]
     except Rejected:
         return set()
     names: set[str] = set()
@@ -202,13 +214,21 @@ def _read_cells(ipynb: Path, max_bytes: int
     size = ipynb.stat().st_size
     if size > max_bytes:
         raise Rejected(f"the notebook is {size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.1f} MiB")
+    return _cells_of(ipynb.read_bytes())
+
+
+def _cells_of(data: bytes) -> tuple[list[tuple[int, str | None]], list[tuple[int, str]], list[str]]:
+    """`_read_cells` of a notebook's bytes."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            notebook = nbformat.reader.reads(ipynb.read_bytes())
+            notebook = nbformat.reader.reads(data)
             notebook = nbformat.convert(notebook, 4)
     # A crafted notebook can make the json and nbformat readers fail in many ways; any of them
     # means the file cannot be read as a notebook.
+    except nbformat.reader.NotJSONError:
+        raise Rejected("the notebook cannot be read: it is not JSON, as every notebook Jupyter or Colab saves is "
+                       "(another file renamed .ipynb?); download it again as .ipynb (File > Download)") from None
     except Exception as error:
         raise Rejected(f"the notebook cannot be read ({_short(str(error), 200)})") from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
@@ -250,6 +270,7 @@ class _NotebookReader:
         self.set_by_code_not_run: dict[str, list[tuple[int, int]]] = defaultdict(list)
         self.future_features: set[str] = set()
         self.cell_notes: list[str] = []
+        self.unparsed_cells: list[tuple[int, str, str]] = []  # (cell, why it is not Python, its source)
         self.code_chars_left = MAX_CODE_CHARS
 
     def read_cell(self, number: int, source: str | None) -> None:
@@ -276,6 +297,7 @@ class _NotebookReader:
         parsed = _parse_cell(source)
         if isinstance(parsed, str):
             self.cell_notes.append(f"cell {number}: {parsed}; skipped")
+            self.unparsed_cells.append((number, parsed, source))
             return
         tree, source, ipython_lines = parsed
         if ipython_lines:
@@ -490,8 +512,11 @@ class _ModuleBuilder:
     """Assembles each template module from the kept statements, and says what it did."""
 
     def __init__(self, statements: list[_Statement], future_features: set[str],
-                 set_by_code_not_run: dict[str, list[tuple[int, int]]], module_names: dict[str, tuple[str, ...]]):
+                 set_by_code_not_run: dict[str, list[tuple[int, int]]], module_names: dict[str, tuple[str, ...]],
+                 unparsed_cells: list[tuple[int, str, str]] = ()):
         self.module_names = module_names
+        self.unparsed_cells = unparsed_cells
+        self.not_read: dict[str, str] = {}
         self.statements = statements
         self.position = {statement: index for index, statement in enumerate(statements)}
         self.future_features = sorted(future_features)
@@ -534,6 +559,8 @@ class _ModuleBuilder:
         missing = [name for name in names if not self.resolve(name)]
         if missing:
             self.missing[module] = missing
+        not_read = {name: why for name in missing if self.home[name] == module and (why := self._not_read(name))}
+        self.not_read.update(not_read)
         if not own:
             return [f"{module}: not generated; the notebook defines none of {', '.join(names)}"]
 
@@ -568,8 +595,19 @@ class _ModuleBuilder:
         ordered = sorted(included, key=self.position.__getitem__)
         for statement in ordered:
             self.placed_in[statement].append(module)
-        self.texts[module] = self._module_text(ordered, cross_imports)
+        self.texts[module] = self._module_text(ordered, cross_imports) + _not_read_text(not_read)
         return self._missing_notes(module, missing) + self._unresolved_notes(module, unresolved)
+
+    def _not_read(self, name: str) -> str | None:
+        """Why a graded name the notebook does not define was not read, where a cell that is not
+        valid Python defines it (the last such cell): that cell, what is wrong and the fix."""
+        pattern = re.compile(rf"^(?:async[ \t]+def|def|class)[ \t]+{re.escape(name)}\b", re.MULTILINE)
+        cells = [(cell, why) for cell, why, source in self.unparsed_cells if pattern.search(source)]
+        if not cells:
+            return None
+        cell, why = cells[-1]
+        return (f"{name} is not defined: cell {cell} of the notebook, which defines it, is {why}, so the whole cell "
+                "was skipped; fix that cell and hand the notebook in again")
 
     def _module_text(self, ordered: list[_Statement], cross_imports: dict[str, set[str]]) -> str:
         lines = [_GENERATED_NOTICE.rstrip("\n")]
@@ -671,6 +709,19 @@ class _ModuleBuilder:
         if not unused:
             return []
         return ["not used by any graded definition, so not copied: " + _name_list(unused, limit=10)]
+
+
+def _not_read_text(not_read: dict[str, str]) -> str:
+    """A module-level __getattr__ (PEP 562) that says why a graded name is absent, so that the
+    check asking for it reports the cell to fix rather than a bare "has no attribute"."""
+    if not not_read:
+        return ""
+    return ("\n\n# The notebook defines these graded names only in cells that are not valid Python.\n"
+            f"_NOTEBOOK_CELLS_NOT_READ = {not_read!r}\n\n\n"
+            "def __getattr__(name):\n"
+            "    if name in _NOTEBOOK_CELLS_NOT_READ:\n"
+            "        raise AttributeError(_NOTEBOOK_CELLS_NOT_READ[name])\n"
+            "    raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")\n")
 
 
 def _dotted_name(node: ast.expr) -> str | None:

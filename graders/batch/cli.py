@@ -64,6 +64,22 @@ def _batch_parser(assignment) -> argparse.ArgumentParser:
     return parser
 
 
+def _submissions_problem(args) -> str | None:
+    """What is wrong with where the batch's submissions are to come from, or None."""
+    if args.submissions is None and args.manifest is None:
+        return "give a SUBMISSIONS folder or a --manifest"
+    if args.submissions is not None and not args.submissions.is_dir():
+        return f"{args.submissions} is not a folder"
+    return None
+
+
+def _slurm_options_given(parser: argparse.ArgumentParser, args) -> list[str]:
+    """The Slurm options set to something other than their default: a local batch would pass over them."""
+    group = next(group for group in parser._action_groups if group.title and group.title.startswith("Slurm"))
+    return [action.option_strings[0] for action in group._group_actions
+            if getattr(args, action.dest) != action.default]
+
+
 def config_from_args(args, parser, assignment):
     from graders.batch.run import BatchConfig
 
@@ -83,21 +99,38 @@ def config_from_args(args, parser, assignment):
 
 
 def cmd_batch(argv: list[str], given: str | None = None) -> int:
-    """`grade batch` of the assignment `given` (--assignment), else of the only installed one."""
-    from graders.assignment import given_or_only, resolve
+    """`grade batch` of the assignment `given` (--assignment), else of the only installed one, else
+    of the one the submissions are hand-ins of (`discover.detect_assignment`)."""
+    from graders.assignment import given_or_only, load
 
-    assignment = given_or_only(given)  # None: the help, or the refusal below, without a pack's own options
+    assignment = given_or_only(given)  # None: several packs installed and none given
+    if assignment is None and not {"-h", "--help"} & set(argv):
+        # The homework the submissions are, as `grade SUBMISSION` tells it; its options then parse.
+        from graders.batch.discover import DiscoveryError, detect_assignment
+
+        known = _batch_parser(None).parse_known_args(argv)[0]
+        if problem := _submissions_problem(known):
+            print(f"grade batch: {problem}", file=sys.stderr)
+            return 2
+        try:
+            name, said = detect_assignment(known.submissions, manifest=known.manifest, names=known.names,
+                                           exclude=(known.out,))
+        except DiscoveryError as error:
+            print(f"grade batch: {error}", file=sys.stderr)
+            return 2
+        print(f"grade batch: {said}", file=sys.stderr)
+        assignment = load(name)
     parser = _batch_parser(assignment)
     args = parser.parse_args(argv)
-    assignment = assignment or resolve(given)  # several packs installed and none given: PackError, exit 2
-    if args.submissions is None and args.manifest is None:
-        print("grade batch: give a SUBMISSIONS folder or a --manifest", file=sys.stderr)
-        return 2
-    if args.submissions is not None and not args.submissions.is_dir():
-        print(f"grade batch: {args.submissions} is not a folder", file=sys.stderr)
+    if problem := _submissions_problem(args):
+        print(f"grade batch: {problem}", file=sys.stderr)
         return 2
     if args.jobs < 0 or args.retries < 0:
         print("grade batch: --jobs and --retries must not be negative", file=sys.stderr)
+        return 2
+    if args.backend == "local" and (given_slurm := _slurm_options_given(parser, args)):
+        print(f"grade batch: {', '.join(given_slurm)} {'is an option' if len(given_slurm) == 1 else 'are options'} of "
+              "--backend slurm: add --backend slurm, or leave it out", file=sys.stderr)
         return 2
     config = config_from_args(args, parser, assignment)  # exits 2 on a bad option
     # Local jobs run on this machine: refuse here, before anything is read. Slurm tasks run on
@@ -144,6 +177,9 @@ def cmd_merge(argv: list[str], given: str | None = None) -> int:
     parser.add_argument("manual", type=Path, help="CSV: student_id,check_id,score[,comment]")
     parser.add_argument("--out", type=Path, required=True, help="the batch output folder")
     args = parser.parse_args(argv)
+    if args.manual.is_dir():
+        print(f"grade merge: {args.manual} is a folder: give the CSV file of scores", file=sys.stderr)
+        return 2
     if not args.manual.is_file():
         print(f"grade merge: no such file: {args.manual}", file=sys.stderr)
         return 2

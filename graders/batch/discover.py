@@ -39,6 +39,7 @@ from __future__ import annotations
 import csv
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,6 +178,43 @@ def discover(folder: Path | None, *, manifest: Path | None = None, names: str = 
     submissions = [Submission(sid, path, display, input_sha256(path) if hash_inputs else "", sid in late)
                    for sid, path, display in pairs]
     return sorted(submissions, key=lambda s: s.student_id)
+
+
+def detect_assignment(folder: Path | None, *, manifest: Path | None = None, names: str = "plain",
+                      exclude: tuple[Path, ...] = ()):
+    """The installed assignment whose hand-ins the batch's submissions are, told per submission as
+    `grade SUBMISSION` tells it (`assignment.for_submission`), with a line saying so. Raises
+    DiscoveryError where they are of several assignments, or where none shows one's files."""
+    from graders.assignment import PackError, for_submission
+
+    votes: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="grade-detect-") as staging:
+        submissions = discover(folder, manifest=manifest, names=names, hash_inputs=False, exclude=exclude,
+                               staging=Path(staging))
+        for submission in submissions:
+            try:
+                name = for_submission(submission.path).name
+            except PackError:
+                continue  # graded as a rejection of whichever assignment the others are
+            votes.setdefault(name, []).append(submission.student_id)
+    if not submissions:
+        raise DiscoveryError(f"{folder if manifest is None else manifest} holds no submission to tell the homework "
+                             "from: choose one with --assignment NAME")
+    if not votes:
+        raise DiscoveryError(f"none of the {len(submissions)} submissions shows an installed assignment's files: "
+                             "choose one with --assignment NAME")
+    if len(votes) > 1:
+        counts = sorted(votes.items(), key=lambda item: -len(item[1]))
+        said = "; ".join(f"{name}: {len(ids)} ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''})"
+                         for name, ids in counts)
+        raise DiscoveryError(f"the submissions are hand-ins of {len(votes)} assignments ({said}); a gradebook is one "
+                             "homework's: choose one with --assignment NAME (or list one homework's in a --manifest)")
+    [(name, ids)] = votes.items()
+    others = len(submissions) - len(ids)
+    said = (f"{len(ids)} of {len(submissions)} submissions; "
+            + ("the other shows" if others == 1 else f"the other {others} show") + " no homework's files"
+            if others else f"all {len(ids)} submissions")
+    return name, f"grading the submissions as {name} ({said}); --assignment NAME chooses another"
 
 
 def _single_file_inside(entry: Path) -> Path:

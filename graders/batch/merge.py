@@ -23,6 +23,7 @@ is unchanged), and a grade it takes back is withdrawn (`withdraw_one`).
 
 from __future__ import annotations
 
+import codecs
 import copy
 import csv
 import hashlib
@@ -56,6 +57,7 @@ class MergeReport:
     problems: list[str] = field(default_factory=list)  # unreadable rows, checks that are not written answers
     rewritten: list[str] = field(default_factory=list)  # students whose reports were rendered again
     not_graded: list[str] = field(default_factory=list)  # rows whose score is still empty
+    blank_kept: list[str] = field(default_factory=list)  # of those, blank answers (`grade answers`' status): 0 stays
 
     @property
     def ok(self) -> bool:
@@ -64,8 +66,11 @@ class MergeReport:
     def lines(self) -> list[str]:
         out = [f"merged {len(self.applied)} score(s) into {len(self.rewritten)} submission(s); "
                f"{len(self.unchanged)} already up to date"]
-        if self.not_graded:
-            out.append(f"{len(self.not_graded)} row(s) without a score passed over (not graded yet)")
+        if self.not_graded or self.blank_kept:
+            said = [f"{len(self.not_graded)} written answer(s) not graded yet"] if self.not_graded else []
+            said += [f"{len(self.blank_kept)} left blank, which keep 0 points"] if self.blank_kept else []
+            out.append(f"{len(self.not_graded) + len(self.blank_kept)} row(s) without a score passed over: "
+                       + ", ".join(said))
         for label, items in (("clamped", self.clamped), ("unknown student ids", self.unknown_students),
                              ("unknown check ids", self.unknown_checks), ("problems", self.problems)):
             if items:
@@ -74,9 +79,25 @@ class MergeReport:
         return out
 
 
+def spreadsheet_text(path: Path) -> str:
+    """A CSV's text as a spreadsheet saves it: UTF-8 (with Excel's byte-order mark or not), or
+    UTF-16 ("Unicode Text"); ValueError, with the fix, for another encoding."""
+    data = Path(path).read_bytes()
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 (byte 0x{data[error.start]:02x} at {error.start}): save it from the "
+                         "spreadsheet as CSV UTF-8") from None
+
+
 def read_manual_csv(path: Path, report: MergeReport) -> dict[str, dict[str, dict]]:
-    text = Path(path).read_text(encoding="utf-8-sig")
-    reader = csv.DictReader(text.splitlines())
+    text = spreadsheet_text(path)
+    # A spreadsheet set to a language whose decimal mark is a comma saves ";"; "Unicode Text" is tab-separated.
+    header = text.splitlines()[0] if text else ""
+    delimiter = max((",", ";", "\t"), key=header.count)
+    reader = csv.DictReader(text.splitlines(), delimiter=delimiter)
     needed = {"student_id", "check_id", "score"}
     if not reader.fieldnames or not needed <= {f.strip() for f in reader.fieldnames}:
         raise ValueError(f"{path}: the columns must be student_id, check_id, score[, comment]")
@@ -87,10 +108,10 @@ def read_manual_csv(path: Path, report: MergeReport) -> dict[str, dict[str, dict
         if not sid and not cid and not raw:
             continue
         if sid and cid and not raw:  # a row of `grade answers` nobody has graded yet
-            report.not_graded.append(f"{sid}: {cid}")
+            (report.blank_kept if row.get("status") == "blank" else report.not_graded).append(f"{sid}: {cid}")
             continue
         try:
-            score = float(raw)
+            score = float(raw if delimiter == "," else raw.replace(",", "."))  # 3,5 where ";" separates
             if not math.isfinite(score):
                 raise ValueError
         except ValueError:
