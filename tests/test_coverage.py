@@ -161,7 +161,7 @@ def test_every_pack_s_checks_exercise_its_whole_contract(pack, capsys, tmp_path)
 @pytest.mark.slow
 def test_a_pack_with_a_check_left_out_has_a_gap(capsys):
     """The positive control: without the differential check of lm_collate_fn, coverage exits 1 and
-    says what that check alone exercised."""
+    says the function is left uncovered."""
     code = run(["coverage", "--assignment", "gpt", "--unsafe-no-sandbox", "--without", "gpt.collate_pads"])
     out = capsys.readouterr().out
     assert code == 1
