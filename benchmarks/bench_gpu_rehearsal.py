@@ -16,9 +16,11 @@ Everything goes through the commands an instructor runs, as subprocesses of this
   course    with --course N: grade batch of N submissions (the reference and the seed-004 student in
             turn), every part, at the concurrency grade batch chooses (or --course-jobs): the time
             per submission and its extrapolation to a course of 400
-Prints a table; --json writes the figures after every step. Each step's CPU time (user + system
-of every process it waited for) is measured, and its mean number of busy cores; on CUDA the peak
-memory of the GPU is sampled with nvidia-smi while each step runs. Interrupted (SIGINT: the GPU
+Prints a table; --json writes the figures after every step. Each step's CPU time is measured:
+`cpu_s`, user + system of every process it waited for (the grading processes: not the sandboxed
+workers, which they do not reap), and `machine_cpu_s`, every CPU's busy time meanwhile (the
+workers too, and on a shared machine others' work), each with its mean number of busy cores; on
+CUDA the peak memory of the GPU is sampled with nvidia-smi while each step runs. Interrupted (SIGINT: the GPU
 runner's time is up), the step running keeps what it measured (a course, the submissions that
 finished) and no later step runs. A course also says where its time went outside training, stage
 by stage, from each submission's results.json and the batch's ledger (`stages`).
@@ -119,10 +121,23 @@ class GpuMemory:
             self.thread.join()
 
 
+def machine_busy_s() -> float:
+    """Seconds every CPU of the machine spent busy since boot (/proc/stat: all but idle and iowait).
+    The sandboxed workers are no children this process waits for, so their CPU time shows only
+    here: on a machine of its own (a GPU runner), the step's; on a shared one, others' work too."""
+    try:
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(name: str, command: list[str], figures: dict, device: str, env: dict,
           save: Path | None) -> subprocess.CompletedProcess:
     print(f"{name}: {' '.join(command)}", file=sys.stderr, flush=True)
     started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine_before = machine_busy_s()
     interrupted = False
     with GpuMemory(device) as memory:
         try:
@@ -131,7 +146,9 @@ def timed(name: str, command: list[str], figures: dict, device: str, env: dict,
             done, interrupted = subprocess.CompletedProcess(command, -signal.SIGINT, "", ""), True
     wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    machine = machine_busy_s() - machine_before
     figures[name] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "busy_cores": round(cpu / wall, 2),
+                     "machine_cpu_s": round(machine, 1), "machine_busy_cores": round(machine / wall, 2),
                      "gpu_peak_mib": memory.peak_mib, "exit": done.returncode,
                      **({"interrupted": True} if interrupted else {})}
     if done.returncode != 0:
@@ -259,7 +276,7 @@ def course(grade: list[str], finetune: list[str], work: Path, args, figures: dic
                                    for part in result.get("parts", []) for check in part["checks"]))
     step["stages"] = course_stages(graded, ledger, step["wall_s"])
     jobs = jobs_at_a_time(ledger)
-    step.update(cpu_per_submission_s=round(step["cpu_s"] / max(len(graded), 1), 1),
+    step.update(cpu_per_submission_s=round(step["machine_cpu_s"] / max(len(graded), 1), 1),
                 gpu_peak_per_job_mib=None if step["gpu_peak_mib"] is None else round(step["gpu_peak_mib"] / jobs))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
@@ -321,7 +338,8 @@ def report(figures: dict, args, n: int) -> None:
         if step is None:
             continue
         extra = "" if step.get("gpu_peak_mib") is None else f", GPU peak {step['gpu_peak_mib']} MiB"
-        print(f"  {name:12} {step['wall_s']:>8} s  ({step['busy_cores']} cores busy, exit {step['exit']}{extra})")
+        print(f"  {name:12} {step['wall_s']:>8} s  ({step['machine_busy_cores']} cores busy on the machine, "
+              f"exit {step['exit']}{extra})")
     if "per_submission_s" in figures.get("course", {}):
         c = figures["course"]
         stopped = f" (stopped: {c['graded']} of {c['submissions']} finished)" if c.get("interrupted") else ""

@@ -48,6 +48,8 @@ def test_the_rehearsals_course_mode_grades_every_part_and_extrapolates(tmp_path)
     assert course["per_submission_s"] > 0 and course["course_400_h"] == pytest.approx(
         course["per_submission_s"] * 400 / 3600, abs=0.01)
     assert course["cpu_s"] > 0 and course["busy_cores"] > 0 and course["gpu_peak_mib"] is None  # CPU: no nvidia-smi sample
+    # the sandboxed workers' CPU is no child's of the rehearsal: the machine's busy time holds it
+    assert course["machine_cpu_s"] > course["cpu_s"] and course["cpu_per_submission_s"] > 0
     assert course["concurrency"].startswith("grading ")
     assert len(course["scores"]) == 2  # the reference and the seed-004 student differ: every part was graded
     assert course["statuses"] == {"graded": 2} and course["skipped_checks"] == 0, course
