@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from graders.atomic import write_atomically
 
@@ -118,8 +119,6 @@ def prepare_for_batch(options: dict, folder: Path, *, gpus: list[str] | None = N
 
 def main(argv: list[str]) -> int:
     record, given = Path(argv[0]), json.loads(argv[1])
-    import torch
-
     device = given["device"] or ("cuda" if torch.cuda.is_available() else "cpu")  # as the check decides it
     started = time.monotonic()
     try:
