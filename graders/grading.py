@@ -393,10 +393,13 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             return part_json(part, [r for r in results if r not in rehearsal], registry)
 
         def grade_apart(lane):
+            worker_started = time.perf_counter()
             lane.start()
+            timings["own_worker_start_s"] = round(time.perf_counter() - worker_started, 3)
             return {part.id: grade_part(part, lane) for part in apart}
 
         together = [part for part in selected if part not in apart]
+        timings["setup_s"] = round(time.perf_counter() - started, 3)  # before any worker starts
         lanes, aside = [], None
         beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grading-apart")
         try:
@@ -420,12 +423,14 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             if aside is not None:  # still running if this grade failed: its request in flight fails now
                 aside.stop()
             beside.shutdown(wait=True)
+            closing = time.perf_counter()
             for each in lanes:
                 try:
                     each.worker.close()
                 except Exception as error:  # noqa: BLE001 - the results are made; say so and go on
                     warnings.warn(f"grading: the worker could not be closed cleanly: {error}", RuntimeWarning,
                                   stacklevel=2)
+            timings["close_s"] = round(time.perf_counter() - closing, 3)
     status, reason = "graded", None
     failed_start = next((each.starter.error for each in lanes
                          if not each.starter.started_once and each.starter.error is not None), None)

@@ -35,6 +35,7 @@ EXIT_NODE = 76  # this machine cannot grade anything (EX_PROTOCOL's number; the 
 INFRA_DIR = "infra"
 PARENT_ENV = "GRADE_BATCH_PARENT"
 PATH_OPTIONS = ("imdb", "feature_cache")
+PROCESS_STARTED = time.monotonic()  # before the grader's imports: what the job costs beside its grade
 
 
 def die_with_parent() -> None:
@@ -98,7 +99,8 @@ def run_spec(spec: dict) -> str:
     store.publish(out, spec["student_id"], results, marker_of(spec))
     outcome = store.outcome_of(results)
     store.log_event(out, "done", spec["student_id"], outcome=outcome, score=results.get("score"),
-                    wall_s=results["batch"]["wall_s"], attempt=spec.get("attempt", 1))
+                    wall_s=results["batch"]["wall_s"], process_s=round(time.monotonic() - PROCESS_STARTED, 3),
+                    attempt=spec.get("attempt", 1))
     return outcome
 
 
