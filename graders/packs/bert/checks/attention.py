@@ -1,5 +1,6 @@
 """Checks for scaled dot-product attention and multi-head attention (seed 004, parts 1 and 2)."""
 
+import itertools
 import math
 import re
 
@@ -10,7 +11,7 @@ from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is
 from graders.checks.framework import CheckFailed, check, student_line
 from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
 from graders.checks.localise import describe_difference, module_divergence
-from .strategies import MASK_FORMS, attention_inputs, mha_inputs, sdp_arguments, tensors_from
+from .strategies import FLOAT_DTYPES, MASK_FORMS, attention_inputs, mha_inputs, sdp_arguments, tensors_from
 from graders.checks.weights import count_difference, learnable, numel, state_tensors
 from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
@@ -236,8 +237,8 @@ def matches_reference(ctx):
     def prop(ex):
         _compare_with_reference(ctx, ex, ex.mask)
 
-    for form in MASK_FORMS:  # every form drawn, whatever hypothesis would favour
-        ctx.given(sdp_arguments(forms=(form,)), max_examples=max(3, ctx.max_examples // 3))(prop)
+    for form, dtype in itertools.product(MASK_FORMS, FLOAT_DTYPES):  # every form and dtype drawn, each grade
+        ctx.given(sdp_arguments(forms=(form,), dtypes=(dtype,)), max_examples=max(2, ctx.max_examples // 6))(prop)
 
 
 @check("attention.rows_sum_to_one", "Every attention row sums to one, with and without padding")
