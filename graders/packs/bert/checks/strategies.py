@@ -158,7 +158,7 @@ def sdp_arguments(draw, *, forms=MASK_FORMS, dtypes=FLOAT_DTYPES):
     form = draw(st.sampled_from(forms))
     T = draw(st.integers(1 if form in ("none", "causal") else 2, 6))
     B = draw(st.integers(1, 4))
-    H = draw(st.integers(1, 3))
+    H = draw(st.integers(2 if form.startswith("per_head") else 1, 3))  # a mask per head needs heads
     d = draw(st.integers(1, 8))
     dtype = draw(st.sampled_from(dtypes))
     seed = draw(st.integers(0, 2**16))
