@@ -1004,6 +1004,20 @@ def _not_reproduced(probe):
             "other random draw, so that the grader can recompute its loss")
 
 
+def _masked_with_the_defaults(ctx, probe):
+    """Whether the model saw the batch mask_inputs gives under the step's seed with its own default
+    for pad_ind, for mask_rate or both, where the step was called with others: its arguments dropped."""
+    if probe.seen is None:
+        return False
+    for pad_ind, mask_rate in {(0, probe.mask_rate), (probe.pad_ind, 0.15), (0, 0.15)} - {(probe.pad_ind, probe.mask_rate)}:
+        ctx.student.seed(probe.seed)
+        masked, _ = call_mask_inputs(ctx, probe.text, probe.vocab_size, probe.vocab_size, pad_ind=pad_ind,
+                                     mask_rate=mask_rate)
+        if tuple(probe.seen.shape) == tuple(masked.shape) and torch.equal(probe.seen.long(), masked):
+            return True
+    return False
+
+
 def _step_diagnosis(probe):
     return "pretrain_no_backward" if probe.scale_grad is None else "pretrain_no_step"
 
@@ -1047,7 +1061,10 @@ def _judge_step(ctx, probe):
                           diagnosis="pretrain_only_mask", details=numbers)
     problem = _not_reproduced(probe)
     if problem:
-        raise CheckFailed(f"{called}: {problem}", details=numbers)
+        dropped = _masked_with_the_defaults(ctx, probe)
+        raise CheckFailed(f"{called}: {problem}" + ("; it is the batch mask_inputs gives with its default "
+                                                    "pad_ind=0 or mask_rate=0.15" if dropped else ""),
+                          diagnosis="pretrain_arguments_dropped" if dropped else None, details=numbers)
     if _unchanged(probe):  # the expected step is not zero here, or the first test above had passed
         raise CheckFailed(f"after {called} with SGD the model's parameter did not change, where one step "
                           f"moves it by {steps['selected']:.6g}"

@@ -463,6 +463,7 @@ def wirings(sub, x, padding):
     out["pre_ln"] = [x1 + sub("linear_net", sub("norm2", x1))]
     x2 = x + sub("norm1", attended)
     out["residual_outside_norm"] = [x2 + sub("norm2", sub("linear_net", x2))]
+    out["ffn_residual_from_input"] = [sub("norm2", x + sub("linear_net", h))]
     h2 = sub("norm2", x + attended)  # told apart from the right wiring by norms of weights of their own
     out["block_norms_swapped"] = [sub("norm1", h2 + sub("linear_net", h2))]
     if padding is not None:

@@ -99,6 +99,10 @@ MUTANTS = [
            "block_rate_misplaced"),
     one("block_attention_without_its_rate", "block", ENC, "self.self_attn = MultiHeadAttention(embed_dim, n_heads, attn_drop_rate)",
         "self.self_attn = MultiHeadAttention(embed_dim, n_heads, 0.0)", "block_attention_rate_not_passed"),
+    # the feed-forward's residual taken from the block's input (x), not from h
+    Mutant("block_ffn_residual_from_input", "block",
+           (Edit(ENC, NORM1, "h = self.norm1(embedding + self.dropout(attended))"),
+            Edit(ENC, NORM2, "embedding = self.norm2(embedding + self.linear_net(h))")), "ffn_residual_from_input"),
     one("block_dropout_at_the_attention_rate", "block", ENC, "self.dropout = nn.Dropout(layer_drop_rate)",
         "self.dropout = nn.Dropout(attn_drop_rate)", "block_rate_misplaced"),
     # transformer block, its wiring
@@ -215,11 +219,11 @@ MUTANTS = [
     # the step's own arguments dropped: the defaults of mask_inputs are used instead of the call's
     one("pretrain_ignores_mask_rate", "pretraining", BERT,
         "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate)",
-        "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind)", None),
+        "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind)", "pretrain_arguments_dropped"),
     Mutant("pretrain_ignores_pad_ind", "pretraining",
            (Edit(BERT, "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate)",
                  "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, mask_rate=mask_rate)"),
-            Edit(BERT, "pad_mask = text == pad_ind  # (B, T)", "pad_mask = text == 0")), None),
+            Edit(BERT, "pad_mask = text == pad_ind  # (B, T)", "pad_mask = text == 0")), "pretrain_arguments_dropped"),
     # a padding mask of the wrong polarity is passed: not "no padding mask"
     one("pretrain_padding_mask_inverted", "pretraining", BERT, "pad_mask = text == pad_ind  # (B, T)",
         "pad_mask = text != pad_ind", None),
