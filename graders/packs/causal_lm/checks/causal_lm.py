@@ -913,10 +913,11 @@ def _src_mask(kind, T, seed):
 
 @st.composite
 def model_inputs(draw):
-    """A TransformerModel (d_model from 3 to 12, odd sizes too: any size nhead divides) and two
-    calls of different shapes on it."""
+    """A TransformerModel (d_model from 4 to 12, odd sizes 5 and 9 too: any size nhead divides; below
+    4 the layers' LayerNorms leave too few features for a wrong scale to show) and two calls of
+    different shapes on it."""
     nhead = draw(st.integers(1, 3))
-    d_model = nhead * draw(st.integers(-(-3 // nhead), 5 if nhead == 1 else 4))
+    d_model = nhead * draw(st.integers(-(-4 // nhead), 5 if nhead == 1 else 4))
     config = LMConfig(draw(st.integers(2, 30)), d_model, nhead, draw(st.integers(1, 12)), draw(st.integers(1, 3)))
     mode = draw(st.sampled_from(("eval", "train")))
     dropout = 0.0 if mode == "train" else draw(st.sampled_from((0.5, 0.0, 0.1, 0.3)))
@@ -1038,7 +1039,7 @@ def _model_mistake(ctx, handle, ex, state, ids, src_mask, got):
                                       layers)
         except OracleUnavailable:
             return None
-        if is_close(got, variant, atol=1e-4, rtol=1e-3):
+        if is_close(got, variant, atol=1e-4):
             return diagnosis
     return None
 
@@ -1108,17 +1109,17 @@ def model_matches_reference(ctx):
             else:
                 expected = ctx.oracle.call("lm_hidden", state, list(ex.config), ex.dropout, ids, src_mask, train)
                 against = "the reference holding the same weights"
-            if is_close(got, expected, atol=1e-4, rtol=1e-3):
+            if is_close(got, expected, atol=1e-4):
                 continue
             around = _around_own_positions(ctx, handle, ex, state, ids, src_mask) if state is not None else None
-            if around is not None and is_close(got, around, atol=1e-4, rtol=1e-3):
+            if around is not None and is_close(got, around, atol=1e-4):
                 continue
             if around is not None:
                 against = "the reference's encoder layers holding the same weights, run on what your own pos_encoder gives"
             what = (f"hidden states of TransformerModel{tuple(ex.config)} with dropout={ex.dropout} ({ex.mode} mode) on ids "
                     f"of shape {tuple(ids.shape)} with {_described_mask(src_mask)}, against {against}")
             inputs = [ids] if src_mask is None else [ids, src_mask]
-            expect_close(got, expected if around is None else around, what, atol=1e-4, rtol=1e-3,
+            expect_close(got, expected if around is None else around, what, atol=1e-4,
                          diagnosis=_model_mistake(ctx, handle, ex, state, ids, src_mask, got),
                          axes=("batch", "position", "feature"),
                          locate=functools.partial(where_model, ctx, handle, ex.config, inputs, ex.dropout))
