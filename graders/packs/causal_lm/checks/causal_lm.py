@@ -1174,10 +1174,10 @@ def src_mask_argument(ctx):
 # given to one instance, sequences of one position among them.
 
 
-def _linear_entries(ctx, handle, n_out, d_model, what):
-    """The names of the head's Linear weight (n_out, d_model) and bias (n_out,) in its state_dict
+def _linear_entries(state, n_out, d_model):
+    """The names of a head's Linear weight (n_out, d_model) and bias (n_out,) in its state_dict `state`
     (the bias None where it has none), or None when the head holds no such tensors."""
-    state = learnable(state_tensors(ctx, handle, what))
+    state = learnable(state)
     weights = [name for name, t in state.items() if tuple(t.shape) == (n_out, d_model)]
     biases = [name for name, t in state.items() if tuple(t.shape) == (n_out,) and name not in weights]
     if len(weights) != 1 or len(biases) > 1:
@@ -1188,10 +1188,10 @@ def _linear_entries(ctx, handle, n_out, d_model, what):
 def _linear_weights(ctx, handle, n_out, d_model, what):
     """The head's own Linear weight and bias (or None), read back with state_dict(), or None when the
     head holds no such tensors."""
-    names = _linear_entries(ctx, handle, n_out, d_model, what)
+    state = state_tensors(ctx, handle, what)
+    names = _linear_entries(state, n_out, d_model)
     if names is None:
         return None
-    state = state_tensors(ctx, handle, what)
     return state[names[0]], (None if names[1] is None else state[names[1]])
 
 
@@ -1199,9 +1199,10 @@ def load_head_weights(ctx, handle, n_out, d_model, seed, what):
     """The grader's weight (n_out, d_model) and bias (n_out,) loaded into the head's Linear, then read
     back: (weight, bias) as the head holds them; the check fails where it holds no such pair (its
     sizes are counted first)."""
-    names = _linear_entries(ctx, handle, n_out, d_model, what)
+    state = state_tensors(ctx, handle, what)
+    names = _linear_entries(state, n_out, d_model)
     if names is None or names[1] is None:
-        shapes = {name: tuple(t.shape) for name, t in state_tensors(ctx, handle, what).items()}
+        shapes = {name: tuple(t.shape) for name, t in state.items()}
         raise CheckFailed(f"{what} holds no Linear(d_model={d_model}, {n_out}) weight of shape {(n_out, d_model)} with a bias "
                           f"of shape {(n_out,)}, which the grader loads its weights into: its state_dict holds {shapes}"[:600])
     g = torch.Generator().manual_seed(seed)
@@ -1318,7 +1319,9 @@ def _class_logits(ctx, handle, hidden, n_classes, what):
     except StudentError as error:
         raise explain_head_error(ctx, handle, error, hidden, n_classes, what) from None
     B, T, d_model = hidden.shape
-    found = _linear_weights(ctx, handle, n_classes, d_model, what) if type(out) is torch.Tensor else None
+    # hidden[-1] gives (T, n_classes): another shape than (B, n_classes), or the same on a square batch
+    suspect = type(out) is torch.Tensor and (tuple(out.shape) != (B, n_classes) or B == T)
+    found = _linear_weights(ctx, handle, n_classes, d_model, what) if suspect else None
     if found is not None and not (B == T and is_close(out, F.linear(hidden[:, -1].double(), found[0].double(),
                                                                    None if found[1] is None else found[1].double()),
                                                       atol=1e-5)):
@@ -1350,7 +1353,8 @@ def count_parameters(ctx):
         got = _as_int(ctx.student.call(MODULE, "count_parameters", handle), "count_parameters(model)")
         sizes = (d_model, d_hid, ntoken)
         if got != 0:
-            diagnosis, said = _count_mistake(ctx, [(_frozen_model_counts(ctx, handle, d_model), got)], sizes, frozen, tied)
+            counts = _frozen_model_counts(*_model_parameters(ctx, handle, d_model))
+            diagnosis, said = _count_mistake(ctx, [(counts, got)], sizes, frozen, tied)
             raise CheckFailed(f"count_parameters(TransformerModel{config}) = {got} after model.requires_grad_(False); "
                               f"expected 0: only parameters that require gradients count, and buffers never{said}",
                               diagnosis=diagnosis, details={"numbers": {"expected": 0, "got": got}})
@@ -1364,12 +1368,15 @@ def count_parameters(ctx):
         # the same model with only its embedding frozen: the rest counts, where the model holds the
         # closed form's parameters (another structure, a layer shared or kept twice, is model_parameters')
         embedding = _sub_module(ctx, handle, "embedding")
-        if embedding is None or not _holds_closed_form(ctx, handle, config):
+        state, parameters = _model_parameters(ctx, handle, d_model)
+        if embedding is None or not _holds_closed_form(ctx, handle, config, parameters):
             return
         ctx.student.call(handle, "requires_grad_", True)
         ctx.student.call(embedding, "requires_grad_", False)
         got = _as_int(ctx.student.call(MODULE, "count_parameters", handle), "count_parameters(model)")
-        counts = _model_counts_embedding_frozen(ctx, handle, embedding, d_model)
+        frozen_part = learnable(state_tensors(ctx, embedding, "embedding"))
+        counts = {**_frozen_model_counts(state, parameters), "right": numel(parameters) - numel(frozen_part),
+                  "tensors": len(parameters) - len(frozen_part)}
         if got != counts["right"]:
             diagnosis, said = _count_mistake(ctx, [(counts, got)], sizes, frozen, tied)
             raise CheckFailed(f"count_parameters(TransformerModel{config}) = {got} with only its embedding frozen "
@@ -1408,30 +1415,23 @@ def _probe_described(sizes, frozen, tied):
             "of 100 elements")
 
 
-def _holds_closed_form(ctx, handle, config):
-    """The model's state_dict holds the closed form's parameters (less the positional table), none of
-    them shared: its count is then the closed form's."""
-    state = state_tensors(ctx, handle, "TransformerModel")
-    tables = _positional_tables(ctx, config[1])
-    parameters = {n: t for n, t in learnable(state).items() if not _is_table(t, tables, config[1])}
+def _holds_closed_form(ctx, handle, config, parameters):
+    """The model's `parameters` (`_model_parameters`) are the closed form's, none of them shared: its
+    count is then the closed form's."""
     base = ctx.oracle.call("causal_lm.closed_form_parameter_count", *config)["base"]
     return numel(parameters) == base and not shared_entries(ctx, handle, parameters, ctx.seed)
 
 
-def _model_counts_embedding_frozen(ctx, handle, embedding, d_model):
-    """The same for the student's model with its embedding frozen, from the state_dicts read back (less
-    the positional table)."""
-    counts = _frozen_model_counts(ctx, handle, d_model)
-    frozen = learnable(state_tensors(ctx, embedding, "embedding"))
-    return {**counts, "right": counts["frozen"] - numel(frozen), "tensors": counts["all_tensors"] - len(frozen)}
-
-
-def _frozen_model_counts(ctx, handle, d_model):
-    """The same for the student's model with every parameter frozen, from its state_dict read back (less
-    the positional table, a buffer)."""
+def _model_parameters(ctx, handle, d_model):
+    """(the model's state_dict read back, its entries less the positional table, a buffer)."""
     state = state_tensors(ctx, handle, "TransformerModel")
     tables = _positional_tables(ctx, d_model)
-    parameters = {n: t for n, t in learnable(state).items() if not _is_table(t, tables, d_model)}
+    return state, {n: t for n, t in learnable(state).items() if not _is_table(t, tables, d_model)}
+
+
+def _frozen_model_counts(state, parameters):
+    """The same for the student's model with every parameter frozen, from its state_dict `state` and its
+    `parameters` (`_model_parameters`)."""
     return {"right": 0, "frozen": numel(parameters), "state": numel(state), "tensors": 0,
             "all_tensors": len(parameters), "nothing": 0}
 
