@@ -160,3 +160,15 @@ def test_a_sequence_first_encoder_given_a_mask_is_not_said_to_ignore_it(tmp_path
     explained = _src_mask_error(ctx, torch.randint(0, CONFIG[0], (3, 5), generator=torch.Generator().manual_seed(0)))
     assert getattr(explained, "diagnosis", None) != "src_mask_not_a_mask"
     assert isinstance(explained, CheckFailed) and explained.diagnosis == "not_batch_first"
+
+
+def test_a_sequence_first_encoder_is_named_by_the_mask_it_asks_for(tmp_path):
+    # with a head of its own (the PyTorch tutorial's), the square-batch probe of the hidden states
+    # cannot run: the (B, B) mask the encoder asks for names the layout
+    ctx = _context(tmp_path, Edit(LM, "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout, batch_first=True)",
+                                  "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout)"),
+                   Edit(LM, "        return self.transformer_encoder(x, mask=src_mask)",
+                        "        return self.transformer_encoder(x, mask=src_mask)[..., :2]"))
+    explained = _src_mask_error(ctx, torch.randint(0, CONFIG[0], (3, 5), generator=torch.Generator().manual_seed(0)))
+    assert isinstance(explained, CheckFailed) and explained.diagnosis == "not_batch_first"
+    assert "asks for a (3, 3) mask" in str(explained)

@@ -285,12 +285,18 @@ def explain_src_mask_error(ctx, handle, config, ids, src_mask, error):
     """The same for a model that raised when given a src_mask: where it runs without one, and raises
     with one on a batch of T sequences of length T too (where a sequence-first encoder runs), its
     second argument is not taken as the mask."""
-    T = ids.size(1)
+    B, T = ids.shape
     square = torch.randint(0, config[0], (T, T), generator=torch.Generator().manual_seed(7))
-    if _runs(ctx, handle, ids) and not _runs(ctx, handle, square, _causal_mask(T)):
-        call = f"TransformerModel{tuple(config)}(ids of shape {tuple(ids.shape)}, a ({T}, {T}) src_mask)"
+    call = f"TransformerModel{tuple(config)}(ids of shape {tuple(ids.shape)}, a ({T}, {T}) src_mask)"
+    runs_on_square = _runs(ctx, handle, square, _causal_mask(T))
+    if _runs(ctx, handle, ids) and not runs_on_square:
         return CheckFailed(f"{_raised(call, error)}; without the src_mask it runs: the second argument of forward is "
                            "the (T, T) additive mask"[:900], diagnosis="src_mask_not_a_mask")
+    wanted = re.search(r"attn_mask is torch.Size\(\[\d+, \d+\]\), but should be \((\d+), \d+\)", error.message)
+    if B != T and wanted and int(wanted.group(1)) == B and runs_on_square:
+        return CheckFailed(f"{_raised(call, error)}. The encoder asks for a ({B}, {B}) mask, the batch size's, and on a "
+                           f"batch of {T} sequences of length {T} the mask works: it reads the batch axis of the "
+                           "batch-first input as the sequence"[:900], diagnosis="not_batch_first")
     return explain_model_error(ctx, handle, config, ids, error)
 
 
