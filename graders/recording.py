@@ -42,6 +42,8 @@ def fingerprint_files(assignment):
             if mutants is None or not (path == mutants or mutants in path.parents)}
     if assignment.oracle_module:
         pack.add(origin(assignment.oracle_module))
+    # the worker tasks build what the checks ask of the reference (a probe module, stand-ins)
+    pack.update(origin(name) for name in assignment.task_modules)
     named = [*((f"graders/{path.relative_to(ENGINE_DIR).as_posix()}", path)
                for path in [*ENGINE_DIR.glob("checks/*.py"), ENGINE_DIR / "oracles.py"]),
              *((f"reference/{path.name}", path) for path in assignment.reference_dir.glob("*.py")),
