@@ -26,7 +26,7 @@ import pytest
 
 from graders.atomic import UnsafeOutputFolder, private_output_folder
 from graders.build import REPO_ROOT
-from graders.sandbox import Limits, isolation
+from graders.sandbox import Limits, isolation, walk
 from tests.test_container_isolation import SYSTEM_PYTHON
 from tests.test_wheel_install import clean_environment, linked_venv
 
@@ -67,9 +67,9 @@ def unaudited(ctx, code):
 
 # Runs in the grading process (the container's Python or this one), prints one JSON line.
 DRIVER_PRELUDE = '''
-import dataclasses, json, os, sys, tempfile, time
+import dataclasses, json, os, shutil, sys, tempfile, time
 from pathlib import Path
-from graders.sandbox import Limits, Worker, uids
+from graders.sandbox import Limits, Worker, isolation, uids, walk
 from graders.sandbox.errors import SandboxError
 
 # A pool of the driver's own (and uids of its own, drive's): the next worker gets the slot, the
@@ -108,6 +108,11 @@ def attack(made, code):
 def restore():
     for attribute, original in ORIGINAL.items():
         setattr(uids, attribute, original)
+
+
+def old_clean_up():
+    """The clean-up before the walker: shutil.rmtree, whose ignore_errors lets RecursionError out."""
+    walk.discard = lambda path: shutil.rmtree(path, ignore_errors=True)
 '''
 
 
@@ -141,14 +146,16 @@ def open_home():
     shutil.rmtree(home, ignore_errors=True)
 
 
-def drive(python, home, program: str, *, level="container", limits: dict | None = None) -> dict:
-    """Run `program` (after DRIVER_PRELUDE) as the grading process at `level`; its last line of
-    output is JSON."""
-    environment = clean_environment(**({isolation.BWRAP_ENVIRONMENT: ""} if level == "container" else {}))
+def drive(python, home, program: str, *, level="container", limits: dict | None = None, prefix=(),
+          environment: dict | None = None) -> dict:
+    """Run `program` (after DRIVER_PRELUDE) as the grading process at `level` (started through
+    `prefix`, with `environment` added); its last line of output is JSON."""
+    environment = clean_environment(**({isolation.BWRAP_ENVIRONMENT: ""} if level == "container" else {}),
+                                    **(environment or {}))
     base = TEST_UIDS.sandbox_uid + TEST_UIDS.sandbox_slots * (1 + uuid.uuid4().int % 10_000)
     limits = {"call_timeout_s": 120, "sandbox_uid": base, "sandbox_gid": base, **(limits or {})}
-    done = subprocess.run([str(python), "-c", DRIVER_PRELUDE + textwrap.dedent(program), str(home / "submission"),
-                           str(home / "attack_tasks"), level, json.dumps(limits)],
+    done = subprocess.run([*prefix, str(python), "-c", DRIVER_PRELUDE + textwrap.dedent(program),
+                           str(home / "submission"), str(home / "attack_tasks"), level, json.dumps(limits)],
                           capture_output=True, text=True, cwd="/", timeout=900, env=environment)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -328,6 +335,31 @@ def test_nothing_a_worker_leaves_reaches_the_next_student_on_its_uid(container_p
     assert len(control["files"]) == 4 and control["segment"] and control["token"] == "the token"
 
 
+@pytest.fixture(scope="module")
+def full_home():
+    """The submission and the test's task package for a worker under bubblewrap, which binds
+    them where they are: every uid may read them."""
+    home = Path(tempfile.mkdtemp(prefix="attacks-full-"))
+    home.chmod(0o755)
+    (home / "submission").mkdir()
+    (home / "attack_tasks").mkdir()
+    (home / "attack_tasks" / "__init__.py").write_text(ATTACK_TASKS)
+    for path in home.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def private_tmp():
+    """A TMPDIR of the test's own, for drivers whose workers' folders other grading processes
+    on the machine must not meet (the positive controls leave what only the walker removes)."""
+    folder = Path(tempfile.mkdtemp(prefix="grader-tmp-"))
+    folder.chmod(0o755)
+    yield folder
+    walk.remove(folder)
+
+
 @pytest.mark.slow
 @needs_full
 def test_under_bubblewrap_too_no_keyring_key_reaches_the_next_student():
@@ -422,6 +454,81 @@ def test_a_process_that_changes_its_pid_does_not_outlive_its_worker(container_py
     said, beating, left, after_cleaning = found["process_kill"]
     assert said == "churning" and beating and left, found  # positive control: the churn outlives its worker
     assert not after_cleaning, "the test could not end its own churn: kill the uid's processes by hand"
+
+
+# ---------------------------------------------------------------------------- what a worker leaves in its folder
+
+DEEP_TREE = '''
+import os
+for _ in range(1500):  # deeper than Python's recursion limit, its path far longer than PATH_MAX
+    os.mkdir("d" * 40)
+    os.chdir("d" * 40)
+print("left a tree 1500 deep")
+'''
+
+LEAVE_A_TREE = '''
+    made = worker(*WITHOUT)
+    said = attack(made, DEEP_TREE)
+    folder = str(made._workdir)
+    try:
+        made.close()
+        closed = "closed"
+    except BaseException as error:
+        closed = type(error).__name__
+    print(json.dumps({"said": said, "closed": closed, "folder": folder, "left": os.path.lexists(folder)}))
+'''.replace("DEEP_TREE", repr(DEEP_TREE))
+
+GRADE_NEXT = '''
+    try:
+        with worker(*WITHOUT) as made:
+            made.ping()
+        started = "started"
+    except BaseException as error:
+        started = f"{type(error).__name__}: {error}"
+    print(json.dumps({"started": started, "quarantined": walk.quarantined([isolation.workdirs_parent()])}))
+'''
+
+
+def _the_next_grade_after_a_deep_tree(python, home, *, level="container", without=(), old=False,
+                                      environment=None) -> tuple[dict, dict]:
+    """One grading process leaves a tree in its worker's folder; the next starts a worker. `old`:
+    both clean up as before the walker."""
+    clean_up = "    old_clean_up()\n" if old else ""
+    without_ = repr(tuple(without))
+    left = drive(python, home, clean_up + LEAVE_A_TREE.replace("WITHOUT", without_), level=level,
+                 environment=environment)
+    return left, drive(python, home, clean_up + GRADE_NEXT.replace("WITHOUT", without_), level=level,
+                       environment=environment)
+
+
+@pytest.mark.slow
+def test_a_tree_no_rmtree_can_remove_breaks_no_later_grade(container_python, open_home):
+    left, after = _the_next_grade_after_a_deep_tree(container_python, open_home)
+    try:
+        assert left["said"] == "left a tree 1500 deep" and (left["closed"], left["left"]) == ("closed", False)
+        assert after == {"started": "started", "quarantined": []}
+        # Positive control: the clean-up before leaves the tree (RecursionError out of close), and
+        # the next grading process cannot start a worker; the walker then clears the way.
+        left, broken = _the_next_grade_after_a_deep_tree(container_python, open_home, old=True)
+        assert left["closed"] == "RecursionError" and left["left"]
+        assert broken["started"].startswith("RecursionError: maximum recursion depth exceeded"), broken
+        mended = drive(container_python, open_home, GRADE_NEXT.replace("WITHOUT", "()"))
+        assert mended["started"] == "started" and not os.path.lexists(left["folder"])
+    finally:
+        walk.remove(left["folder"])
+
+
+@pytest.mark.slow
+@needs_full
+def test_under_bubblewrap_a_deep_tree_stays_in_its_tmpfs(full_home, private_tmp):
+    """Full isolation: the tree is made in the worker's private tmpfs and goes with its mount
+    namespace, so even the clean-up before the walker leaves nothing (the same attack without
+    the tmpfs, in container isolation, breaks the next grade with it)."""
+    environment = {"TMPDIR": str(private_tmp)}  # no other grading process meets what it might leave
+    left, after = _the_next_grade_after_a_deep_tree(sys.executable, full_home, level="full", old=True,
+                                                    environment=environment)
+    assert left["said"] == "left a tree 1500 deep" and (left["closed"], left["left"]) == ("closed", False)
+    assert after["started"] == "started"
 
 
 # ---------------------------------------------------------------------------- bounds

@@ -16,7 +16,6 @@ import dataclasses
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from graders.dependencies import (
     broken_dependency_message, dependency_module, grader_distribution, import_name, missing_dependency_message,
 )
 
-from . import audit, isolation, rootfs
+from . import audit, isolation, rootfs, walk
 from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
 from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, StudentError,
                      WorkerCrashed, WorkerTimeout)
@@ -483,7 +482,7 @@ class Worker:
             else:
                 process, channel, output = self._start_isolated(workdir, config, seen_as)
         except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
+            walk.discard(workdir)
             raise
         self._process = process
         self._workdir = workdir
@@ -598,7 +597,7 @@ class Worker:
         # With bwrap the worker is in its own session inside a PID namespace; it dies with
         # bwrap. Waiting for the end of its output means every process that held it is gone.
         output = self._output.close(timeout=REAP_TIMEOUT_S)
-        shutil.rmtree(self._workdir, ignore_errors=True)
+        walk.discard(self._workdir)  # what the student made of it (however deep) cannot break the next worker
         return output
 
 
@@ -698,4 +697,4 @@ def _kill_group(pid: int, workdir: Path | None) -> None:
         except OSError:
             pass  # it has exited
     if workdir is not None:
-        shutil.rmtree(workdir, ignore_errors=True)
+        walk.discard(workdir)

@@ -60,7 +60,7 @@ from pathlib import Path
 
 import graders
 
-from . import seccomp
+from . import seccomp, walk
 from .audit import pth_folders
 
 BWRAP_CANDIDATES = ("bwrap", "/usr/bin/bwrap")
@@ -564,21 +564,32 @@ def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None, parent:
         copy_submission(submission_dir, workdir / "submission")
         (workdir / "tmp").mkdir()
         if owner is not None:
-            for directory, subdirectories, files in os.walk(workdir):
-                for name in [".", *subdirectories, *files]:
-                    os.lchown(os.path.join(directory, name), *owner)
+            _give(workdir, owner)
     except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
+        walk.discard(workdir)
         raise
     return workdir
 
 
+def _give(folder: Path, owner: tuple[int, int]) -> None:
+    """`folder` and everything in it to `owner` (uid, gid); links themselves, never their targets."""
+
+    def chown(folder_fd: int, name: str, info: os.stat_result, _: bool) -> bool:
+        os.chown(name, *owner, dir_fd=folder_fd, follow_symlinks=False)
+        return True
+
+    os.lchown(folder, *owner)
+    walk.walk(folder, chown, True)
+
+
 def remove_orphaned_workdirs(parent: Path) -> None:
-    """Remove the directories whose grader process is gone."""
+    """Remove the directories whose grader process is gone. Whatever a worker left in one (a
+    tree of any depth) is removed or quarantined (graders/sandbox/walk.py), never in the way of
+    the worker about to start."""
     for entry in parent.iterdir():
         parts = entry.name.split("-")  # "w", pid, start time (empty without /proc), random (no "-")
         if len(parts) == 4 and parts[1].isdigit() and _grader_gone(int(parts[1]), parts[2]):
-            shutil.rmtree(entry, ignore_errors=True)
+            walk.discard(entry)
 
 
 def _grader_gone(pid: int, recorded_start: str) -> bool:

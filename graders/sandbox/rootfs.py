@@ -30,6 +30,8 @@ import shutil
 import stat
 from pathlib import Path
 
+from . import walk
+
 # Inside the tree, where the workers' own folders are made.
 WORKERS = "w"
 # What a program may expect in /dev: (name, major, minor).
@@ -108,7 +110,7 @@ def remove_stale_roots(parent: Path) -> None:
             continue
         try:
             manifest_path.unlink()
-            shutil.rmtree(manifest_path.with_suffix(""), ignore_errors=True)
+            walk.discard(manifest_path.with_suffix(""))  # its workers' folders too, whatever they left
             lock_path.unlink()
         finally:
             os.close(lock)
@@ -227,10 +229,7 @@ def _folder(path: Path, mode: int, owner: tuple[int, int] = (0, 0)) -> None:
 
 
 def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
+    walk.remove(path)
 
 
 def _place(source: str, target: Path, *, fresh: bool = False) -> None:
@@ -264,7 +263,7 @@ def _place(source: str, target: Path, *, fresh: bool = False) -> None:
             _remove(target)
         return
     if present is not None and stat.S_ISDIR(present.st_mode):
-        shutil.rmtree(target)
+        walk.remove(target)
     os.replace(staged, target)
 
 

@@ -26,7 +26,6 @@ import ctypes
 import fcntl
 import os
 import platform
-import shutil
 import signal
 import stat
 import subprocess
@@ -34,6 +33,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import walk
 
 # /run is root's, in memory, and the same for every process of the machine; /var/run where a
 # system has no /run.
@@ -187,31 +188,28 @@ SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 def remove_files_of(uid: int, folders=SHARED_WRITABLE) -> list[str]:
     """Remove every file and folder that `uid` owns in `folders`, looking into the folders
     there that the uid may write without owning them (others-writable ones, like /tmp/.X11-unix);
-    another folder can hold nothing the uid made. Returns what was removed."""
-    removed = []
-    pending = [folder for folder in folders if os.path.isdir(folder) and not os.path.islink(folder)]
-    while pending:
-        folder = pending.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
+    another folder can hold nothing the uid made. By descriptor, whatever their depth
+    (graders/sandbox/walk.py); a folder that cannot be removed is quarantined. Returns the
+    names removed (or quarantined)."""
+    removed: list[str] = []
+
+    def sweep(folder_fd: int, name: str, info: os.stat_result, where: str) -> str | None:
+        path = os.path.join(where, name)
+        if info.st_uid == uid:
+            walk.discard_at(folder_fd, name, shown=path)
+            removed.append(path)
+            return None
+        return path if stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH else None
+
+    for folder in folders:
+        if not os.path.isdir(folder) or os.path.islink(folder):
             continue
-        for entry in entries:
+        for _ in range(3):  # other users' files come and go while it looks
             try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
+                walk.walk(folder, sweep, folder)
+                break
+            except walk.WalkFailed:
                 continue
-            if info.st_uid == uid:
-                if stat.S_ISDIR(info.st_mode):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    try:
-                        os.unlink(entry.path)
-                    except OSError:
-                        continue
-                removed.append(entry.path)
-            elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
-                pending.append(entry.path)
     return removed
 
 
