@@ -67,7 +67,7 @@ def unaudited(ctx, code):
 
 # Runs in the grading process (the container's Python or this one), prints one JSON line.
 DRIVER_PRELUDE = '''
-import dataclasses, json, os, shutil, sys, tempfile, time
+import dataclasses, json, os, shutil, stat, sys, tempfile, time
 from pathlib import Path
 from graders.sandbox import Limits, Worker, isolation, uids, walk
 from graders.sandbox.errors import SandboxError
@@ -110,9 +110,62 @@ def restore():
         setattr(uids, attribute, original)
 
 
+# What each worker's folder held when it was removed (its processes all ended by then).
+LEFT_ON_DISK = []
+DISCARD = walk.discard
+
+
+def measured_discard(path):
+    if Path(path).name.startswith("w-") and os.path.isdir(path) and not os.path.islink(path):
+        LEFT_ON_DISK.append(isolation.space_used(Path(path), -2, -2, max_files=1 << 40, pids=[])[0] >> 20)
+    return DISCARD(path)
+
+
+walk.discard = measured_discard
+
+
 def old_clean_up():
     """The clean-up before the walker: shutil.rmtree, whose ignore_errors lets RecursionError out."""
     walk.discard = lambda path: shutil.rmtree(path, ignore_errors=True)
+
+
+def old_count(workdir, uid, gid, *, max_files, pids=None):
+    """The write watch's count before the walker: folders listed by their path, one it could
+    not list skipped."""
+    used = files = 0
+    pending = [str(workdir)]
+    while pending and files <= max_files:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(entry.path)
+            files += 1
+            used += info.st_blocks * 512
+    return used, files
+
+
+def old_held_after_removal(pid):
+    """The watch's look at removed files held open before: as root, skipping what it may not read."""
+    held = 0
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    for descriptor in descriptors:
+        try:
+            info = os.stat(f"/proc/{pid}/fd/{descriptor}")
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
+            held += info.st_blocks * 512
+    return held
 '''
 
 
@@ -565,6 +618,122 @@ def test_what_a_worker_writes_is_bounded_without_a_tmpfs(container_python, open_
     assert found["all"].startswith("WorkerCrashed") and "bound of its writable space (32 MiB, 500 files)" in found["all"]
     assert found["space_watch"] == "wrote 128 MiB 3000 files"  # positive control
 
+
+
+LONG_PATH = '''
+import os, time
+for _ in range(120):  # 120 folders of 40 characters: their path is longer than PATH_MAX
+    os.mkdir("p" * 40)
+    os.chdir("p" * 40)
+written = 0
+try:
+    for index in range(12):
+        with open("big-%d" % index, "wb") as big:
+            for _ in range(4):
+                big.write(b"x" * (1 << 20))
+                written += 1 << 20
+    time.sleep(1)  # five of the watch's intervals
+    print("held", written >> 20, "MiB")
+except OSError as error:
+    print("stopped at", written >> 20, "MiB:", error.strerror)
+'''
+
+PREALLOCATE = '''
+import os
+reserved = 0
+try:
+    for index in range(48):  # each under the file size limit, together 45 times the bound
+        fd = os.open("reserved-%d" % index, os.O_RDWR | os.O_CREAT, 0o600)
+        os.posix_fallocate(fd, 0, 15 << 20)
+        os.close(fd)
+        reserved += 15
+    print("reserved", reserved, "MiB")
+except OSError as error:
+    print("stopped at", reserved, "MiB:", error.strerror)
+'''
+
+HELD_AFTER_REMOVAL = '''
+import os, time
+held, written = [], 0
+try:
+    for index in range(12):
+        fd = os.open("gone-%d" % index, os.O_RDWR | os.O_CREAT, 0o600)
+        os.unlink("gone-%d" % index)  # in no folder: only its descriptor holds it
+        for _ in range(4):
+            os.write(fd, b"x" * (1 << 20))
+            written += 1 << 20
+        held.append(fd)
+    time.sleep(1)
+    print("held", written >> 20, "MiB")
+except OSError as error:
+    print("stopped at", written >> 20, "MiB:", error.strerror)
+'''
+
+# The bound of these attacks: 16 MiB (32 MiB where it preallocates), files of 16 MiB at most.
+SMALL_BOUND = {"workdir_bytes": 16 << 20, "max_file_bytes": 16 << 20}
+STOPPED = "WorkerCrashed: the student's code wrote past the bound of its writable space"
+# A root without CAP_SYS_PTRACE, as Docker's: it may not read another uid's /proc/<pid>/fd.
+NO_PTRACE = ("setpriv", "--bounding-set", "-sys_ptrace")
+
+
+def _attacks(python, home, runs, **drive_options) -> dict:
+    """{name: (what the attack said, MiB its folder held when removed)} for each (name, code,
+    layers removed, a driver statement run first)."""
+    program = "found = {}\n"
+    for name, code, without, first in runs:
+        program += (f"{first}\nLEFT_ON_DISK.clear()\ntry:\n    with worker(*{without!r}) as made:\n"
+                    f"        said = attack(made, {code!r})\n"
+                    "except SandboxError as error:\n    said = f'{type(error).__name__}: {error}'\n"
+                    f"found[{name!r}] = [said, max(LEFT_ON_DISK, default=0)]\n")
+    program += "print(json.dumps(found))\n"
+    return drive(python, home, textwrap.indent(program, "    "), **drive_options)
+
+
+@pytest.mark.slow
+def test_files_below_a_path_longer_than_path_max_count_against_the_bound(container_python, open_home):
+    found = _attacks(container_python, open_home, [
+        ("all", LONG_PATH, (), ""),
+        ("old count", LONG_PATH, (), "isolation.space_used = old_count")], limits=SMALL_BOUND)
+    said, left = found["all"]
+    assert said.startswith(STOPPED) and "(16 MiB, 4096 files)" in said and left < 16 + 16, found
+    assert found["old count"][0] == "held 48 MiB"  # positive control: the folders past PATH_MAX went uncounted
+
+
+@pytest.mark.slow
+def test_preallocation_takes_no_more_than_one_files_limit_past_the_bound(container_python, open_home):
+    counted_at_intervals = "isolation.SPACE_POLL_S = isolation.SPACE_WATCH_INTERVAL_S"
+    found = _attacks(container_python, open_home, [
+        ("all", PREALLOCATE, (), ""),
+        ("seccomp, polls", PREALLOCATE, ("seccomp",), counted_at_intervals)],
+        limits={**SMALL_BOUND, "workdir_bytes": 32 << 20})
+    said, left = found["all"]
+    assert said.startswith(STOPPED) and left <= 32 + 16, found  # fallocate refused, the drop seen at once
+    said, left = found["seccomp, polls"]
+    assert said.startswith(STOPPED) and left >= 10 * 32, found  # positive control: reserved faster than counted
+
+
+@pytest.mark.slow
+def test_files_held_after_removal_count_where_root_may_not_trace(container_python, open_home):
+    as_root = "import contextlib; uids.file_system_identity = lambda uid, gid: contextlib.nullcontext()"
+    found = _attacks(container_python, open_home, [
+        ("all", HELD_AFTER_REMOVAL, (), ""),
+        ("as root", HELD_AFTER_REMOVAL, (), as_root),
+        ("as root, skipping", HELD_AFTER_REMOVAL, (), "isolation._held_after_removal = old_held_after_removal")],
+        limits=SMALL_BOUND, prefix=NO_PTRACE)
+    assert found["all"][0].startswith(STOPPED), found
+    assert "could not read what it wrote" in found["as root"][0]  # read as root, it fails closed
+    assert found["as root, skipping"][0] == "held 48 MiB"  # positive control: the watch before, blind to them
+
+
+@pytest.mark.slow
+@needs_full
+def test_under_bubblewrap_the_tmpfs_ends_every_write_past_the_bound(full_home):
+    found = _attacks(sys.executable, full_home, [(name, code, (), "") for name, code in (
+        ("long path", LONG_PATH), ("preallocate", PREALLOCATE), ("held after removal", HELD_AFTER_REMOVAL))],
+        level="full", limits=SMALL_BOUND)
+    for name, (said, left) in found.items():
+        assert said.startswith("stopped at") and said.endswith("No space left on device"), (name, said)
+        assert left < 1, (name, left)  # on the disk: the submission's copy only
 
 AFFINITY = '''
 import os, threading

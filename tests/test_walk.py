@@ -105,6 +105,19 @@ def test_a_folder_replaced_while_it_is_walked_fails_the_walk(tmp_path):
 
 
 @needs_root
+def test_a_folder_the_walk_cannot_read_fails_it(tmp_path):
+    closed = tmp_path / "closed"
+    (closed / "inside").mkdir(parents=True)
+    closed.chmod(0o700)
+    tmp_path.chmod(0o755)
+    with uids.file_system_identity(65534, 65534):  # not root: no right to override permissions
+        with pytest.raises(walk.WalkFailed) as failed:
+            walk.walk(tmp_path, lambda fd, name, info, state: state, True)
+    assert not failed.value.changed
+    walk.walk(tmp_path, lambda fd, name, info, state: state, True)  # positive control: as root
+
+
+@needs_root
 def test_a_folder_that_cannot_be_removed_is_quarantined(tmp_path, monkeypatch):
     parent = tmp_path / "workers"
     stuck = parent / "w-1"
@@ -142,3 +155,16 @@ def test_the_sweep_of_a_uid_removes_its_deep_trees_and_nothing_of_others(tmp_pat
     (shared / "not-theirs").write_text("another user's")
     removed = uids.remove_files_of(uid, folders=[str(shared)])
     assert removed == [str(theirs)] and sorted(os.listdir(shared)) == ["not-theirs"]
+
+
+def test_space_is_counted_by_blocks_each_file_once_however_deep(tmp_path):
+    work = chain(tmp_path / "work", every=100, size=1 << 20)  # 3 files of 1 MiB, below PATH_MAX's reach
+    deepest = work / "sparse"
+    fd = os.open(deepest, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.ftruncate(fd, 1 << 30)  # a length of 1 GiB, no block
+    os.close(fd)
+    os.link(deepest, work / "again")  # two names, one file
+    used, files = isolation.space_used(work, 1_970_100_251, 1_970_100_251, max_files=10_000, pids=[])
+    assert 3 << 20 <= used < (3 << 20) + DEPTH * 8192  # the folders' own blocks besides
+    assert files == DEPTH + 3 + 1  # the folders, the data files, the sparse file once
+    assert isolation.space_used(work, 0, 0, max_files=10, pids=[])[1] == 11  # stops past the limit

@@ -120,6 +120,7 @@ class Worker:
         self.audit_denials: list[dict[str, str]] = []
         self.audit_denials_dropped = 0
         self._lock = threading.RLock()
+        self._stopping = threading.Lock()  # the write watch's stop, from its thread or the grader's
         self._closed = False
         self._environment_probes: dict[str, bool] = {}  # {dependency: imports without the submission}
         self._process: subprocess.Popen | None = None
@@ -134,11 +135,15 @@ class Worker:
                 raise RuntimeError("this Worker has been closed")
             if self._process is not None:
                 return
-            deadline, limit, budget_bound = self._deadline(self.limits.start_timeout_s)
             started = time.monotonic()
             try:
-                self._launch()
+                # Made once per grading process, brought up to date before the worker's clock
+                # starts: seconds on first use, more where stale trees are removed first.
+                root = self._own_root() if self.layers.own_root else None
+                deadline, limit, budget_bound = self._deadline(self.limits.start_timeout_s)
+                self._launch(root)
                 self._await_reply(0, deadline, limit, budget_bound, starting=True)
+                self._watch_space()
             finally:
                 self.time_used_s += time.monotonic() - started
 
@@ -458,10 +463,10 @@ class Worker:
             reason += f" (did the student's code call os._exit({status})?)"
         raise WorkerCrashed(reason, exit_status=status, output=output) from None
 
-    def _launch(self) -> None:
+    def _launch(self, root: Path | None) -> None:
+        """Start the worker process (`root`: its own root, container isolation)."""
         run_as = (self.layers.sandbox_uid, self._uid_lease.gid) if self.layers.sandbox_uid is not None else None
         private = self.layers.private_mounts
-        root = self._own_root() if self.layers.own_root else None
         workdir = isolation.make_workdir(self.submission_dir, owner=None if private else run_as,
                                          parent=None if root is None else root / rootfs.WORKERS)
         # Where the worker finds its folder: inside its own root, if it has one.
@@ -487,9 +492,7 @@ class Worker:
         self._process = process
         self._workdir = workdir
         self._space_exceeded = ""
-        self._space_watch = (isolation.SpaceWatch(workdir, run_as[0], max_bytes=self.limits.workdir_bytes,
-                                                  max_files=self.limits.workdir_files, exceeded=self._stop_writer)
-                             if self.layers.space_watch else None)
+        self._space_watch = None  # from its first reply on (`_watch_space`)
         self._channel = channel
         self._output = output
         # A Worker dropped without close() must not leave its process behind.
@@ -561,12 +564,30 @@ class Worker:
         return rootfs.prepared_root(isolation.own_root_sources(self.readable_paths), self.secret_paths,
                                     isolation.workdirs_parent())
 
+    def _watch_space(self) -> None:
+        """Without private mounts, the watch of what the worker's uid writes (container
+        isolation). From the worker's first reply: no student code has run before it, and until
+        then the worker, between its change of uid and making itself dumpable again, hides its
+        descriptors from the watch, which would stop it (isolation.space_used fails closed)."""
+        if self.layers.space_watch:
+            self._space_watch = isolation.SpaceWatch(
+                self._workdir, self.layers.sandbox_uid, self._uid_lease.gid, max_bytes=self.limits.workdir_bytes,
+                max_files=self.limits.workdir_files, exceeded=self._stop_writer)
+            if exceeded := self._space_watch.check(pids=[self._process.pid]):  # the submission's copy
+                self._stop_writer(exceeded)
+                self._died(starting=True)
+
     def _stop_writer(self, reason: str) -> None:
-        """From the space watch's thread: end every process of the worker's uid now; the request
-        waiting on it fails with `reason`."""
+        """From the space watch's thread, or on a reply: end every process of the worker's uid
+        now; the request waiting on it fails with `reason`. The first reason stands (while the
+        uid's processes are being ended, a count may meet the killer between its change of uid
+        and its exec, whose descriptors it may not read)."""
         from . import uids
 
-        self._space_exceeded = reason
+        with self._stopping:
+            if self._space_exceeded:
+                return
+            self._space_exceeded = reason
         self.abort()
         uids.kill_processes_of(self._uid_lease.uid, self._uid_lease.gid)
 

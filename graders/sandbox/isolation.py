@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,7 +127,9 @@ class Layers:
         return {"unshare": self.own_namespaces, "seccomp": self.seccomp,
                 "cpus": list(self.cpus) if self.cpus is not None else None,
                 # AF_UNIX sockets reach only what a network namespace of its own holds.
-                "allow_unix_sockets": self.bwrap or self.own_namespaces}
+                "allow_unix_sockets": self.bwrap or self.own_namespaces,
+                # The write watch reads its descriptors as its uid (isolation.space_used).
+                "dumpable": self.space_watch}
 
 
 class IsolationUnavailable(RuntimeError):
@@ -647,87 +650,204 @@ def copy_submission(source: Path, destination: Path) -> None:
 
 # ---------------------------------------------------------------------------- the write bound without mounts
 
+# The longest the watch goes without counting what a worker holds.
 SPACE_WATCH_INTERVAL_S = 0.2
+# How often it asks the file systems a worker may write how much they have free: a drop that
+# could have taken the worker past its bound has it counted at once, not at the next interval.
+SPACE_POLL_S = 0.005
+# Walks in a row that met the worker's folder changing under them before the watch gives up.
+RACED_WALKS = 3
 
 
-def space_used(workdir: Path, uid: int, *, max_files: int, pids: list[int] | None = None) -> tuple[int, int]:
+class _CountedEnough(Exception):
+    """The count is past the bound of files: no need to go on."""
+
+
+@dataclass
+class _SpaceCount:
+    """What `walk.walk` adds up: entries of the worker's uid (all of them, in its own folder),
+    each inode once, by the blocks it holds."""
+
+    uid: int
+    max_files: int
+    used: int = 0
+    files: int = 0
+    inodes: set = dataclasses.field(default_factory=set)
+
+    def visit(self, folder_fd: int, name: str, info: os.stat_result, all_its: bool) -> bool | None:
+        its = all_its or info.st_uid == self.uid
+        if its and (info.st_nlink < 2 or stat.S_ISDIR(info.st_mode) or (info.st_dev, info.st_ino) not in self.inodes):
+            if info.st_nlink > 1:
+                self.inodes.add((info.st_dev, info.st_ino))
+            self.files += 1
+            self.used += info.st_blocks * 512
+            if self.files > self.max_files:
+                raise _CountedEnough
+        # In a shared folder, only the uid's entries are its; it may write into a folder every
+        # user may write (/tmp/.X11-unix) without owning it.
+        if stat.S_ISDIR(info.st_mode) and (its or info.st_mode & stat.S_IWOTH):
+            return its
+        return None
+
+
+def space_used(workdir: Path, uid: int, gid: int, *, max_files: int,
+               pids: list[int] | None = None) -> tuple[int, int]:
     """(bytes allocated, files) of what a worker of `uid` holds on the machine's disks and
     memory file systems: its folder, whatever the uid owns in the folders every user may write
     (uids.SHARED_WRITABLE), and files its processes (`pids`; None: every process of the uid)
     hold open after removing them (written through a descriptor, they are in no folder).
-    Counting stops past `max_files`."""
+    Folders are walked by descriptor (graders/sandbox/walk.py), so no depth or path length
+    hides a file; a file counts once however many links it has, by the blocks it holds (a
+    preallocated file by all it reserved, a sparse one by what it holds). Counting stops past
+    `max_files`. Raises walk.WalkFailed where a folder or a process's descriptors cannot be
+    read: the bound fails closed."""
     from . import uids
 
-    used, files = 0, 0
-    # (folder, whether all of it is the worker's): in a shared folder only the uid's entries are.
-    pending = [(str(workdir), True), *((folder, False) for folder in uids.SHARED_WRITABLE if os.path.isdir(folder))]
-    while pending and files <= max_files:
-        folder, all_its = pending.pop()
+    count = _SpaceCount(uid, max_files)
+    try:
+        walk.walk(workdir, count.visit, True)
+        for folder in uids.SHARED_WRITABLE:
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                walk.walk(folder, count.visit, False)
+    except _CountedEnough:
+        return count.used, count.files
+    # /proc/<pid>/fd of another uid's process is readable only to a process of that uid (or
+    # with CAP_SYS_PTRACE, which a container's root lacks): read as the uid (the worker makes
+    # itself dumpable for this, graders/sandbox/worker.py).
+    pids = uids.processes_of(uid) if pids is None else pids
+    if pids:
+        with uids.file_system_identity(uid, gid):
+            count.used += sum(_held_after_removal(pid) for pid in pids)
+    return count.used, count.files
+
+
+def _held_after_removal(pid: int) -> int:
+    """Bytes of the regular files that process `pid` holds open after they were removed."""
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return 0  # it ended
+    except OSError as error:
+        return _unless_exiting(pid, error, "the descriptors")
+    held = 0
+    for descriptor in descriptors:
         try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            its = all_its or info.st_uid == uid
-            if stat.S_ISDIR(info.st_mode) and (its or info.st_mode & stat.S_IWOTH):
-                pending.append((entry.path, its))
-            if its:
-                files += 1
-                used += info.st_blocks * 512
-    for pid in uids.processes_of(uid) if pids is None else pids:
-        try:
-            descriptors = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for descriptor in descriptors:
-            try:
-                info = os.stat(f"/proc/{pid}/fd/{descriptor}")
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
-                used += info.st_blocks * 512
-    return used, files
+            info = os.stat(f"/proc/{pid}/fd/{descriptor}")
+        except FileNotFoundError:
+            continue  # closed since, or the process ended
+        except OSError as error:
+            return _unless_exiting(pid, error, "a descriptor")
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
+            held += info.st_blocks * 512
+    return held
+
+
+def _unless_exiting(pid: int, error: OSError, what: str) -> int:
+    """0 for a process that is ending (its memory, descriptors with it, released: its /proc
+    entries are root's then); otherwise the watch cannot see what it holds, and fails closed."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    state = next((line.split()[1] for line in status.splitlines() if line.startswith("State:")), "")
+    if state in ("Z", "X") or "\nVmSize:" not in status:
+        return 0
+    name = next((line.split(None, 1)[1] for line in status.splitlines() if line.startswith("Name:")), "?")
+    raise walk.WalkFailed(f"cannot read {what} of process {pid} ({name.strip()}): {error.strerror}",
+                          changed=False) from error
 
 
 class SpaceWatch:
     """The write bound where there is no size-limited tmpfs (container isolation): a thread that
-    measures, every SPACE_WATCH_INTERVAL_S, what the worker of `uid` has written
-    (`space_used`) and calls `exceeded(reason)` once past `max_bytes` or `max_files`; and
-    `check`, which the grader calls on every reply before it uses it. A worker that writes
-    faster than the watch looks can overshoot by what it writes in one interval, for as long
-    as that interval."""
+    counts what the worker of `uid` holds (`space_used`) and calls `exceeded(reason)` once past
+    `max_bytes` or `max_files`; and `check`, which the grader calls on every reply before it
+    uses it.
 
-    def __init__(self, workdir: Path, uid: int, *, max_bytes: int, max_files: int, exceeded) -> None:
-        self.workdir, self.uid, self.max_bytes, self.max_files = workdir, uid, max_bytes, max_files
+    It counts every SPACE_WATCH_INTERVAL_S, and at once when the free space (or free inodes) of
+    the file systems the worker may write dropped, since it last counted, by as much as the
+    worker had left of its bound: every SPACE_POLL_S it asks them (`statvfs`, a microsecond). So
+    the worker is stopped within a poll, a count and a kill of passing its bound, however it
+    writes: the seccomp filter refuses `fallocate`, so a file takes space only as fast as one
+    CPU writes it (docs/sandbox.md has the measured overshoot). Space another process frees at
+    the same time hides as much of the drop: then the interval is the bound on the delay. A
+    folder it cannot read, or one that changes under RACED_WALKS counts in a row, stops the
+    worker: the bound fails closed."""
+
+    def __init__(self, workdir: Path, uid: int, gid: int, *, max_bytes: int, max_files: int, exceeded) -> None:
+        from . import uids
+
+        self.workdir, self.uid, self.gid, self.max_bytes, self.max_files = workdir, uid, gid, max_bytes, max_files
+        self._file_systems = _one_per_file_system([str(workdir), *uids.SHARED_WRITABLE])
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="space-watch", daemon=True, args=(exceeded,))
         self._thread.start()
 
     def _watch(self, exceeded) -> None:
-        while not self._stopped.wait(SPACE_WATCH_INTERVAL_S):
-            reason = self.check()
+        used, files = 0, 0
+        free, counted_at = self._free(), time.monotonic()
+        while not self._stopped.wait(SPACE_POLL_S):
+            now_free = self._free()
+            dropped_bytes = sum(max(0, then[0] - now[0]) for then, now in zip(free, now_free))
+            dropped_files = sum(max(0, then[1] - now[1]) for then, now in zip(free, now_free))
+            if (time.monotonic() - counted_at < SPACE_WATCH_INTERVAL_S and used + dropped_bytes <= self.max_bytes
+                    and files + dropped_files <= self.max_files):
+                continue
+            free, counted_at = now_free, time.monotonic()  # what is written while counting, the next count sees
+            reason, used, files = self._measure()
             if reason:
                 exceeded(reason)
                 return
 
+    def _free(self) -> list[tuple[int, int]]:
+        """(bytes, inodes) free on each file system the worker may write."""
+        free = []
+        for path in self._file_systems:
+            try:
+                info = os.statvfs(path)
+            except OSError:
+                free.append((0, 0))
+                continue
+            free.append((info.f_bfree * info.f_frsize, info.f_ffree))
+        return free
+
     def check(self, pids: list[int] | None = None) -> str:
         """Why the worker is past its bound, or "" (open files removed from their folder are
         looked for in `pids`, every process of the uid by default)."""
-        used, files = space_used(self.workdir, self.uid, max_files=self.max_files, pids=pids)
+        return self._measure(pids)[0]
+
+    def _measure(self, pids: list[int] | None = None) -> tuple[str, int, int]:
+        for _ in range(RACED_WALKS):
+            try:
+                used, files = space_used(self.workdir, self.uid, self.gid, max_files=self.max_files, pids=pids)
+                break
+            except walk.WalkFailed as failure:
+                if not failure.changed:
+                    return (f"the watch of the worker's writable space could not read what it wrote ({failure}); "
+                            "the worker was stopped"), 0, 0
+        else:
+            return ("the worker's files changed faster than the watch of its writable space could count them; "
+                    "the worker was stopped"), 0, 0
         if used <= self.max_bytes and files <= self.max_files:
-            return ""
+            return "", used, files
         return (f"the student's code wrote past the bound of its writable space ({self.max_bytes // (1 << 20)} MiB, "
                 f"{self.max_files} files): {used // (1 << 20)} MiB, {files}{'+' if files > self.max_files else ''} "
-                "files; the worker was stopped")
+                "files; the worker was stopped"), used, files
 
     def stop(self) -> None:
         self._stopped.set()
         if self._thread is not threading.current_thread():
             self._thread.join()
+
+
+def _one_per_file_system(paths: list[str]) -> list[str]:
+    """One of `paths` (those that exist) for each file system they lie on."""
+    chosen: dict[int, str] = {}
+    for path in paths:
+        try:
+            chosen.setdefault(os.stat(path).st_dev, path)
+        except OSError:
+            continue
+    return list(chosen.values())
 
 
 # ---------------------------------------------------------------------------- secrets at the OS level

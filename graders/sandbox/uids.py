@@ -22,6 +22,7 @@ cleared; its SysV IPC objects; and every file it owns in the folders that every 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -211,6 +212,25 @@ def remove_files_of(uid: int, folders=SHARED_WRITABLE) -> list[str]:
             except walk.WalkFailed:
                 continue
     return removed
+
+
+@contextlib.contextmanager
+def file_system_identity(uid: int, gid: int):
+    """This thread's file system uid and gid are `uid` and `gid` for the block (as root): the
+    kernel then lets it read the descriptors of that uid's (dumpable) processes under
+    /proc/<pid>/fd, which root may not without CAP_SYS_PTRACE (a container's root lacks it).
+    Per thread: the grader's other threads keep root's rights. Elsewhere than Linux, nothing."""
+    libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") and os.geteuid() == 0 else None
+    if libc is None:
+        yield
+        return
+    libc.setfsgid(gid)
+    libc.setfsuid(uid)
+    try:
+        yield
+    finally:
+        libc.setfsuid(0)
+        libc.setfsgid(0)
 
 
 # /proc/sysvipc/<kind>: the columns of the id, the owner's uid and the creator's uid.
