@@ -87,12 +87,13 @@ CLEAN_UP = {"keyrings": ("clear_keyrings_of", lambda uid, gid: False),
 ORIGINAL = {attribute: getattr(uids, attribute) for attribute, _ in CLEAN_UP.values()}
 
 
-def worker(*without, limits=None):
+def worker(*without, limits=None, task_modules=()):
     """A worker of this level with the layers named in `without` removed."""
     for name, (attribute, stand_in) in CLEAN_UP.items():
         setattr(uids, attribute, stand_in if name in without else ORIGINAL[attribute])
-    made = Worker(SUBMISSION, limits=limits or LIMITS, isolation_level=LEVEL, task_modules=["attack_tasks"],
-                  packages={"attack_tasks": TASKS}, readable_paths=[TASKS])
+    made = Worker(SUBMISSION, limits=limits or LIMITS, isolation_level=LEVEL,
+                  task_modules=["attack_tasks", *task_modules], packages={"attack_tasks": TASKS},
+                  readable_paths=[TASKS])
     made.layers = dataclasses.replace(made.layers, **{field: value for name in without
                                                       for field, value in LAYERS.get(name, {}).items()})
     return made
@@ -122,6 +123,18 @@ def measured_discard(path):
 
 
 walk.discard = measured_discard
+
+
+def old_exposure(readable_paths=(), task_modules=()):
+    """What a worker saw before the allow-list: every folder its Python reads (the folders a .pth
+    names, the folder holding the engine) whole, less the secrets."""
+    from graders.sandbox.exposure import SYSTEM_PATHS, Exposure, inside, with_link_targets
+
+    shown = []
+    for path in sorted({*isolation.interpreter_paths(), *(t for p in readable_paths for t in with_link_targets(p))}):
+        if not any(inside(path, folder) for folder in [*SYSTEM_PATHS, *shown]):
+            shown.append(path)
+    return Exposure(tuple(shown), ())
 
 
 def old_clean_up():
@@ -313,6 +326,73 @@ def test_a_world_readable_copy_of_the_solution_is_absent_from_the_workers_root(c
     listed = found["all"].splitlines()[-1]
     assert "'root'" not in listed and "'home'" not in listed and "'w'" in listed  # nothing else of the machine
     assert "read def scaled_dot_product" in found["own_root"]  # positive control
+
+
+# ---------------------------------------------------------------------------- what a worker's root holds
+
+LOOK_AROUND = '''
+import json, os
+print(json.dumps({path: os.path.exists(path) for path in PATHS}))
+'''
+
+
+@pytest.fixture(scope="module")
+def stray_checkout(container_python):
+    """Another checkout of the course, its history holding the solution, named by a .pth of the
+    grader's environment (as the project's own container tests and the Gradescope kit do)."""
+    home = Path(tempfile.mkdtemp(prefix="checkout-", dir="/var/tmp"))
+    for path, text in ((".git/HEAD", "ref: refs/heads/main\n"), (".git/objects/solution", "the solution's history"),
+                       ("tests/test_solution.py", "# tests"), ("notes.txt", "")):
+        (home / path).parent.mkdir(parents=True, exist_ok=True)
+        (home / path).write_text(text)
+    for path in [home, *home.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    site_folder = next(container_python.parent.parent.glob("lib/python3*/site-packages"))
+    pth = site_folder / "stray_checkout.pth"
+    pth.write_text(f"{home}\n")
+    yield home
+    pth.unlink()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _what_the_worker_finds(python, home, checkout, *, level) -> dict:
+    paths = [str(path) for path in (
+        checkout / ".git" / "objects" / "solution", checkout / "tests", checkout / "notes.txt",
+        REPO_ROOT / ".git", REPO_ROOT / "tests" / "test_rootfs.py", REPO_ROOT / "pyproject.toml",
+        REPO_ROOT / "student_template", REPO_ROOT / "graders" / "packs" / "gpt",
+        REPO_ROOT / "graders" / "packs" / "bert" / "tasks.py", REPO_ROOT / "graders" / "sandbox" / "worker.py")]
+    code = LOOK_AROUND.replace("PATHS", repr(paths))
+    found = drive(python, home, f'''
+        found = {{}}
+        for name, patch in (("all", None), ("the old rule", old_exposure)):
+            if patch:
+                isolation.exposure = patch
+            with worker(task_modules=["graders.packs.bert.tasks"]) as made:
+                said = attack(made, {code!r})
+            found[name] = json.loads(said) if said.startswith("{{") else said
+        print(json.dumps(found))
+    ''', level=level)
+    return {name: [path for path, there in seen.items() if there] for name, seen in found.items()}
+
+
+NEEDED = {"tasks.py", "worker.py"}
+
+
+@pytest.mark.slow
+def test_a_folder_on_the_path_shows_the_worker_only_what_it_imports(container_python, open_home, stray_checkout):
+    there = _what_the_worker_finds(container_python, open_home, stray_checkout, level="container")
+    assert {Path(path).name for path in there["all"]} == NEEDED, there["all"]
+    leaked = {Path(path).name for path in there["the old rule"]}
+    assert {"solution", "tests", "notes.txt", "test_rootfs.py", "gpt"} <= leaked, leaked  # positive control
+
+
+@pytest.mark.slow
+@needs_full
+def test_under_bubblewrap_too_a_folder_on_the_path_shows_only_what_the_worker_imports(container_python, open_home,
+                                                                                     stray_checkout):
+    there = _what_the_worker_finds(container_python, open_home, stray_checkout, level="full")
+    assert {Path(path).name for path in there["all"]} == NEEDED, there["all"]
+    assert {"solution", "tests", "gpt"} <= {Path(path).name for path in there["the old rule"]}  # positive control
 
 
 # ---------------------------------------------------------------------------- what outlives a worker

@@ -514,6 +514,7 @@ class Worker:
             command = [*isolation.bwrap_command(isolation.find_bwrap(), workdir=workdir,
                                                 secret_paths=self.secret_paths,
                                                 readable_paths=self.readable_paths, gpu=self.allow_gpu,
+                                                task_modules=self.task_modules,
                                                 private_mounts=self.layers.private_mounts,
                                                 tmp_bytes=self.limits.tmp_bytes),
                        *command]
@@ -561,8 +562,8 @@ class Worker:
     def _own_root(self) -> Path:
         """The tree this worker changes its root to (container isolation), up to date: what
         bubblewrap would bind, without the secrets inside it."""
-        return rootfs.prepared_root(isolation.own_root_sources(self.readable_paths), self.secret_paths,
-                                    isolation.workdirs_parent())
+        sources, hidden = isolation.own_root_sources(self.readable_paths, self.task_modules)
+        return rootfs.prepared_root(sources, [*self.secret_paths, *hidden], isolation.workdirs_parent())
 
     def _watch_space(self) -> None:
         """Without private mounts, the watch of what the worker's uid writes (container

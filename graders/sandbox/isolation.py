@@ -63,6 +63,7 @@ import graders
 
 from . import seccomp, walk
 from .audit import pth_folders
+from .exposure import SYSTEM_PATHS, exposure
 
 BWRAP_CANDIDATES = ("bwrap", "/usr/bin/bwrap")
 # Names the bubblewrap binary to use instead of searching PATH; empty: behave as if none exists.
@@ -347,18 +348,16 @@ def namespace_args(as_root: bool, *, private_mounts: bool = False) -> list[str]:
             "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", *mounting]
 
 
-# What every program needs, bound read-only: the rest of the machine (other checkouts of the
-# grader, its solution, home folders, caches) is simply absent from the worker's file system.
-SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
-
-
 def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readable_paths: list[str] = (),
-                  gpu: bool = False, private_mounts: bool = False, tmp_bytes: int = 64 << 20) -> list[str]:
+                  gpu: bool = False, private_mounts: bool = False, tmp_bytes: int = 64 << 20,
+                  task_modules=()) -> list[str]:
     """The bwrap command line (up to `--`) that runs the worker in `workdir`: a file system made
-    of the system folders, what the worker's Python needs, `readable_paths` (all read-only), an
-    empty /tmp and `workdir` (writable). With `private_mounts` (as root), `workdir` is an empty
-    mount point and the submission is bound read-only at SUBMISSION_SOURCE: the worker mounts
-    its size-limited tmpfs there and copies the submission in."""
+    of what it may see (graders/sandbox/exposure.py: the system folders, its Python and what it
+    imports, `readable_paths`; all read-only), an empty /tmp and `workdir` (writable). The rest
+    of the machine (other checkouts of the grader, its solution, home folders, caches) is simply
+    absent. With `private_mounts` (as root), `workdir` is an empty mount point and the
+    submission is bound read-only at SUBMISSION_SOURCE: the worker mounts its size-limited tmpfs
+    there and copies the submission in."""
     as_root = os.geteuid() == 0
     command = [bwrap, *namespace_args(as_root, private_mounts=private_mounts), "--die-with-parent", "--new-session"]
     for path in SYSTEM_PATHS:
@@ -368,14 +367,24 @@ def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readabl
             command += ["--ro-bind", path, path]
     # /tmp: root's and size-limited; what is bound below it (a Python installed under /tmp) stays.
     command += ["--dev", "/dev", "--proc", "/proc", "--perms", "0755", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
-    exposed = exposed_paths(readable_paths)
+    seen = exposure(tuple(readable_paths), tuple(task_modules))
     made = {"/tmp"}
-    for path in exposed:
-        command += [*_folders_on_the_way(path, made), "--ro-bind", path, path]
+    mounted = [*SYSTEM_PATHS]
+    # Parents first: a hidden folder's tmpfs goes over what was bound, what it shows on top of it.
+    for path, shows in sorted([*((path, True) for path in seen.shown), *((path, False) for path in seen.hidden)],
+                              key=lambda rule: (rule[0].count("/"), rule[0], not rule[1])):
+        if not shows:
+            if _inside(path, mounted) and os.path.isdir(path):
+                command += ["--perms", "0755", "--tmpfs", path]
+            continue
+        if not _inside(path, mounted):
+            command += _folders_on_the_way(path, made)
+        command += ["--ro-bind", path, path]
+        mounted.append(path)
     if gpu:
         for device in gpu_view(os.environ.get("CUDA_VISIBLE_DEVICES")).nodes:
             command += ["--dev-bind", device, device]
-    visible = [*SYSTEM_PATHS, *exposed]
+    visible = [*SYSTEM_PATHS, *seen.shown]
     for secret in secret_paths:  # only those inside something bound are there to hide
         if not _inside(secret, visible):
             continue
@@ -462,38 +471,13 @@ def _folders_on_the_way(path: str, made: set[str]) -> list[str]:
     return arguments
 
 
-def own_root_sources(readable_paths=()) -> list[str]:
+def own_root_sources(readable_paths=(), task_modules=()) -> tuple[list[str], list[str]]:
     """What a worker's own root holds (container isolation): what bubblewrap would bind, but
-    /sys, whose files cannot be linked."""
-    return [*(path for path in SYSTEM_PATHS if path != "/sys" and os.path.lexists(path)),
-            *exposed_paths(readable_paths)]
-
-
-def exposed_paths(readable_paths=()) -> list[str]:
-    """The interpreter's paths and `readable_paths` (with the targets of the links inside them),
-    outside the system folders, leaving out those inside another (bound with it); parents first."""
-    wanted = [*interpreter_paths(), *(target for path in readable_paths for target in with_link_targets(path))]
-    result: list[str] = []
-    for path in sorted(set(wanted)):
-        if not _inside(path, [*SYSTEM_PATHS, *result]):
-            result.append(path)
-    return result
-
-
-def with_link_targets(path: str | os.PathLike) -> list[str]:
-    """`path` and the folders that the symbolic links inside it point into (a Hugging Face
-    cache's snapshot links each file to its blob folder)."""
-    root = os.path.realpath(path)
-    if not os.path.exists(root):
-        return []
-    found = {root}
-    for directory, _, files in os.walk(root):
-        for name in files:
-            if os.path.islink(os.path.join(directory, name)):
-                target = os.path.realpath(os.path.join(directory, name))
-                if os.path.exists(target):
-                    found.add(os.path.dirname(target))
-    return sorted(found)
+    /sys, whose files cannot be linked; and the folders inside it that are emptied but for what
+    is shown inside them (graders/sandbox/exposure.py)."""
+    seen = exposure(tuple(readable_paths), tuple(task_modules))
+    return ([*(path for path in SYSTEM_PATHS if path != "/sys" and os.path.lexists(path)), *seen.shown],
+            list(seen.hidden))
 
 
 def _inside(path: str, folders) -> bool:
