@@ -142,7 +142,7 @@ def old_clean_up():
     walk.discard = lambda path: shutil.rmtree(path, ignore_errors=True)
 
 
-def old_count(workdir, uid, gid, *, max_files, pids=None):
+def old_count(workdir, uid, gid, *, max_files, pids=None, shared_folders=None):
     """The write watch's count before the walker: folders listed by their path, one it could
     not list skipped."""
     used = files = 0

@@ -573,7 +573,8 @@ class Worker:
         if self.layers.space_watch:
             self._space_watch = isolation.SpaceWatch(
                 self._workdir, self.layers.sandbox_uid, self._uid_lease.gid, max_bytes=self.limits.workdir_bytes,
-                max_files=self.limits.workdir_files, exceeded=self._stop_writer)
+                max_files=self.limits.workdir_files, exceeded=self._stop_writer,
+                shared_folders=() if self.layers.own_root else None)
             if exceeded := self._space_watch.check(pids=[self._process.pid]):  # the submission's copy
                 self._stop_writer(exceeded)
                 self._died(starting=True)

@@ -29,8 +29,9 @@ a machine where any layer of the chosen level is missing. Two levels:
   change), pinned to its CPUs, in a fresh directory that TMPDIR and HOME point into; it makes
   network and IPC namespaces of its own where the kernel lets root `unshare` them; it changes
   its root to a tree of links that holds what bubblewrap would bind, secrets left out
-  (graders/sandbox/rootfs.py; not for a GPU worker); what its uid writes is watched against
-  the bound of full isolation's tmpfs (`SpaceWatch`); and after it, every process, keyring key,
+  (graders/sandbox/rootfs.py, holding what graders/sandbox/exposure.py allows; not for a GPU
+  worker); what its uid writes is watched against the bound of full isolation's tmpfs
+  (`SpaceWatch`); and after it, every process, keyring key,
   IPC object and shared-folder file of its uid is ended (graders/sandbox/uids.py). Missing
   there: a PID namespace. It still fails closed: not root, or an interpreter the uid cannot
   reach, or a secret it can still read, refuses the grade.
@@ -638,7 +639,9 @@ def copy_submission(source: Path, destination: Path) -> None:
 SPACE_WATCH_INTERVAL_S = 0.2
 # How often it asks the file systems a worker may write how much they have free: a drop that
 # could have taken the worker past its bound has it counted at once, not at the next interval.
-SPACE_POLL_S = 0.005
+SPACE_POLL_S = 0.01
+# How often a count without a drop in free space looks at the uid's processes' descriptors too.
+PROCESS_SCAN_INTERVAL_S = 1.0
 # Walks in a row that met the worker's folder changing under them before the watch gives up.
 RACED_WALKS = 3
 
@@ -674,12 +677,13 @@ class _SpaceCount:
         return None
 
 
-def space_used(workdir: Path, uid: int, gid: int, *, max_files: int,
-               pids: list[int] | None = None) -> tuple[int, int]:
+def space_used(workdir: Path, uid: int, gid: int, *, max_files: int, pids: list[int] | None = None,
+               shared_folders=None) -> tuple[int, int]:
     """(bytes allocated, files) of what a worker of `uid` holds on the machine's disks and
-    memory file systems: its folder, whatever the uid owns in the folders every user may write
-    (uids.SHARED_WRITABLE), and files its processes (`pids`; None: every process of the uid)
-    hold open after removing them (written through a descriptor, they are in no folder).
+    memory file systems: its folder, whatever the uid owns in `shared_folders` (by default
+    uids.SHARED_WRITABLE, the folders every user may write; none for a worker in a root of its
+    own, which has no such folder), and files its processes (`pids`; None: every process of the
+    uid) hold open after removing them (written through a descriptor, they are in no folder).
     Folders are walked by descriptor (graders/sandbox/walk.py), so no depth or path length
     hides a file; a file counts once however many links it has, by the blocks it holds (a
     preallocated file by all it reserved, a sparse one by what it holds). Counting stops past
@@ -690,7 +694,7 @@ def space_used(workdir: Path, uid: int, gid: int, *, max_files: int,
     count = _SpaceCount(uid, max_files)
     try:
         walk.walk(workdir, count.visit, True)
-        for folder in uids.SHARED_WRITABLE:
+        for folder in uids.SHARED_WRITABLE if shared_folders is None else shared_folders:
             if os.path.isdir(folder) and not os.path.islink(folder):
                 walk.walk(folder, count.visit, False)
     except _CountedEnough:
@@ -753,31 +757,39 @@ class SpaceWatch:
     the worker is stopped within a poll, a count and a kill of passing its bound, however it
     writes: the seccomp filter refuses `fallocate`, so a file takes space only as fast as one
     CPU writes it (docs/sandbox.md has the measured overshoot). Space another process frees at
-    the same time hides as much of the drop: then the interval is the bound on the delay. A
-    folder it cannot read, or one that changes under RACED_WALKS counts in a row, stops the
-    worker: the bound fails closed."""
+    the same time hides as much of the drop: then the interval is the bound on the delay (for
+    a removed file held open, PROCESS_SCAN_INTERVAL_S). A folder it cannot read, or one that
+    changes under RACED_WALKS counts in a row, stops the worker: the bound fails closed."""
 
-    def __init__(self, workdir: Path, uid: int, gid: int, *, max_bytes: int, max_files: int, exceeded) -> None:
+    def __init__(self, workdir: Path, uid: int, gid: int, *, max_bytes: int, max_files: int, exceeded,
+                 shared_folders=None) -> None:
         from . import uids
 
         self.workdir, self.uid, self.gid, self.max_bytes, self.max_files = workdir, uid, gid, max_bytes, max_files
-        self._file_systems = _one_per_file_system([str(workdir), *uids.SHARED_WRITABLE])
+        self.shared_folders = uids.SHARED_WRITABLE if shared_folders is None else tuple(shared_folders)
+        self._file_systems = _one_per_file_system([str(workdir), *self.shared_folders])
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="space-watch", daemon=True, args=(exceeded,))
         self._thread.start()
 
     def _watch(self, exceeded) -> None:
         used, files = 0, 0
-        free, counted_at = self._free(), time.monotonic()
-        while not self._stopped.wait(SPACE_POLL_S):
+        free, counted_at, processes_at = self._free(), time.monotonic(), 0.0
+        while not self._stopped.is_set():
+            time.sleep(SPACE_POLL_S)  # half the CPU of an Event's wait, at a hundred a second
             now_free = self._free()
             dropped_bytes = sum(max(0, then[0] - now[0]) for then, now in zip(free, now_free))
             dropped_files = sum(max(0, then[1] - now[1]) for then, now in zip(free, now_free))
-            if (time.monotonic() - counted_at < SPACE_WATCH_INTERVAL_S and used + dropped_bytes <= self.max_bytes
-                    and files + dropped_files <= self.max_files):
+            dropped = used + dropped_bytes > self.max_bytes or files + dropped_files > self.max_files
+            now = time.monotonic()
+            if not dropped and now - counted_at < SPACE_WATCH_INTERVAL_S:
                 continue
-            free, counted_at = now_free, time.monotonic()  # what is written while counting, the next count sees
-            reason, used, files = self._measure()
+            free, counted_at = now_free, now  # what is written while counting, the next count sees
+            # The uid's processes (most of a count's cost: /proc) where the disk dropped, else once a
+            # PROCESS_SCAN_INTERVAL_S: what a removed file takes shows in the drop too.
+            every_process = dropped or now - processes_at >= PROCESS_SCAN_INTERVAL_S
+            processes_at = now if every_process else processes_at
+            reason, used, files = self._measure(None if every_process else [])
             if reason:
                 exceeded(reason)
                 return
@@ -802,7 +814,8 @@ class SpaceWatch:
     def _measure(self, pids: list[int] | None = None) -> tuple[str, int, int]:
         for _ in range(RACED_WALKS):
             try:
-                used, files = space_used(self.workdir, self.uid, self.gid, max_files=self.max_files, pids=pids)
+                used, files = space_used(self.workdir, self.uid, self.gid, max_files=self.max_files, pids=pids,
+                                         shared_folders=self.shared_folders)
                 break
             except walk.WalkFailed as failure:
                 if not failure.changed:
