@@ -50,8 +50,8 @@ SHUTDOWN_TIMEOUT_S = 1.0
 MAX_AUDIT_DENIALS = 100
 CONTAINER_NOTE = ("container isolation: a uid of its own that the OS denies every secret, rlimits, the audit hook, "
                   "a seccomp filter, pinned CPUs, a watched write bound, a file system of its own (a tree of links, "
-                  "secrets absent), everything of its uid ended after it; no PID namespace (the one-shot container "
-                  "is the per-submission boundary)")
+                  "secrets absent), everything of its uid ended after it; no PID namespace (no /proc in its root: it "
+                  "lists no process, and may signal only its uid's)")
 CONTAINER_GPU_NOTE = CONTAINER_NOTE.replace(
     "a file system of its own (a tree of links, secrets absent)",
     "the machine's file system, its secrets unreadable by that uid (a GPU worker: CUDA in a root of links is untried)")

@@ -239,8 +239,8 @@ def render(findings: list[Finding], level: str = isolation.FULL) -> str:
         verdict = (f"NOT isolated ({level} isolation): instructor grading refuses to run here (or add "
                    "--unsafe-no-sandbox for code you trust)")
     elif level == isolation.CONTAINER:
-        verdict = ("container isolation: instructor grading with --isolation container may run here, in a one-shot "
-                   "container that holds one submission")
+        verdict = ("container isolation: instructor grading with --isolation container may run here (a batch too; "
+                   "one submission at a time where its workers get the GPU)")
     else:
         verdict = "full isolation: instructor grading may run here"
     if any(finding.layer == IMPORTS_LAYER and finding.ok is False for finding in findings):

@@ -20,9 +20,10 @@
 a machine where any layer of the chosen level is missing. Two levels:
 
 - `full` (the default): every layer above.
-- `container`, chosen explicitly (`--isolation container`), for a one-shot container that holds
-  one submission and is thrown away after it, such as Gradescope's, where Docker's default
-  seccomp profile forbids the namespaces bubblewrap needs. It is a boundary of its own, not a
+- `container`, chosen explicitly (`--isolation container`), for a container such as
+  Gradescope's (one submission each, thrown away after it), where Docker's default seccomp
+  profile forbids the namespaces bubblewrap needs; a batch on one machine too, one submission at a
+  time where its workers get the GPU (`container_batch_refusal`). It is a boundary of its own, not a
   weaker full mode: the worker drops to a uid of its own that the operating system denies
   every secret (the reference, the hidden fixtures: checked, not assumed), under rlimits, the
   audit hook and a seccomp filter (no socket but AF_UNIX, no SysV IPC, keyring, io_uring or CPU
@@ -307,6 +308,21 @@ def refuse_unless_isolated(unsafe: bool, prog: str = "grade", level: str = FULL)
         return EXIT_NOT_ISOLATED
     return None
 
+
+
+def container_batch_refusal(*, gpu: bool, one_at_a_time: bool) -> str | None:
+    """Why a batch at container isolation would not hold every boundary between its
+    submissions on one machine, with the fix; None where it holds. It holds for workers in a
+    root of their own: each on its uid, nothing writable of another's, its write bound, its
+    leftovers ended before the next on its slot. A worker given the GPU keeps the machine's file
+    system (no own root: CUDA there is untried), so two of them at once share /tmp, /var/tmp and
+    /dev/shm, a channel between two students' code."""
+    if not gpu or one_at_a_time:
+        return None
+    return ("refusing to grade: at container isolation, workers given the GPU keep the machine's file system, so "
+            "two submissions graded at once on one machine could pass files to each other (/tmp, /dev/shm).\n"
+            "    fix: --jobs 1 (one submission at a time), or --device cpu, or full isolation (bubblewrap), or one "
+            "container per submission (docs/sandbox.md, 'Container isolation')")
 
 
 def _join(*notes: str) -> str:
