@@ -197,10 +197,8 @@ def container_python():
         shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def open_home():
-    """The submission and the test's task package, where every uid may read them."""
-    home = Path(tempfile.mkdtemp(prefix="attacks-", dir="/var/tmp"))
+def attack_home(home: Path) -> Path:
+    """In `home`, the submission and the test's task package, where every uid may read them."""
     home.chmod(0o755)
     (home / "submission").mkdir()
     (home / "submission" / "empty.py").write_text("")
@@ -208,6 +206,13 @@ def open_home():
     (home / "attack_tasks" / "__init__.py").write_text(ATTACK_TASKS)
     for path in home.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
+    return home
+
+
+@pytest.fixture(scope="module")
+def open_home():
+    """Outside /tmp: a worker's own root has a /tmp of its own."""
+    home = attack_home(Path(tempfile.mkdtemp(prefix="attacks-", dir="/var/tmp")))
     yield home
     shutil.rmtree(home, ignore_errors=True)
 
@@ -470,15 +475,8 @@ def test_nothing_a_worker_leaves_reaches_the_next_student_on_its_uid(container_p
 
 @pytest.fixture(scope="module")
 def full_home():
-    """The submission and the test's task package for a worker under bubblewrap, which binds
-    them where they are: every uid may read them."""
-    home = Path(tempfile.mkdtemp(prefix="attacks-full-"))
-    home.chmod(0o755)
-    (home / "submission").mkdir()
-    (home / "attack_tasks").mkdir()
-    (home / "attack_tasks" / "__init__.py").write_text(ATTACK_TASKS)
-    for path in home.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    """For a worker under bubblewrap, which binds them where they are (under /tmp too)."""
+    home = attack_home(Path(tempfile.mkdtemp(prefix="attacks-full-")))
     yield home
     shutil.rmtree(home, ignore_errors=True)
 
@@ -495,24 +493,16 @@ def private_tmp():
 
 @pytest.mark.slow
 @needs_full
-def test_under_bubblewrap_too_no_keyring_key_reaches_the_next_student():
+def test_under_bubblewrap_too_no_keyring_key_reaches_the_next_student(full_home):
     """bubblewrap as root makes no user namespace: a uid's user keyring outlives its workers
     there too; the seccomp filter (and clearing, where the uid can run the interpreter) holds."""
-    home = Path(tempfile.mkdtemp(prefix="attacks-full-"))
-    home.chmod(0o755)  # bound into the worker's file system as it is: its uid reads the tasks
-    try:
-        (home / "submission").mkdir()
-        (home / "attack_tasks").mkdir()
-        (home / "attack_tasks" / "__init__.py").write_text(ATTACK_TASKS)
-        marker = uuid.uuid4().hex
-        held = drive(sys.executable, home, _leftover_program(marker, ()), level="full")
-        assert held["same_uid"], "another grade took the slot in between: run again"
-        assert "key -1" in held["left"] and held["token"] is None
-        control = drive(sys.executable, home, _leftover_program(marker, ("seccomp", "keyrings")), level="full")
-        assert control["same_uid"], "another grade took the slot in between: run again"
-        assert control["token"] == "the token" and control["files"] == []  # its /tmp was bubblewrap's
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    marker = uuid.uuid4().hex
+    held = drive(sys.executable, full_home, _leftover_program(marker, ()), level="full")
+    assert held["same_uid"], "another grade took the slot in between: run again"
+    assert "key -1" in held["left"] and held["token"] is None
+    control = drive(sys.executable, full_home, _leftover_program(marker, ("seccomp", "keyrings")), level="full")
+    assert control["same_uid"], "another grade took the slot in between: run again"
+    assert control["token"] == "the token" and control["files"] == []  # its /tmp was bubblewrap's
 
 
 PID_CHURN = '''

@@ -238,15 +238,10 @@ def discard(path: str | os.PathLike) -> bool:
     `.quarantined-<name>-<random>` beside it, root's, mode 0: no sandbox uid enters it again)
     and warn. Never raises. True when it was removed."""
     path = os.path.abspath(os.fspath(path))
-    if not DESCRIPTORS:
-        try:
+    try:
+        if not DESCRIPTORS:
             remove(path)
             return True
-        except OSError as error:
-            warnings.warn(f"sandbox: {path} could not be removed ({error}); remove it by hand", RuntimeWarning,
-                          stacklevel=2)
-            return False
-    try:
         parent = os.open(os.path.dirname(path), FOLDER_FLAGS)
     except FileNotFoundError:
         return True
