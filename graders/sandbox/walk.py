@@ -74,22 +74,27 @@ def walk(top: str | os.PathLike, visit: Visitor, state: Any) -> None:
     WalkFailed when a folder cannot be opened or listed; what `visit` raises ends the walk."""
     fd = _open_folder(None, os.fspath(top), None)
     frames = [_Frame(fd, _identity(os.fstat(fd)))]
+    first_open = 0  # the frames below it have closed their descriptors: a suffix stays open
     try:
         frames[0].pending = _listing(fd, visit, state)
         while frames:
             frame = frames[-1]
             if frame.pending:
                 name, identity, inner = frame.pending.pop()
-                child = _open_folder(frame.fd, name, identity)
-                frames.append(_Frame(child, identity))
-                _keep_few_open(frames)
-                frames[-1].pending = _listing(child, visit, inner)
+                frames.append(_Frame(_open_folder(frame.fd, name, identity), identity))
+                if len(frames) - first_open > OPEN_FOLDERS:
+                    os.close(frames[first_open].fd)
+                    frames[first_open].fd = None
+                    first_open += 1
+                frames[-1].pending = _listing(frames[-1].fd, visit, inner)
                 continue
             frames.pop()
-            if frames and frames[-1].fd is None:
-                frames[-1].fd = _climb(frame.fd, frames[-1].identity)
-            os.close(frame.fd)
-            frame.fd = None
+            try:
+                if frames and frames[-1].fd is None:
+                    frames[-1].fd = _climb(frame.fd, frames[-1].identity)
+                    first_open = len(frames) - 1
+            finally:
+                os.close(frame.fd)
     finally:
         for frame in frames:
             if frame.fd is not None:
@@ -129,14 +134,6 @@ def _listing(fd: int, visit: Visitor, state: Any) -> list[tuple[str, tuple[int, 
             if inner is not None and stat.S_ISDIR(info.st_mode):
                 inside.append((entry.name, _identity(info), inner))
     return inside
-
-
-def _keep_few_open(frames: list[_Frame]) -> None:
-    """Close the outermost folder's descriptor once more than OPEN_FOLDERS are open."""
-    open_frames = [frame for frame in frames[:-1] if frame.fd is not None]
-    if len(open_frames) >= OPEN_FOLDERS:
-        os.close(open_frames[0].fd)
-        open_frames[0].fd = None
 
 
 def _climb(child_fd: int, identity: tuple[int, int]) -> int:
