@@ -50,10 +50,11 @@ _brought_up_to_date: set[tuple[Path, tuple[str, ...]]] = set()  # (tree, exclude
 def prepared_root(sources: list[str], excluded: list[str], parent: Path) -> Path:
     """The tree of `sources` (absolute paths, each at its own path inside), without anything
     inside `excluded` but the sources inside it (the deepest decides), kept in `parent` (a
-    folder of root's that no sandbox uid may list); made or brought up to date once per process. One tree per set of sources: graders that exclude
-    other paths share it, each leaving out its own (a path another grader counts as no secret
-    is back while that grader's sync runs: unreadable still, by the OS permissions every secret
-    is given, see isolation.deny_to_sandbox_user)."""
+    folder of root's that no sandbox uid may list); made or brought up to date once per
+    process. One tree per set of sources: graders that exclude other paths share it, each
+    leaving out its own (a path another grader counts as no secret is back while that grader's
+    sync runs: unreadable still, by the OS permissions every secret is given, see
+    isolation.deny_to_sandbox_user)."""
     key = hashlib.sha256(json.dumps(sorted(sources)).encode()).hexdigest()[:16]
     import fcntl  # POSIX: a self-check on Windows imports this module, never calls this
 
@@ -223,7 +224,7 @@ class _Tree:
             if not fresh:
                 for name in os.listdir(target):
                     if name not in kept:
-                        _remove(target / name)
+                        walk.remove(target / name)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -236,7 +237,7 @@ def _lstat(path: Path) -> os.stat_result | None:
 def _folder(path: Path, mode: int, owner: tuple[int, int] = (0, 0)) -> None:
     info = _lstat(path)
     if info is not None and not stat.S_ISDIR(info.st_mode):
-        _remove(path)
+        walk.remove(path)
         info = None
     if info is None:
         path.mkdir(mode=mode)
@@ -245,10 +246,6 @@ def _folder(path: Path, mode: int, owner: tuple[int, int] = (0, 0)) -> None:
         os.chown(path, *owner)
     if stat.S_IMODE(info.st_mode) != mode:
         os.chmod(path, mode)
-
-
-def _remove(path: Path) -> None:
-    walk.remove(path)
 
 
 def _place(source: str, target: Path, *, fresh: bool = False) -> None:
@@ -279,7 +276,7 @@ def _place(source: str, target: Path, *, fresh: bool = False) -> None:
             os.chown(staged, info.st_uid, info.st_gid)
     else:
         if present is not None:
-            _remove(target)
+            walk.remove(target)
         return
     if present is not None and stat.S_ISDIR(present.st_mode):
         walk.remove(target)
