@@ -6,7 +6,8 @@
 
 Exit status of `grade batch`: 0 when every submission has a result (graded, rejected or error:
 all are results), 1 when some were interrupted or are still queued on Slurm, 2 for bad usage,
-3 when grading was refused because this machine cannot isolate student code.
+3 when grading was refused because this machine cannot isolate student code (or, at container
+isolation, the submissions of the batch from one another: docs/sandbox.md).
 `grade merge`: 0 when every row was merged, 1 when some rows named unknown students or checks
 (the others are merged), 2 for bad usage. A batch graded at the review desk (`grade review`)
 takes the rows into the desk's database, which then publishes them the same way.
@@ -18,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from graders.sandbox.isolation import refuse_unless_isolated
+from graders.sandbox.isolation import CONTAINER, EXIT_NOT_ISOLATED, container_batch_refusal, refuse_unless_isolated
 from graders.options import add_grading_arguments, command_parser, grading_options
 
 
@@ -140,6 +141,12 @@ def cmd_batch(argv: list[str], given: str | None = None) -> int:
         refused = refuse_unless_isolated(config.unsafe, prog="grade batch", level=config.isolation)
         if refused is not None:
             return refused
+    if config.isolation == CONTAINER and not config.unsafe:
+        refusal = container_batch_refusal(gpu=_gives_the_gpu(config, assignment),
+                                          one_at_a_time=args.backend == "local" and args.jobs == 1)
+        if refusal is not None:
+            print(f"grade batch: {refusal}", file=sys.stderr)
+            return EXIT_NOT_ISOLATED
     from graders.batch.discover import DiscoveryError
     from graders.batch.run import run_batch
     from graders.batch.supervise import Interrupted
@@ -170,6 +177,18 @@ def cmd_batch(argv: list[str], given: str | None = None) -> int:
     print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
     print(f"similarity (for the staff: code shared between hand-ins): grade similarity {args.out}")
     return 0
+
+
+def _gives_the_gpu(config, assignment) -> bool:
+    """Whether the batch's workers would be given a GPU: a part of its own worker (the
+    fine-tuning) is graded, on cuda, or by default on a machine or Slurm job with GPUs."""
+    from graders.batch.concurrency import gpu_memory_mib
+
+    long_part = any(part.own_worker for part in assignment.rubric.parts if not config.parts or part.id in config.parts)
+    device = (config.options or {}).get("device")
+    if not long_part or device == "cpu":
+        return False
+    return device == "cuda" or bool(config.slurm.get("gpus_per_job") if config.backend == "slurm" else gpu_memory_mib())
 
 
 def cmd_merge(argv: list[str], given: str | None = None) -> int:

@@ -89,7 +89,7 @@ def job_specs(assignment, submissions: list[Submission], out: Path, config: Batc
         "name": s.name, "late": s.late, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
         "parts": config.parts, "seed": config.seed, "limits": config.limits.to_json(), "options": options,
         "extra_secrets": secrets, "unsafe": config.unsafe, "isolation": config.isolation,
-        "assignment": str(assignment.folder),
+        "assignment": str(assignment.folder), "rejected": s.rejected,
     } for s in submissions]
 
 

@@ -60,15 +60,19 @@ def grading_options(options: dict | None) -> dict | None:
 def grade_spec(spec: dict) -> dict:
     """The results dict of the submission in `spec`, with the batch's own section added."""
     from graders.assignment import load
-    from graders.grading import grade
+    from graders.grading import INSTRUCTOR, grade, rejected_result
     from graders.sandbox import Limits
 
     assignment = load(spec["assignment"])  # the pack's folder: the job grades it whatever its environment
     started = time.time()
-    results = grade(spec["source"], assignment=assignment, seed=spec.get("seed"), only_parts=spec.get("parts"),
-                    limits=Limits.from_json(spec["limits"]), options=grading_options(spec.get("options")),
-                    extra_secrets=spec.get("extra_secrets", ()), unsafe=bool(spec.get("unsafe")),
-                    isolation=spec.get("isolation") or "full")
+    if spec.get("rejected"):  # decided from its name (graders/batch/discover.py): nothing of it runs
+        results = rejected_result(spec["source"], spec["rejected"], assignment, INSTRUCTOR, time.perf_counter(),
+                                  spec.get("parts"), grading_options(spec.get("options")))
+    else:
+        results = grade(spec["source"], assignment=assignment, seed=spec.get("seed"), only_parts=spec.get("parts"),
+                        limits=Limits.from_json(spec["limits"]), options=grading_options(spec.get("options")),
+                        extra_secrets=spec.get("extra_secrets", ()), unsafe=bool(spec.get("unsafe")),
+                        isolation=spec.get("isolation") or "full")
     results["batch"] = {"student_id": spec["student_id"], "name": spec.get("name", ""), "late": bool(spec.get("late")),
                         "outcome": None, "attempt": spec.get("attempt", 1),
                         "input_sha256": spec["input_sha256"], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
