@@ -2,7 +2,7 @@
 its side-by-side page and a shared fragment to its other side. Screenshots go to
 $REPORT_SCREENSHOT_DIR (default: a pytest temporary folder); their paths are printed.
 
-The browser comes from tests/test_reports_browser.py (the same Chromium, driver and request log).
+The browser comes from tests/test_reports_browser.py (tests/chromium.py's Chromium, with its request log).
 """
 
 from __future__ import annotations
@@ -17,21 +17,17 @@ from graders.cli import main
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 from selenium.webdriver.common.by import By  # noqa: E402
-import test_reports_browser as chromium  # noqa: E402
-from test_reports_browser import CHROMEDRIVER, CHROMIUM, PHONE, full_page_png, open_page  # noqa: E402
+import chromium  # noqa: E402
+import test_reports_browser as reports_browser  # noqa: E402
+from test_reports_browser import PHONE, full_page_png, open_page  # noqa: E402
 
-browser, screenshot_dir = chromium.browser, chromium.screenshot_dir  # its fixtures, for this module
+browser, screenshot_dir = reports_browser.browser, reports_browser.screenshot_dir  # its fixtures, for this module
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "fixtures" / "similarity"))
 import make_corpus  # noqa: E402
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.chromium,
-    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install -y chromium)"),
-    pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver (apt-get install -y chromium-driver)"),
-]
+pytestmark = [pytest.mark.slow, *chromium.SKIP]
 
 
 @pytest.fixture(scope="module")
