@@ -16,9 +16,14 @@ Everything goes through the commands an instructor runs, as subprocesses of this
   course    with --course N: grade batch of N submissions (the reference and the seed-004 student in
             turn), every part, at the concurrency grade batch chooses (or --course-jobs): the time
             per submission and its extrapolation to a course of 400
-Prints a table; --json writes the figures. Each step's CPU time (user + system of every process
-it waited for) is measured, and its mean number of busy cores; on CUDA the peak memory of the GPU
-is sampled with nvidia-smi while each step runs.
+Prints a table; --json writes the figures after every step. Each step's CPU time is measured:
+`cpu_s`, user + system of every process it waited for (the grading processes: not the sandboxed
+workers, which they do not reap), and `machine_cpu_s`, every CPU's busy time meanwhile (the
+workers too, and on a shared machine others' work), each with its mean number of busy cores; on
+CUDA the peak memory of the GPU is sampled with nvidia-smi while each step runs. Interrupted (SIGINT: the GPU
+runner's time is up), the step running keeps what it measured (a course, the submissions that
+finished) and no later step runs. A course also says where its time went outside training, stage
+by stage, from each submission's results.json and the batch's ledger (`stages`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import math
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -115,16 +121,36 @@ class GpuMemory:
             self.thread.join()
 
 
+def machine_busy_s() -> float:
+    """Seconds every CPU of the machine spent busy since boot (/proc/stat: all but idle and iowait).
+    The sandboxed workers are no children this process waits for, so their CPU time shows only
+    here: on a machine of its own (a GPU runner), the step's; on a shared one, others' work too."""
+    try:
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(name: str, command: list[str], figures: dict, device: str, env: dict,
           save: Path | None) -> subprocess.CompletedProcess:
     print(f"{name}: {' '.join(command)}", file=sys.stderr, flush=True)
     started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    machine_before = machine_busy_s()
+    interrupted = False
     with GpuMemory(device) as memory:
-        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+        except KeyboardInterrupt:  # the runner's time is up (gpu-runner.sh): what this step did still counts
+            done, interrupted = subprocess.CompletedProcess(command, -signal.SIGINT, "", ""), True
     wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    machine = machine_busy_s() - machine_before
     figures[name] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "busy_cores": round(cpu / wall, 2),
-                     "gpu_peak_mib": memory.peak_mib, "exit": done.returncode}
+                     "machine_cpu_s": round(machine, 1), "machine_busy_cores": round(machine / wall, 2),
+                     "gpu_peak_mib": memory.peak_mib, "exit": done.returncode,
+                     **({"interrupted": True} if interrupted else {})}
     if done.returncode != 0:
         print(done.stdout[-3000:] + done.stderr[-3000:], file=sys.stderr)
     if save:  # after every step: a run stopped part-way keeps what it measured
@@ -171,23 +197,29 @@ def main() -> None:
         figures["make_data_s"] = round(time.perf_counter() - started, 1)
         finetune = ["--imdb", str(work / "aclImdb"), "--encoder", str(work / "encoder"), "--device", args.device]
         build = [sys.executable, "-m", "graders.packs.bert.finetune", *finetune]
-        for step in ("cache_build", "cache_warm"):
-            if step in steps:
-                timed(step, build, figures, args.device, env, args.json)
-
         grade = [sys.executable, "-m", "graders.cli"]
-        isolation = ["--isolation", args.isolation]
-        finetune_and_isolation = [*finetune, *isolation]
-        if "grade" in steps:
-            grade_one(grade, finetune_and_isolation, work, args, figures, env)
-        if "batch" in steps:
-            batch(grade, finetune_and_isolation, work, args, figures, env)
-        if "course" in steps:
-            course(grade, finetune_and_isolation, work, args, figures, env)
+        graded = (grade, [*finetune, "--isolation", args.isolation], work, args, figures, env)
+        run_step = {"cache_build": lambda: timed("cache_build", build, figures, args.device, env, args.json),
+                    "cache_warm": lambda: timed("cache_warm", build, figures, args.device, env, args.json),
+                    "grade": lambda: grade_one(*graded), "batch": lambda: batch(*graded),
+                    "course": lambda: course(*graded)}
+        for step in STEPS:
+            if step in steps:
+                run_step[step]()
+                if figures[step].get("interrupted"):  # no later step: the runner's time is up
+                    break
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
     report(figures, args, n)
+
+
+def fresh(*folders: Path) -> Path:
+    """The step's folders, emptied: a rerun in the same --workdir (a warm runner, its cache kept)
+    grades everything again instead of resuming the batch it graded before."""
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    return folders[0]
 
 
 def grade_one(grade: list[str], finetune: list[str], work: Path, args, figures: dict, env: dict) -> None:
@@ -207,7 +239,7 @@ def grade_one(grade: list[str], finetune: list[str], work: Path, args, figures: 
 
 
 def batch(grade: list[str], finetune: list[str], work: Path, args, figures: dict, env: dict) -> None:
-    subs = work / "subs"
+    subs = fresh(work / "subs", work / "batch")
     for i in range(args.submissions):
         shutil.copytree(REPO / "reference" / "bert", subs / f"student{i:02d}", ignore=shutil.ignore_patterns("__pycache__"))
     gpus = ["--gpus", "0"] if args.device == "cuda" else []
@@ -221,7 +253,7 @@ def batch(grade: list[str], finetune: list[str], work: Path, args, figures: dict
 def course(grade: list[str], finetune: list[str], work: Path, args, figures: dict, env: dict) -> None:
     """Every part of N submissions in one batch. The extrapolation assumes the batch ran at its
     steady rate: it holds when N is at least a few times the jobs at a time."""
-    subs = work / "course"
+    subs = fresh(work / "course", work / "course-out")
     for i in range(args.course):
         source = REPO / "reference" / "bert" if i % 2 == 0 else SEED004
         shutil.copytree(source, subs / f"student{i:03d}", ignore=shutil.ignore_patterns("__pycache__"))
@@ -232,7 +264,9 @@ def course(grade: list[str], finetune: list[str], work: Path, args, figures: dic
     step = figures["course"]
     chosen = next((line for line in done.stderr.splitlines() if line.startswith("grading ")), None)
     graded = [json.loads(path.read_text()) for path in sorted((work / "course-out" / "submissions").glob("*/results.json"))]
-    per_submission = step["wall_s"] / args.course
+    ledger = read_ledger(work / "course-out")
+    # a course stopped part-way: the rate of those finished (an upper bound: the work of those in flight is lost)
+    per_submission = step["wall_s"] / max(len(graded) if step.get("interrupted") else args.course, 1)
     step.update(submissions=args.course, graded=len(graded), concurrency=chosen,
                 per_submission_s=round(per_submission, 1), course_400_h=round(per_submission * COURSE / 3600, 2),
                 scores=sorted({result["score"] for result in graded}),
@@ -240,8 +274,60 @@ def course(grade: list[str], finetune: list[str], work: Path, args, figures: dic
                 statuses=dict(sorted(Counter(result["status"] for result in graded).items())),
                 skipped_checks=sum(check["status"] == "skipped" for result in graded
                                    for part in result.get("parts", []) for check in part["checks"]))
+    step["stages"] = course_stages(graded, ledger, step["wall_s"])
+    jobs = jobs_at_a_time(ledger)
+    step.update(cpu_per_submission_s=round(step["machine_cpu_s"] / max(len(graded), 1), 1),
+                gpu_peak_per_job_mib=None if step["gpu_peak_mib"] is None else round(step["gpu_peak_mib"] / jobs))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
+
+
+def read_ledger(out: Path) -> list[dict]:
+    path = out / "ledger.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def jobs_at_a_time(ledger: list[dict]) -> int:
+    """The jobs the batch ran at a time, from its ledger's run event."""
+    return next((event["jobs"] for event in ledger if event.get("event") == "run" and event.get("jobs")), 1)
+
+
+def course_stages(graded: list[dict], ledger: list[dict], wall_s: float) -> dict:
+    """Where a course's time went outside training, as each submission's results.json and the
+    batch's ledger say it: the means over the submissions of each stage (the fine-tuning check's
+    `details.timings`, the grade's `timings`), each job's time outside its training (its whole
+    process, imports and reports included), and the batch's time per submission beyond the
+    training its jobs did side by side (`outside_training_per_submission_s`: the course's wall
+    time less the training over the jobs at a time, per submission)."""
+    def mean(values):
+        values = [v for v in values if isinstance(v, (int, float))]
+        return round(sum(values) / len(values), 3) if values else None
+
+    def finetune_timings(result):
+        return next((check.get("details", {}).get("timings", {}) for part in result.get("parts", [])
+                     for check in part["checks"] if check["id"] == "finetune.accuracy"), {})
+
+    checks = {result["batch"]["student_id"]: finetune_timings(result) for result in graded}
+    process = {event["student_id"]: event.get("process_s") for event in ledger if event.get("event") == "done"}
+    outside = [process[s] - timings["training_s"] for s, timings in checks.items()
+               if process.get(s) is not None and timings.get("training_s") is not None]
+    jobs = jobs_at_a_time(ledger)
+    trained = mean(timings.get("training_s") for timings in checks.values())
+    prepared = [event for event in ledger if event.get("event") == "prepared"]
+    return {
+        "batch_preparation_s": prepared[-1]["seconds"] if prepared else None,
+        "prepared_by": sorted({timings.get("prepared_by", "this grade") for timings in checks.values()}),
+        **{key: mean(timings.get(key) for timings in checks.values())
+           for key in ("preparation_s", "encoder_load_s", "features_s", "probe_s", "start_s", "training_s")},
+        **{key: mean(result.get("timings", {}).get(key) for result in graded)
+           for key in ("setup_s", "worker_start_s", "own_worker_start_s", "close_s", "total_s")},
+        "cpu_parts_s": mean(sum(v for k, v in result.get("timings", {}).get("parts", {}).items() if k != "finetune")
+                            for result in graded),
+        "process_s": mean(process.values()),
+        "outside_training_per_job_s": mean(outside),
+        "outside_training_per_submission_s": None if trained is None else
+        round((wall_s - trained * len(graded) / jobs) / max(len(graded), 1), 2),
+    }
 
 
 def report(figures: dict, args, n: int) -> None:
@@ -252,12 +338,21 @@ def report(figures: dict, args, n: int) -> None:
         if step is None:
             continue
         extra = "" if step.get("gpu_peak_mib") is None else f", GPU peak {step['gpu_peak_mib']} MiB"
-        print(f"  {name:12} {step['wall_s']:>8} s  ({step['busy_cores']} cores busy, exit {step['exit']}{extra})")
+        print(f"  {name:12} {step['wall_s']:>8} s  ({step['machine_busy_cores']} cores busy on the machine, "
+              f"exit {step['exit']}{extra})")
     if "per_submission_s" in figures.get("course", {}):
         c = figures["course"]
-        print(f"  a course of {c['submissions']}, every part: {c['per_submission_s']} s per submission, "
+        stopped = f" (stopped: {c['graded']} of {c['submissions']} finished)" if c.get("interrupted") else ""
+        print(f"  a course of {c['submissions']}{stopped}, every part: {c['per_submission_s']} s per submission, "
               f"{c['course_400_h']} h for {COURSE} ({c['concurrency']}); statuses {c['statuses']}, "
               f"{c['skipped_checks']} checks skipped")
+        stages = c["stages"]
+        print(f"  outside training: {stages['outside_training_per_job_s']} s per job, "
+              f"{stages['outside_training_per_submission_s']} s per submission of the course; the data prepared by "
+              f"{', '.join(stages['prepared_by'])} (the batch: {stages['batch_preparation_s']} s); per submission "
+              + ", ".join(f"{key} {stages[key]}" for key in ("preparation_s", "probe_s", "own_worker_start_s",
+                                                             "setup_s", "close_s", "training_s", "cpu_parts_s",
+                                                             "process_s")))
     if "training_s" in figures.get("grade", {}):
         g = figures["grade"]
         print(f"  one grade's fine-tuning check: {g['check_s']} s, of which training {g['training_s']} s over "

@@ -15,13 +15,14 @@
 #        bash benchmarks/gpu-runner.sh run [FIGURES]      # FIGURES: default $OUT, else gpu-figures/
 #      installs the wheels into a virtual environment that sees the system's PyTorch and
 #      transformers, bubblewrap unpacked from its .deb onto PATH (grade doctor says whether it
-#      isolates there; else container mode), then runs benchmarks/bench_gpu_rehearsal.py: cold cache, warm cache,
-#      one grade --parts finetune, a batch of 8, a course of RUNNER_COURSE (default 8; every
-#      part), at IMDB's scale with an encoder of bert-base's shape, stopped after RUNNER_BUDGET_S
-#      (default 450) seconds so that one 8-minute call holds it all. A rehearsal of this script
+#      isolates there; else container mode), then runs benchmarks/bench_gpu_rehearsal.py: the steps
+#      RUNNER_STEPS (default: cold cache, warm cache, one grade --parts finetune; add "batch" for
+#      a batch of 8 copies of the reference) and a course of RUNNER_COURSE submissions (default 16;
+#      every part; 0: none), at IMDB's scale with an encoder of bert-base's shape, stopped after
+#      RUNNER_BUDGET_S (default 450) seconds so that one 8-minute call holds it. A rehearsal of this script
 #      here, on CPU and small: RUNNER_DEVICE=cpu RUNNER_SCALE=0.004 RUNNER_ENCODER=tiny. The figures are written after every step, so a
-#      run stopped part-way keeps what it measured: FIGURES/rehearsal.json, environment.txt,
-#      doctor.txt and rehearsal.log.
+#      run stopped part-way keeps what it measured (the course stopped by the budget: the
+#      submissions that finished): FIGURES/rehearsal.json, environment.txt, doctor.txt and rehearsal.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,9 +81,12 @@ run() {
   figures=$(cd "$figures" && pwd)
   setup "$figures"
 
+  local steps
+  read -r -a steps <<<"${RUNNER_STEPS:-cache_build cache_warm grade}"
   timeout --signal=INT --kill-after=10 "${RUNNER_BUDGET_S:-450}" \
     .gpu-venv/bin/python benchmarks/bench_gpu_rehearsal.py --device "${RUNNER_DEVICE:-cuda}" --scale "${RUNNER_SCALE:-1}" \
-      --encoder-size "${RUNNER_ENCODER:-base}" --submissions 8 --course "${RUNNER_COURSE:-8}" --isolation "$ISOLATION" --workdir "${TMPDIR:-/tmp}/rehearsal" --json "$figures/rehearsal.json" \
+      --encoder-size "${RUNNER_ENCODER:-base}" --steps "${steps[@]}" --submissions 8 --course "${RUNNER_COURSE:-16}" \
+      --isolation "$ISOLATION" --workdir "${TMPDIR:-/tmp}/rehearsal" --json "$figures/rehearsal.json" \
       >"$figures/rehearsal.log" 2>&1 || echo "rehearsal stopped (exit $?): the figures so far are in $figures" >&2
   tail -n 20 "$figures/rehearsal.log"
 }

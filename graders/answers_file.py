@@ -2,12 +2,13 @@
 
 TOML is data, never code, but its parser is recursive: a file of nested arrays or inline tables
 raises RecursionError, which no caller expects. Every way the file can be unusable (too large,
-not UTF-8, not TOML, nested too deeply) is an `UnreadableAnswers` whose message says what is
+not TOML, nested too deeply) is an `UnreadableAnswers` whose message says what is
 wrong, for the student: the file is theirs to fix.
 """
 
 from __future__ import annotations
 
+import codecs
 import tomllib
 from pathlib import Path
 
@@ -39,7 +40,16 @@ def read_answers_file(path: Path) -> dict | None:
         return None
     if path.stat().st_size > MAX_ANSWERS_BYTES:
         raise UnreadableAnswers(f"{path.name} is over {MAX_ANSWERS_BYTES // 1024} KiB, more than a questions file holds")
-    return parse_answers(path.read_text(encoding="utf-8", errors="replace"), path.name)
+    return parse_answers(answers_text(path.read_bytes()), path.name)
+
+
+def answers_text(data: bytes) -> str:
+    """The file's text. TOML is UTF-8, but an editor on Windows may save it with a byte-order
+    mark, or as UTF-16 ("Unicode"): the grader reads what the student meant either way (a
+    byte that is not UTF-8 becomes U+FFFD: the answers are prose, a person reads them)."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
 
 
 def _nesting(value: object) -> int:

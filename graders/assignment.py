@@ -201,46 +201,71 @@ def given_or_all(name_or_path: str | os.PathLike | None) -> list[Assignment]:
     return [load(name_or_path)] if name_or_path is not None else [load(name) for name in installed()]
 
 
+class UnrecognisedSubmission(PackError):
+    """A hand-in in which no installed pack's files or names are found (several packs being
+    installed and none given). `reason` says why in a rejection's words, found by reading it as
+    each pack's hand-in (graders/ingest.py): a damaged zip, an empty one, a notebook that is not
+    JSON, or none of any pack's files."""
+
+    def __init__(self, message: str, path: Path, packs: list[str]):
+        super().__init__(message)
+        self.path, self.packs = path, packs
+
+    @functools.cached_property
+    def reason(self) -> str:
+        from graders.ingest import rejection_as
+
+        reasons = {name: rejection_as(self.path, load(name)) for name in self.packs}
+        said = list(dict.fromkeys(reason for reason in reasons.values() if reason))
+        if len(said) == 1 and all(reasons.values()):
+            return said[0]
+        return "; ".join(f"as a {name} hand-in: {reason or 'it would be graded'}" for name, reason in reasons.items())
+
+
 def for_submission(path: str | os.PathLike, given: str | os.PathLike | None = None) -> Assignment:
     """The assignment a student's folder, zip or notebook belongs to: the pack given, else the only
-    installed pack, else the one whose files (at the root or in one top folder) and, in a notebook,
-    whose graded names it holds the most of (a tie, or none of them, asks for --assignment)."""
+    installed pack, else the one whose files (in the folder that ingest would grade: the shallowest
+    one holding them) and, in a notebook, whose graded names it holds the most of (a tie asks for
+    --assignment; none of them raises UnrecognisedSubmission, whose reason says why)."""
     packs = installed()
     if given is not None or len(packs) <= 1:
         return resolve(given)
-    present = _contents(Path(path))
+    files, defined = _contents(Path(path))
     overlap = {}
     for name in packs:
         pack = load(name)
-        overlap[name] = len(present & {*pack.expected_files, *(n for names in pack.modules.values() for n in names)})
+        graded = {n for names in pack.modules.values() for n in names}
+        overlap[name] = len(_found_files(files, set(pack.expected_files)) | (defined & graded))
     best = max(overlap.values())
     candidates = [name for name, count in overlap.items() if count == best]
     if best == 0:
-        raise PackError(f"{path} holds no file or graded name of the installed assignments ({', '.join(packs)}): "
-                        "choose one with --assignment NAME")
+        raise UnrecognisedSubmission(
+            f"{path} holds no file or graded name of the installed assignments ({', '.join(packs)}): "
+            "choose one with --assignment NAME", Path(path), list(packs))
     if len(candidates) > 1:
         raise PackError(f"{path} could belong to {' or '.join(candidates)}: choose with --assignment NAME")
     return load(candidates[0])
 
 
-def _contents(path: Path) -> set[str]:
-    """The names of the files in a folder or zip, at its root and in a single top folder (from the
-    zip's directory, read behind ingest's guards, nothing extracted), and the names a notebook
-    there defines (parsed, never run)."""
-    from graders.ingest import zip_names
+def _found_files(files: list[PurePosixPath], expected: set[str]) -> set[str]:
+    """The expected files in the shallowest folder holding any of them: the folder ingest grades."""
+    holding = [file for file in files if file.name in expected]
+    if not holding:
+        return set()
+    shallowest = min(len(file.parts) for file in holding)
+    return {file.name for file in holding if len(file.parts) == shallowest}
+
+
+def _contents(path: Path) -> tuple[list[PurePosixPath], set[str]]:
+    """(the paths of a folder's or zip's files, relative to it; the names its notebooks define),
+    read behind ingest's guards (a bounded walk, the zip's directory and at most a few notebooks
+    of it, nothing extracted to disk), or a notebook's names. Notebooks are parsed, never run."""
+    from graders.ingest import hand_in_listing
     from graders.notebook import defined_names
 
-    if path.is_dir():
-        tops = [child for child in path.iterdir() if child.is_dir() and not child.name.startswith((".", "__"))]
-        files = [*path.iterdir(), *(tops[0].iterdir() if len(tops) == 1 else ())]
-        notebooks = [file for file in files if file.suffix == ".ipynb" and file.is_file()]
-        return {file.name for file in files}.union(*(defined_names(n) for n in notebooks))
     if path.suffix == ".ipynb" and path.is_file():
-        return defined_names(path)
-    if path.is_file():
-        parts = [PurePosixPath(name).parts for name in zip_names(path)]
-        return {p[-1] for p in parts if 1 <= len(p) <= 2}
-    return set()
+        return [], defined_names(path)
+    return hand_in_listing(path)
 
 
 def import_package(name: str, folder: Path) -> None:

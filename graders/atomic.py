@@ -17,7 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-class UnsafeOutputFolder(RuntimeError):
+class OutputFolderError(RuntimeError):
+    """An output folder that cannot be used; the message says why, with the fix."""
+
+
+class UnsafeOutputFolder(OutputFolderError):
     """An output folder that someone other than the grader could change or open."""
 
 
@@ -30,7 +34,8 @@ def private_output_folder(folder, *, untrusted_uids: range = range(0)) -> Path:
     why, otherwise."""
     folder = Path(os.path.abspath(folder))
     _check_links_on_the_way(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_files_on_the_way(folder)
+    make_folder(folder.parent)
     resolved = Path(os.path.realpath(folder))
     for ancestor in reversed(resolved.parents):
         info = os.stat(ancestor)
@@ -43,6 +48,8 @@ def private_output_folder(folder, *, untrusted_uids: range = range(0)) -> Path:
         os.mkdir(resolved, 0o700)
     except FileExistsError:
         pass
+    except OSError as error:
+        raise OutputFolderError(f"cannot make the output folder {folder}: {error.strerror}") from None
     info = os.lstat(resolved)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
         raise UnsafeOutputFolder(f"{folder} exists and is not a folder of the grader's user (uid {os.geteuid()}): "
@@ -54,6 +61,39 @@ def private_output_folder(folder, *, untrusted_uids: range = range(0)) -> Path:
     return resolved
 
 
+def make_folder(folder) -> Path:
+    """Make `folder` and the folders on the way, or raise OutputFolderError saying what is in the
+    way (a file where a folder must be), with the fix."""
+    folder = Path(folder)
+    _refuse_files_on_the_way(Path(os.path.abspath(folder)))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputFolderError(f"cannot make the output folder {folder}: {error.strerror}") from None
+    return folder
+
+
+def output_file(path) -> Path:
+    """`path` as a file to write, its folder made; raises OutputFolderError where a folder is
+    there, or a file stands where a folder must be."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputFolderError(f"{path} is a folder: give a file's name")
+    blocking = next((place for place in Path(os.path.abspath(path)).parents if place.exists() and not place.is_dir()), None)
+    if blocking is not None:
+        raise OutputFolderError(f"{blocking} is a file, so {path} cannot be written inside it: choose another place")
+    make_folder(path.parent)
+    return path
+
+
+def _refuse_files_on_the_way(folder: Path) -> None:
+    blocking = next((place for place in (folder, *folder.parents) if place.exists() and not place.is_dir()), None)
+    if blocking == folder:
+        raise OutputFolderError(f"{folder} is a file, not a folder: choose an output folder (a new one is made)")
+    if blocking is not None:
+        raise OutputFolderError(f"{blocking} is a file, so {folder} cannot be made inside it: choose another output folder")
+
+
 def _check_links_on_the_way(folder: Path) -> None:
     """A symbolic link on the way must be root's or the grader's: another user's (in /tmp) could
     point the outputs anywhere."""
@@ -62,7 +102,7 @@ def _check_links_on_the_way(folder: Path) -> None:
         current = current / part
         try:
             info = os.lstat(current)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # the rest is made (or refused: a file on the way)
             return
         if stat.S_ISLNK(info.st_mode):
             if info.st_uid not in (0, os.geteuid()):

@@ -30,19 +30,15 @@ import graders
 from graders.atomic import write_atomically
 from graders.assignment import PACKS_DIR
 from graders.build import _solution_blocks, template_files
+from graders.handin import STUDENT_CONFTEST
 
 HOMEWORK = "homework"
-# The homework folder's conftest.py: plain `pytest` there runs the public checks (graders/pytest_plugin.py).
-STUDENT_CONFTEST = '''"""Lets plain `pytest` in this folder run the public checks of the assignment (like `grade check`).
-
-One test per public check; the folder is graded once, the results also go to .grade/.
-"""
-
-from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  # noqa: F401
-'''
 PACKAGE_DIR = Path(graders.__file__).resolve().parent
 
 # Never shipped, wherever they appear inside the package.
+# The grader's tools for the course staff that students need nothing of: how hand-ins are
+# compared with each other stays with the staff (graders/similarity/).
+STAFF_ONLY = frozenset({"similarity"})
 EXCLUDED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".DS_Store"})
 EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".orig", ".rej", ".swp")
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
@@ -241,6 +237,8 @@ def bundle_files(assignment):
     for relative, path in _shipped(PACKAGE_DIR):
         if relative.parts[0] == PACKS_DIR.name and len(relative.parts) > 2:
             continue  # the packs: only this assignment's, below
+        if relative.parts[0] in STAFF_ONLY:
+            continue
         files[f"{top}/graders/{relative.as_posix()}"] = path.read_bytes()
     for relative, path in _shipped(assignment.folder):
         if assignment.mutants_path and (path == assignment.mutants_path or assignment.mutants_path in path.parents):

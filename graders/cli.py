@@ -7,15 +7,18 @@
     grade batch SUBMISSIONS --out DIR grade a whole course, resumably
     grade answers DIR                 the batch's written answers to grade: a CSV to fill in, a page to read
     grade merge MANUAL.csv --out DIR  merge manual scores of written answers into a batch
+    grade review DIR                  grade the batch's written answers in the browser, by question, with rubric items
     grade export DIR --lms canvas     the batch's totals as Canvas's gradebook import (or moodle's worksheet)
+    grade similarity DIR              the batch's hand-ins compared pair by pair: shared code, for the staff
     grade doctor                      every layer of the sandbox on this machine, with fixes
     grade gradescope-kit [--out ZIP]  the autograder zip to upload to Gradescope
     grade mutants [--seeds N]         grade the pack's mutants and alternatives: which are caught, named, kept
     grade coverage                    what the checks exercise of the pack's contract, graded on the reference
 
 Every command takes --assignment NAME|PATH: an installed assignment pack or the folder of one
-(default: the only installed pack; for `grade SUBMISSION` and `grade check`, the pack whose files
-the submission or homework folder holds; `grade build` builds every pack).
+(default: the only installed pack; for `grade SUBMISSION`, `grade check` and `grade batch`, the
+pack whose files the submission, homework folder or submissions hold; `grade build` builds every
+pack).
 
 Exit status: 0 whenever a result was written (also for a rejected submission), 1 for
 `grade check` while a public check fails (and for `grade doctor` on a machine without full
@@ -28,7 +31,6 @@ line, no traceback; `grade batch` keeps its own, docs/batch.md).
     grade --version                   the grader's version, and whether this is the locked environment
 """
 
-import json
 import os
 import sys
 import time
@@ -39,8 +41,8 @@ from graders import interrupt
 from graders.options import add_grading_arguments, command_parser, grading_options
 from graders.sandbox.isolation import EXIT_NOT_ISOLATED, refuse_unless_isolated
 
-SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "export", "doctor", "gradescope-kit",
-               "mutants", "coverage")
+SUBCOMMANDS = ("check", "build", "report", "batch", "answers", "merge", "review", "export", "doctor", "gradescope-kit",
+               "mutants", "coverage", "similarity")
 # A package the grader needs is not installed (the message gives the fix): like bad usage, the
 # command could not do its work at all.
 EXIT_INCOMPLETE_INSTALLATION = 2
@@ -53,62 +55,108 @@ def _grade_parser(assignment):
     parser = command_parser("grade", f"Grade a submission of {assignment.title if assignment else 'an installed assignment'}.")
     parser.add_argument("submission", type=Path, help="a .zip, a folder or a .ipynb")
     parser.add_argument("--out", type=Path, default=None, help="where results.json and the reports go (default: ./grade-out/<name>)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what --out holds even if it is another submission's grade or other files")
     add_grading_arguments(parser, assignment)
     return parser
 
 
 def cmd_grade(argv, given=None):
-    """`grade SUBMISSION`, of the assignment `given` (--assignment), else of the one the submission's files say."""
-    from graders.assignment import for_submission, given_or_only
+    """`grade SUBMISSION`, of the assignment `given` (--assignment), else of the one the submission's
+    files say; a hand-in that shows none of any installed assignment's is rejected, with its reason."""
+    from graders.assignment import UnrecognisedSubmission, for_submission, given_or_only
 
-    submission = _submission_argument(argv)
-    assignment = for_submission(submission, given) if submission is not None else given_or_only(given)
+    submission, unrecognised = _submission_argument(argv), None
+    try:
+        assignment = for_submission(submission, given) if submission is not None else given_or_only(given)
+    except UnrecognisedSubmission as error:
+        assignment, unrecognised = None, error
     parser = _grade_parser(assignment)
-    args = parser.parse_args(argv)
+    # Nothing of a hand-in no assignment is recognised in is graded: an option of a pack's is moot.
+    args = parser.parse_known_args(argv)[0] if unrecognised else parser.parse_args(argv)
     if not args.submission.exists():
         print(f"grade: no such file or folder: {args.submission}", file=sys.stderr)
         return 2
     options = grading_options(args, parser, assignment)
-    refused = refuse_unless_isolated(options.unsafe, level=options.isolation)
+    refused = refuse_unless_isolated(options.unsafe, level=options.isolation) if unrecognised is None else None
     if refused is not None:
         return refused
-    from graders.grading import error_result, grade, write_results
+    from graders.atomic import OutputFolderError
+    from graders.grade_folder import GradeFolder
+
+    try:  # before any worker starts: a folder a student's process made first would be its to rewrite
+        folder = GradeFolder.prepare(args.out or Path("grade-out") / args.submission.stem, args.submission,
+                                     force=args.force, untrusted_uids=options.limits().sandbox_uids)
+    except OutputFolderError as refusal:
+        print(f"grade: {refusal}", file=sys.stderr)
+        return 2
+    try:
+        return _grade_into(folder, args, options, assignment, unrecognised)
+    finally:
+        folder.discard()
+
+
+def _grade_into(folder, args, options, assignment, unrecognised):
+    from graders.grading import INSTRUCTOR, error_result, grade, rejected_result, write_results
     from graders.reports import print_summary, write_reports
     from graders.sandbox.isolation import IsolationUnavailable
 
-    from graders.atomic import UnsafeOutputFolder, private_output_folder
-
-    try:  # before any worker starts: a folder a student's process made first would be its to rewrite
-        out = private_output_folder(args.out or Path("grade-out") / args.submission.stem,
-                                    untrusted_uids=options.limits().sandbox_uids)
-    except UnsafeOutputFolder as refusal:
-        print(f"grade: {refusal}", file=sys.stderr)
-        return 2
     started = time.perf_counter()
-    try:
-        results = grade(args.submission, seed=options.seed, only_parts=options.parts, limits=options.limits(),
-                        options=options.check_options(), extra_secrets=[out.resolve()], unsafe=options.unsafe,
-                        isolation=options.isolation, progress=PartProgress(options, assignment), assignment=assignment)
-    except IsolationUnavailable as refusal:  # found only once the secrets were known: still a refusal
-        print(f"grade: {refusal}", file=sys.stderr)
-        return EXIT_NOT_ISOLATED
-    except Exception as error:  # noqa: BLE001 - a result is always written; the traceback is for us
-        traceback.print_exc()
-        results = error_result(args.submission, f"the grader failed: {type(error).__name__}: {error}",
-                               assignment=assignment, only_parts=options.parts, started=started)
+    if unrecognised is not None:
+        print(f"grade: {args.submission} shows no installed assignment's files: rejected, without an assignment "
+              "(--assignment NAME judges it as that homework's)", file=sys.stderr)
+        results = rejected_result(args.submission, unrecognised.reason, None, INSTRUCTOR, started)
+    else:
+        try:
+            results = grade(args.submission, seed=options.seed, only_parts=options.parts, limits=options.limits(),
+                            options=options.check_options(), extra_secrets=folder.secret_paths(), unsafe=options.unsafe,
+                            isolation=options.isolation, progress=PartProgress(options, assignment),
+                            assignment=assignment)
+        except IsolationUnavailable as refusal:  # found only once the secrets were known: still a refusal
+            print(f"grade: {refusal}", file=sys.stderr)
+            return EXIT_NOT_ISOLATED
+        except Exception as error:  # noqa: BLE001 - a result is always written; the traceback is for us
+            traceback.print_exc()
+            results = error_result(args.submission, f"the grader failed: {type(error).__name__}: {error}",
+                                   assignment=assignment, only_parts=options.parts, started=started)
+    if results.get("status") == "rejected" and assignment is not None:
+        results["reason"] += _another_homework(args.submission, assignment)
     interrupt.stop_if_interrupted()  # nothing is written after Ctrl-C, even one whose KeyboardInterrupt was lost
-    path = write_results(results, out)
+    write_results(results, folder.staging)
     try:
-        reports = write_reports(results, out)
-        print_summary(results)
+        reports = write_reports(results, folder.staging)
     except Exception:  # noqa: BLE001 - results.json is written; the reports can be made again
         traceback.print_exc()
-        print(f"grade: the reports could not be written; `grade report {path}` makes them again", file=sys.stderr)
+        print(f"grade: the reports could not be written; `grade report {folder.final / 'results.json'}` makes them again",
+              file=sys.stderr)
         reports = {}
-    print(f"results: {path}")
+    interrupt.stop_if_interrupted()
+    replaced = folder.replacement_note(results)
+    out = folder.publish()
+    try:
+        print_summary(results)
+    except Exception:  # noqa: BLE001 - everything is written; the summary is only shown
+        traceback.print_exc()
+    if replaced:
+        print(f"grade: {replaced}", file=sys.stderr)
+    print(f"results: {out / 'results.json'}")
     for kind, report in reports.items():
-        print(f"{kind}: {report}")
+        print(f"{kind}: {out / report.name}")
     return 0
+
+
+def _another_homework(submission, assignment) -> str:
+    """"; it holds the files of bert: ..." for a hand-in rejected as `assignment`'s that another
+    installed assignment's files are found in (--assignment named the wrong homework), else ""."""
+    from graders.assignment import PackError, for_submission
+
+    try:
+        found = for_submission(submission)
+    except PackError:
+        return ""
+    if found.name == assignment.name:
+        return ""
+    return f"; it holds the files of {found.name} ({found.title}): --assignment {found.name} grades it as that homework"
 
 
 class PartProgress:
@@ -137,19 +185,29 @@ class PartProgress:
 def cmd_report(argv, given=None):
     """`grade report RESULTS.json`: a results.json says its assignment; `given` is not needed."""
     parser = command_parser("grade report", "Re-render the reports of a results.json.")
-    parser.add_argument("results", type=Path)
+    parser.add_argument("results", type=Path, help="a results.json, or the folder holding one")
     parser.add_argument("--out", type=Path, default=None, help="default: the folder of results.json")
     parser.add_argument("--after-due-date", action="store_true",
                         help="feedback.html shows the hidden checks too (never the rubric or the flags)")
     args = parser.parse_args(argv)
-    try:
-        results = json.loads(args.results.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        print(f"grade report: cannot read {args.results}: {error}", file=sys.stderr)
-        return 2
-    from graders.reports import print_summary, write_reports
+    from graders.atomic import OutputFolderError, make_folder
+    from graders.reports import UnusableResults, print_summary, read_results, write_reports
 
-    for kind, report in write_reports(results, args.out or args.results.parent, after_due_date=args.after_due_date).items():
+    try:
+        results = read_results(args.results)
+    except UnusableResults as error:
+        print(f"grade report: {error}", file=sys.stderr)
+        return 2
+    out = args.out or (args.results if args.results.is_dir() else args.results.parent)
+    try:
+        reports = write_reports(results, make_folder(out), after_due_date=args.after_due_date)
+    except OutputFolderError as error:
+        print(f"grade report: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"grade report: cannot write the reports into {out}: {error.strerror}", file=sys.stderr)
+        return 2
+    for kind, report in reports.items():
         print(f"{kind}: {report}")
     print_summary(results)
     return 0
@@ -260,13 +318,41 @@ def take_assignment(argv):
 
 
 def _submission_argument(argv):
-    """The submission `grade` is given (the first argument naming a folder, zip or notebook), read
-    before the parser: the assignment it belongs to decides the parser's options."""
+    """The submission `grade` is given (the argument naming a file or folder that is no option's
+    value), read before the parser: the assignment it belongs to decides the parser's options.
+    An option's value is known as `grade`'s parser would take it, with the options of every
+    installed assignment (`--imdb PATH` is a folder, and not the submission)."""
+    from graders.assignment import installed, load
+
+    values = {}  # option -> how many values it takes (None: one or more)
+    for parser in (_grade_parser(None), *(_grade_parser(load(name)) for name in installed())):
+        for action in parser._actions:
+            if action.option_strings and action.nargs != 0:
+                values.update(dict.fromkeys(action.option_strings, 1 if action.nargs is None else action.nargs))
+    left = 0  # values still to come of the option before: an int, or "+" while an nargs="+" option takes them
     for item in argv:
-        path = Path(item)
-        if not item.startswith("-") and (path.is_dir() or (path.is_file() and path.suffix in (".zip", ".ipynb"))):
-            return path
+        if item.startswith("-"):
+            left = values.get(item.partition("=")[0], 0) if "=" not in item else 0
+            left = "+" if left in ("+", "*") else left
+        elif left == "+":
+            continue
+        elif left:
+            left -= 1
+        elif Path(item).exists():
+            return Path(item)
     return None
+
+
+def _similarity_command():
+    """`grade similarity`, a staff tool the student bundle leaves out (graders/bundle.py)."""
+    try:
+        from graders.similarity.cli import cmd_similarity
+    except ModuleNotFoundError as error:
+        if not (error.name or "").startswith("graders.similarity"):
+            raise
+        print("grade similarity: a tool of the course staff's grader, not part of this installation", file=sys.stderr)
+        return lambda argv, given: 2
+    return cmd_similarity
 
 
 def _subcommand(name):
@@ -295,10 +381,16 @@ def _subcommand(name):
         from graders.batch.answers import cmd_answers
 
         return lambda argv, given: cmd_answers(argv)  # a batch's results say their assignment
+    if name == "review":
+        from graders.review.cli import cmd_review
+
+        return cmd_review
     if name == "export":
         from graders.batch.lms import cmd_export
 
         return lambda argv, given: cmd_export(argv)
+    if name == "similarity":
+        return _similarity_command()
     from graders.batch import cli as batch_cli
 
     return batch_cli.cmd_batch if name == "batch" else batch_cli.cmd_merge

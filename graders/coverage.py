@@ -29,6 +29,8 @@ from graders.checks.contract import ForwardingStudent
 from graders.checks.space import EVAL, TRAINING, Call, Contract, bind, defaults, differs_from_default, first_tensor, \
     resolve, signature_of
 
+# The methods that set a torch module's mode, by their own names.
+SETS_TRAINING, SETS_EVAL = torch.nn.Module.train.__name__, torch.nn.Module.eval.__name__
 # How many distinct values of a parameter the report lists before it says "and N more".
 SHOWN_VALUES = 8
 
@@ -127,9 +129,9 @@ class CoverageRecorder:
                 method = "forward" if name == "__call__" else name
                 self._bind(f"{getattr(target, 'type_name', '?')}.{method}", rest, kwargs, check_id, mode, key,
                            built=self._built.get(key))
-                if name == "train":
+                if name == SETS_TRAINING:
                     self._modes[key] = TRAINING if (rest[0] if rest else kwargs.get("mode", True)) else EVAL
-                elif name == "eval":
+                elif name == SETS_EVAL:
                     self._modes[key] = EVAL
 
     def _bind(self, name: str, args: Iterable[Any], kwargs: dict, check_id: str, mode: str | None = None,

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import graders
 from graders.assignment import PACKS_DIR, Assignment
-from graders.atomic import write_atomically
+from graders.atomic import OutputFolderError, output_file, write_atomically
 from graders.options import command_parser, validate_parts
 from graders.sandbox.isolation import CONTAINER, EXIT_NOT_ISOLATED, FULL, LEVELS
 
@@ -214,6 +214,11 @@ def cmd_kit(argv, given=None) -> int:
     args = parser.parse_args(argv)
     assignment = resolve(given)
     validate_parts(args.parts, parser, assignment)
+    try:
+        output_file(args.out)
+    except OutputFolderError as error:
+        print(f"grade gradescope-kit: {error}", file=sys.stderr)
+        return 2
     path = write_kit(args.out, assignment, parts=args.parts, seed=args.seed, unsafe=args.unsafe_no_sandbox, isolation=args.isolation)
     print(f"autograder kit: {path} (upload it as the assignment's autograder on Gradescope); isolation: "
           f"{'NONE (--unsafe-no-sandbox)' if args.unsafe_no_sandbox else args.isolation}")

@@ -69,7 +69,7 @@ def assignment_paths(assignment, options, kind):
 
 def versions(assignment):
     """What graded: the grader, its libraries and the hash of the assignment's manifest (which
-    holds the rubric)."""
+    holds the rubric; none where no assignment was known)."""
     import hypothesis  # already imported by graders.checks, without its plugins
 
     return {
@@ -77,7 +77,7 @@ def versions(assignment):
         "python": platform.python_version(),
         "torch": torch.__version__,
         "hypothesis": hypothesis.__version__,
-        "rubric_sha256": assignment.rubric.sha256,
+        **({"rubric_sha256": assignment.rubric.sha256} if assignment is not None else {}),
     }
 
 
@@ -146,7 +146,9 @@ class _ModuleGate:
         self.worker = worker
         self.missing = {name.removesuffix(".py") for name in ingested.missing}
         self.missing_reasons = {name.removesuffix(".py"): reason for name, reason in ingested.missing_reasons.items()}
-        self.problems = {}
+        # A module Python cannot read (its encoding): the reason is known before any import.
+        self.unreadable = {name.removesuffix(".py"): (reason, None) for name, reason in ingested.unreadable.items()}
+        self.problems = dict(self.unreadable)
 
     def problem(self, module):
         if module.endswith(".toml"):
@@ -158,7 +160,10 @@ class _ModuleGate:
                 self.worker.import_module(module)
                 self.problems[module] = None
             except StudentError as error:
-                self.problems[module] = (f"{module}.py could not be imported: {error.exc_type}: {error.message}", error)
+                unreadable = "".join(f"; {other}.py, which it may import, cannot be read: {reason}"
+                                     for other, (reason, _) in self.unreadable.items())
+                self.problems[module] = (f"{module}.py could not be imported: {error.exc_type}: {error.message}"
+                                         f"{unreadable}", error)
             except MissingDependency as error:  # the part is skipped, nobody's code is blamed
                 self.problems[module] = error
             except BudgetExhausted as error:
@@ -388,10 +393,13 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             return part_json(part, [r for r in results if r not in rehearsal], registry)
 
         def grade_apart(lane):
+            worker_started = time.perf_counter()
             lane.start()
+            timings["own_worker_start_s"] = round(time.perf_counter() - worker_started, 3)
             return {part.id: grade_part(part, lane) for part in apart}
 
         together = [part for part in selected if part not in apart]
+        timings["setup_s"] = round(time.perf_counter() - started, 3)  # before any worker starts
         lanes, aside = [], None
         beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grading-apart")
         try:
@@ -415,12 +423,14 @@ def grade(source, *, mode=INSTRUCTOR, seed=None, only_parts=None, limits=None, o
             if aside is not None:  # still running if this grade failed: its request in flight fails now
                 aside.stop()
             beside.shutdown(wait=True)
+            closing = time.perf_counter()
             for each in lanes:
                 try:
                     each.worker.close()
                 except Exception as error:  # noqa: BLE001 - the results are made; say so and go on
                     warnings.warn(f"grading: the worker could not be closed cleanly: {error}", RuntimeWarning,
                                   stacklevel=2)
+            timings["close_s"] = round(time.perf_counter() - closing, 3)
     status, reason = "graded", None
     failed_start = next((each.starter.error for each in lanes
                          if not each.starter.started_once and each.starter.error is not None), None)
@@ -524,16 +534,18 @@ def counted_points(assignment, only_parts=None, options=None):
 
 
 def rejected_result(source, reason, assignment, mode, started, only_parts=None, options=None):
-    """A rejection scores 0 out of what the parts that were to be graded count for."""
+    """A rejection scores 0 out of what the parts that were to be graded count for; out of 0,
+    and of no assignment, where the hand-in showed no installed assignment's files
+    (`assignment.UnrecognisedSubmission`) and none was given."""
     return {
         "schema_version": SCHEMA_VERSION,
         "status": "rejected",
         "reason": reason,
         "mode": mode,
         "score": 0,
-        "max_score": counted_points(assignment, only_parts, options),
+        "max_score": counted_points(assignment, only_parts, options) if assignment is not None else 0,
         "submission": {"sha256": input_sha256(source), "name": Path(source).name, "kind": "unknown", "notes": []},
-        "assignment": assignment_json(assignment),
+        **({"assignment": assignment_json(assignment)} if assignment is not None else {}),
         "versions": versions(assignment),
         "timings": {"total_s": round(time.perf_counter() - started, 3)},
         "parts": [],

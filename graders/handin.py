@@ -9,6 +9,26 @@ from pathlib import Path
 
 MiB = 1024 * 1024
 
+# The student bundle's homework/conftest.py (graders/bundle.py): plain `pytest` there runs the
+# public checks (graders/pytest_plugin.py). A hand-in zipped from homework/, as the bundle's README
+# says, holds it: the integrity scan knows it as the bundle's own (graders/integrity.py).
+STUDENT_CONFTEST = '''"""Lets plain `pytest` in this folder run the public checks of the assignment (like `grade check`).
+
+One test per public check; the folder is graded once, the results also go to .grade/.
+"""
+
+from graders.pytest_plugin import pytest_collect_file, pytest_terminal_summary  # noqa: F401
+'''
+
+
+def is_bundle_file(name: str, data: bytes) -> bool:
+    """Whether a hand-in's file is the student bundle's own, unchanged (line endings and trailing
+    blanks aside, which an editor or a zip tool on Windows may change)."""
+    def normal(text: bytes) -> bytes:
+        return b"\n".join(line.rstrip() for line in text.replace(b"\r\n", b"\n").split(b"\n")).strip()
+
+    return name.rsplit("/", 1)[-1] == "conftest.py" and normal(data) == normal(STUDENT_CONFTEST.encode())
+
 
 class Rejected(Exception):
     """The input cannot be graded at all; `reason` says why, in words for a TA."""

@@ -8,14 +8,18 @@ a TA can read; a module that is merely missing is recorded, so the grade can rep
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import stat
 import struct
+import tempfile
+import tokenize
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,12 +30,14 @@ from typing import BinaryIO, Literal
 from graders.handin import MiB, IngestLimits, Rejected, SubmissionLayout
 
 # The grader reads no more of a questions file than this, and parses it safely.
-from graders.answers_file import MAX_ANSWERS_BYTES, parse_answers
+from graders.answers_file import MAX_ANSWERS_BYTES, answers_text, parse_answers
 
 
-# Folders and files that operating systems and editors add on their own. They are skipped
-# without being read, wherever they appear in the tree.
-IGNORED_NAMES = frozenset({"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store", ".git"})
+# Folders and files that operating systems, editors and tools add on their own (.grade/ and
+# .pytest_cache/: what `grade check` and `pytest` write in the student bundle's homework folder).
+# They are skipped without being read, wherever they appear in the tree.
+IGNORED_NAMES = frozenset({"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".DS_Store", ".git", ".grade",
+                           ".pytest_cache"})
 
 _COPY_CHUNK = 64 * 1024
 # Below this size a high compression ratio is ordinary (a short file of repeated lines).
@@ -54,6 +60,8 @@ class Ingested:
     # A notebook hand-in's map: {"notebook", "definitions": [{name, cell, module}],
     # "answers": [{key, cell}]}; None for modules handed in as files.
     origin: dict | None = None
+    # Module files present that Python could not read as source (their encoding), with why and the fix.
+    unreadable: dict[str, str] = field(default_factory=dict)
 
 
 def ingest(source: Path, dest: Path, *, assignment, limits: IngestLimits = IngestLimits()) -> Ingested:
@@ -116,8 +124,42 @@ def _ingest_into(source: Path, dest: Path, limits: IngestLimits, layout: Submiss
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     missing = [name for name in layout.expected_files if not (root / name).is_file()]
     notes.extend(_near_miss_notes(missing, raw, layout))
+    unreadable = {name: problem for name in layout.expected_files if name.endswith(".py") and (root / name).is_file()
+                  and (problem := source_encoding_problem((root / name).read_bytes(), name))}
     return Ingested(root=root, kind=kind, sha256=sha256, files=files, missing=missing, notes=notes,
-                    missing_reasons=missing_reasons, origin=origin)
+                    missing_reasons=missing_reasons, origin=origin, unreadable=unreadable)
+
+
+_BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+                     (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+SAVE_AS_UTF8 = ("Python reads source files as UTF-8: save it as UTF-8 (in VS Code: the encoding in the status bar, "
+                "'Save with Encoding', UTF-8; in Notepad: Save As, Encoding UTF-8) and hand it in again")
+
+
+def source_encoding_problem(data: bytes, name: str) -> str | None:
+    """Why Python cannot read `data` as the source of `name`, in words with the fix, or None. Python
+    reads UTF-8 unless a coding line says otherwise (PEP 263); an editor's UTF-16 (Windows'
+    "Unicode") gives "source code string cannot contain null bytes", which says neither."""
+    shown = _show(name)
+    encoding = next((label for mark, label in _BYTE_ORDER_MARKS if data.startswith(mark)), None)
+    if encoding is not None:
+        return f"{shown} is saved as {encoding} (it starts with a {encoding} byte-order mark); {SAVE_AS_UTF8}"
+    if b"\0" in data:
+        return (f"{shown} holds null bytes: it is saved as UTF-16 or another encoding of two or four bytes a "
+                f"character, or it is not a text file; {SAVE_AS_UTF8}")
+    try:
+        declared = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError as error:
+        if "unknown encoding" in str(error.msg):  # a coding line naming no encoding Python knows
+            return f"{shown}: {_show(str(error.msg), 120)}; {SAVE_AS_UTF8}"
+        declared = "utf-8"  # its first lines are not UTF-8: said below, with where
+    try:
+        data.decode(declared)
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        return (f"{shown} is not valid {error.encoding.upper()} (byte 0x{data[error.start]:02x} on line {line}): it was "
+                f"saved in another encoding (Latin-1 or Windows-1252, say); {SAVE_AS_UTF8}")
+    return None
 
 
 # --- zip -------------------------------------------------------------------------------------
@@ -137,10 +179,10 @@ def _extract_zip(archive: Path, out: Path, limits: IngestLimits, notes: list[str
     # zipfile raises a zoo of exception types on crafted input; each means "unreadable".
     except Exception:
         with archive.open("rb") as f:
-            looks_like_zip = f.read(2) == b"PK"
-        if looks_like_zip:
+            head = f.read(512)
+        if head[:2] == b"PK":
             raise Rejected("the zip file is damaged or truncated") from None
-        raise Rejected("the file is not a zip archive (nor a folder or a .ipynb notebook)") from None
+        raise Rejected(_not_a_zip(archive.name, head)) from None
 
     with zf:
         infos = zf.infolist()
@@ -162,6 +204,25 @@ def _extract_zip(archive: Path, out: Path, limits: IngestLimits, notes: list[str
                 raise Rejected(f"the zip file is damaged: {_show(path.as_posix())}: {str(error)[:200]}") from None
 
 
+# What a file that is not a zip is, by its first bytes: the archives and documents handed in instead.
+_OTHER_KINDS = ((b"\x1f\x8b", "a gzip archive (.tar.gz, .tgz)"), (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+                (b"Rar!\x1a\x07", "a RAR archive"), (b"BZh", "a bzip2 archive"), (b"\xfd7zXZ\x00", "an xz archive"),
+                (b"%PDF", "a PDF document"))
+
+
+def _not_a_zip(name: str, head: bytes) -> str:
+    """Why a file given as a zip is none, with the fix: what it is, where its first bytes say."""
+    kind = next((label for magic, label in _OTHER_KINDS if head.startswith(magic)), None)
+    if kind is None and head[257:262] == b"ustar":
+        kind = "a tar archive"
+    if kind is not None:
+        return f"the file is {kind}, not a zip: hand in a .zip of the module files (or the folder, or a .ipynb notebook)"
+    if name.endswith(".py"):
+        return (f"{_show(name)} is a single file, not a zip, a folder or a notebook: hand in the folder that holds "
+                "the module files, or a zip of it")
+    return "the file is not a zip archive (nor a folder or a .ipynb notebook)"
+
+
 # The zip records read before zipfile is trusted with the archive (APPNOTE.TXT 4.3.12-4.3.16).
 _EOCD = struct.Struct("<4s4H2LH")  # signature, disk numbers, entry counts, directory size, offset, comment length
 _EOCD64_LOCATOR = struct.Struct("<4sLQL")
@@ -181,6 +242,78 @@ def zip_names(archive: Path, limits: IngestLimits = IngestLimits()) -> list[str]
             return zf.namelist()
     except Exception:  # Rejected, or any of zipfile's errors on crafted input
         return []
+
+
+def hand_in_listing(source: Path, limits: IngestLimits = IngestLimits()) -> tuple[list[PurePosixPath], set[str]]:
+    """(the paths of a folder's or zip's files, as ingest would copy them; the names the
+    notebooks among them define), for telling which assignment a hand-in is of. Nothing is
+    extracted or run: a folder is walked (no link followed, at most `max_entries` entries), a
+    zip's directory read behind its guards, and at most a few notebooks of either parsed. What
+    cannot be read lists nothing; ingest then says why."""
+    from .notebook import defined_names, defined_names_in
+
+    files: list[PurePosixPath] = []
+    notebooks: list = []
+    if source.is_dir():
+        pending, listed = [PurePosixPath()], 0
+        while pending and listed <= limits.max_entries:
+            relative_dir = pending.pop()
+            try:
+                with os.scandir(source.joinpath(*relative_dir.parts)) as listing:
+                    for entry in listing:
+                        listed += 1
+                        if entry.name in IGNORED_NAMES or listed > limits.max_entries:
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(relative_dir / entry.name)
+                        elif entry.is_file():
+                            files.append(relative_dir / entry.name)
+            except OSError:
+                continue
+        notebooks = [source.joinpath(*file.parts) for file in files if file.suffix.lower() == ".ipynb"]
+        defined = set().union(*(defined_names(notebook) for notebook in notebooks[:_NOTEBOOKS_READ]))
+        return files, defined
+    if not source.is_file():
+        return [], set()
+    for name in zip_names(source, limits):
+        path = _safe_listed_path(name)
+        if path is not None and not name.endswith(("/", "\\")) and not IGNORED_NAMES & set(path.parts):
+            files.append(path)
+            if path.suffix.lower() == ".ipynb":
+                notebooks.append(name)
+    defined: set[str] = set()
+    if notebooks:
+        try:
+            with zipfile.ZipFile(source) as zf:
+                for name in notebooks[:_NOTEBOOKS_READ]:
+                    info = zf.getinfo(name)
+                    if info.file_size <= limits.max_file_bytes and not info.flag_bits & 0x1:
+                        defined |= defined_names_in(zf.read(info))
+        except Exception:  # noqa: BLE001 - zipfile's zoo of errors on crafted input: ingest says it
+            pass
+    return files, defined
+
+
+# A hand-in holds one notebook; of a folder of several, a few are enough to tell the homework.
+_NOTEBOOKS_READ = 3
+
+
+def _safe_listed_path(name: str) -> PurePosixPath | None:
+    """A zip entry's path as ingest would store it, or None where ingest refuses it."""
+    try:
+        return _safe_entry_path(name)
+    except Rejected:
+        return None
+
+
+def rejection_as(source: Path, assignment) -> str | None:
+    """Why ingest would reject `source` as a hand-in of `assignment`, or None if it would take it."""
+    with tempfile.TemporaryDirectory(prefix="grade-detect-") as scratch:
+        try:
+            ingest(source, Path(scratch) / "submission", assignment=assignment)
+        except Rejected as rejected:
+            return rejected.reason
+    return None
 
 
 def _too_many_entries(found: str, limits: IngestLimits) -> str:
@@ -497,6 +630,10 @@ def _locate(raw: Path, notes: list[str], layout: SubmissionLayout) -> tuple[Path
         shown = ", ".join(_show(n.as_posix()) for n in notebooks[:5])
         raise Rejected(f"found {len(notebooks)} notebooks ({shown}) and no module files; hand in one notebook or the module files")
     found = ", ".join(_show(p.as_posix()) for p in sorted(files)[:10])
+    archives = [p for p in files if p.suffix.lower() == ".zip"]
+    if archives:
+        raise Rejected(f"the submission holds another zip ({', '.join(_show(p.as_posix()) for p in archives[:3])}) and "
+                       "none of the module files: hand in the files themselves (a zip of the folder, not of a zip)")
     raise Rejected(f"found none of the module files ({', '.join(layout.expected_files)}) and no notebook; "
                    f"the submission holds: {found}")
 
@@ -514,8 +651,9 @@ def _modules_from_notebook(notebook: Path, answers_dir: Path | None, out: Path, 
     notes.extend(extraction.notes)
     answer_cells = _write_notebook_answers(extraction.answers, extraction.answer_cells, answers_dir, out, notes, layout)
     missing_reasons = {
-        module: (f"the notebook {_show(notebook.name)} defines none of {module}'s names "
-                 f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})")
+        module: "; ".join(extraction.not_read[name] for name in names if name in extraction.not_read)
+        or (f"the notebook {_show(notebook.name)} defines none of {module}'s names "
+            f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''})")
         for module, names in layout.module_names.items() if module not in extraction.modules
     }
     origin = {
@@ -548,7 +686,7 @@ def _write_notebook_answers(from_notebook: dict[str, dict[str, str]], cells: dic
     try:
         if handed_in.stat().st_size > MAX_ANSWERS_BYTES:
             raise ValueError(f"it is over {MAX_ANSWERS_BYTES // 1024} KiB")
-        file_answers = parse_answers(handed_in.read_text(encoding="utf-8", errors="replace"), answers_file)
+        file_answers = parse_answers(answers_text(handed_in.read_bytes()), answers_file)
     except ValueError as error:
         # The file is graded as the student handed it in: the answers part says it is unreadable.
         notes.append(f"{answers_file} beside the notebook cannot be read ({_show(str(error), 120)}); "

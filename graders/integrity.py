@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from graders.handin import is_bundle_file
+
 # kind id -> what it means (docs/integrity.md has the same table with examples).
 KINDS: dict[str, str] = {
     "grader-import": "imports the grader's own modules",
@@ -143,8 +145,9 @@ class Flag:
 
 
 def scan_folder(root: Path) -> tuple[list[Flag], int]:
-    """Flags for every `.py` file under `root` (sorted by path), and how many were left out
-    because of the caps."""
+    """Flags for every `.py` file under `root` (sorted by path) but the student bundle's own
+    (its conftest.py, unchanged: `handin.is_bundle_file`), and how many were left out because of
+    the caps."""
     root = Path(root)
     flags: list[Flag] = []
     dropped = scanned = 0
@@ -161,9 +164,11 @@ def scan_folder(root: Path) -> tuple[list[Flag], int]:
         elif scanned + size > MAX_TOTAL_BYTES:
             found = [Flag("unscannable", f"not scanned: the submission's code is over {MAX_TOTAL_BYTES:,} bytes",
                           name, 1, "")]
+        elif is_bundle_file(name, data := path.read_bytes()):
+            continue  # what the bundle's README tells the student to hand in: no reach of theirs
         else:
             scanned += size
-            found = scan_source(path.read_bytes(), name)
+            found = scan_source(data, name)
         room = MAX_FLAGS - len(flags)
         flags.extend(found[:room])
         dropped += max(0, len(found) - room)

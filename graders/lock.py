@@ -29,7 +29,7 @@ GRADER_DISTRIBUTION = "transformer-grader"
 # The installer, not something the grader runs.
 NOT_LOCKED = frozenset({"pip", GRADER_DISTRIBUTION})
 # The grader's extras that setup.sh installs: the lock covers all of them.
-EXTRAS = ("dev", "slurm", "data")
+EXTRAS = ("dev", "slurm", "data", "review")
 # Which versions decide the golden answers' inputs: a self-check refuses to compare its draws
 # with answers recorded under another one.
 DRAW_DECIDING = ("hypothesis",)

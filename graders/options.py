@@ -13,8 +13,11 @@ fine-tuning's data and encoder, say). Such a module has `add_arguments(parser)` 
 checks read as `ctx.options`), `resolved()` (the same with paths made absolute, for a job that
 runs elsewhere) and `budget_s` (seconds added to a submission's budget, or None); and may have
 `readable_paths(check_options)` (what the worker of a long part, graded apart, may read),
-`held_out_paths(check_options)` (what no worker may read) and `describe_part(part_id, options)`
-(said when a part starts).
+`held_out_paths(check_options)` (what no worker may read), `describe_part(part_id, options)`
+(said when a part starts) and `prepare_batch(check_options, folder, *, parts, gpus)` (what every
+job of a local `grade batch` would prepare alike, prepared once before they start into `folder`,
+which no worker may read: it returns the check options to add to each job's, which the resume
+key leaves out; graders/batch/run.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`pytest` in the student's homework folder runs the public checks, one test per check.
 
-The student bundle puts `STUDENT_CONFTEST` (graders/bundle.py) into the homework folder as `conftest.py`. pytest
+The student bundle puts `STUDENT_CONFTEST` (graders/handin.py) into the homework folder as `conftest.py`. pytest
 then collects every file of the folder that the assignment grades (its modules and questions
 file) as a file of tests: one test per public check of the parts that live in it, named by the
 check's id (`model.py::layer.padding`), so `pytest model.py` and `pytest -k padding` work as usual.

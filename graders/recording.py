@@ -27,8 +27,8 @@ SHOWN_REASONS = 3
 
 def fingerprint_files(assignment):
     """{name: sha256} of every file whose content decides which inputs the public checks draw and
-    what the reference answers: the check framework and oracles of the engine, the pack's checks
-    and oracle computations (every module in their folders), the reference. When one changes,
+    what the reference answers: the check framework and oracles of the engine, the pack's checks, worker
+    tasks and oracle computations (every module in their folders), the reference. When one changes,
     the golden fixtures must be recorded again. The rest of the engine is not among them: what
     it passes to the draws (the seed, the examples per property) is in the fingerprint as values."""
     assignment.ensure_importable()
@@ -42,6 +42,8 @@ def fingerprint_files(assignment):
             if mutants is None or not (path == mutants or mutants in path.parents)}
     if assignment.oracle_module:
         pack.add(origin(assignment.oracle_module))
+    # the worker tasks build what the checks ask of the reference (a probe module, stand-ins)
+    pack.update(origin(name) for name in assignment.task_modules)
     named = [*((f"graders/{path.relative_to(ENGINE_DIR).as_posix()}", path)
                for path in [*ENGINE_DIR.glob("checks/*.py"), ENGINE_DIR / "oracles.py"]),
              *((f"reference/{path.name}", path) for path in assignment.reference_dir.glob("*.py")),

@@ -222,6 +222,11 @@ def cmd_check(argv, given=None) -> int:
     args = _check_parser().parse_args(argv)
     from graders.assignment import PackError, for_submission
 
+    if not args.path.is_dir():
+        print(f"grade check: {args.path} is {'a file' if args.path.exists() else 'no folder'}: give --path the "
+              "homework folder (the one holding your module files)", file=sys.stderr)
+        return 2
+
     try:
         assignment = for_submission(args.path, given)
     except PackError as error:

@@ -1,4 +1,5 @@
-"""How many submissions `grade batch` grades at a time, and that the choice changes no score."""
+"""How many submissions `grade batch` grades at a time, and that neither the choice nor what its jobs
+share changes any score."""
 
 import json
 import shutil
@@ -8,7 +9,9 @@ import pytest
 
 from graders.batch.cli import cmd_batch
 from graders.batch.concurrency import GPU_MIB_PER_JOB, cgroup_cpu_quota, choose, usable_cores
-from tests.course import REFERENCE_DIR
+from graders.grading import grade
+from graders.sandbox import Limits
+from tests.course import BERT, REFERENCE_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 SEED004 = REPO / "fixtures" / "bert" / "submissions" / "seed004_student"
@@ -67,12 +70,13 @@ def test_a_containers_cpu_quota_bounds_the_cores_it_counts(tmp_path, files, quot
 
 
 @pytest.mark.slow
-def test_concurrency_changes_no_score(tmp_path):
+def test_concurrency_and_sharing_change_no_score(tmp_path):
     # The reference and the seed-004 student, fine-tuned on the smoke set (the shipped small set,
-    # no --imdb): the part that shares a feature cache and a device between jobs. A fresh cache
-    # for each run, so the jobs at --jobs 2 race to build it. A budget that never binds: a loaded
-    # machine stopped smoke mode's budget (then 120 s) after one epoch, and a stop by time is the one way the
-    # machine's load may change a score.
+    # no --imdb): the part that shares a feature cache, a device and, since issue 45, the data the
+    # batch prepares once for all its jobs. A fresh cache for each run, so the batch builds it. A
+    # budget that never binds: a loaded machine stopped smoke mode's budget (then 120 s) after one
+    # epoch, and a stop by time is the one way the machine's load may change a score. Each must
+    # score as it does graded alone, which prepares its own data in a cache of its own.
     subs = tmp_path / "subs"
     shutil.copytree(REFERENCE_DIR, subs / "reference", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(SEED004, subs / "seed004", ignore=shutil.ignore_patterns("__pycache__"))
@@ -83,6 +87,19 @@ def test_concurrency_changes_no_score(tmp_path):
                 "--finetune-budget", "3600", "--feature-cache", str(tmp_path / f"cache{jobs}")]
         assert cmd_batch(argv, "bert") == 0
         scores[jobs] = _scores(out)
+        assert _prepared_by(out) == {"the batch"}
+    alone = {}
+    limits = Limits(submission_budget_s=Limits().submission_budget_s + 3600)  # as the batch's --finetune-budget 3600
+    for name in ("reference", "seed004"):
+        results = grade(subs / name, only_parts=["finetune"], assignment=BERT, limits=limits,
+                        options={"feature_cache": tmp_path / "alone", "time_budget_s": 3600})
+        alone[name] = (results["score"], [(check["id"], check["score"], check["status"])
+                                          for part in results["parts"] for check in part["checks"]])
     assert sorted(scores[1]) == ["reference", "seed004"]
     assert sum(score for _, score, _ in scores[1]["reference"][1]) > 0  # smoke mode's points are provisional
-    assert scores[1] == scores[2]
+    assert scores[1] == scores[2] == alone
+
+
+def _prepared_by(out: Path) -> set:
+    return {check["details"]["timings"]["prepared_by"] for path in (out / "submissions").glob("*/results.json")
+            for part in json.loads(path.read_text())["parts"] for check in part["checks"]}

@@ -166,6 +166,23 @@ def test_a_course_of_21_is_graded_like_single_submissions(course):
     assert sorted(done) == sorted(book)
 
 
+def test_grade_similarity_reads_the_graded_batch_through_its_store(course, tmp_path):
+    """The similarity report of a really graded batch: the same code handed in as a folder, a zip
+    and a zip with a top folder is one hand-in three times; what was rejected is not compared."""
+    from graders.cli import main
+
+    assert main(["similarity", str(course["out"]), "--out", str(tmp_path / "similarity")]) == 0
+    data = json.loads((tmp_path / "similarity" / "similarity.json").read_text())
+    scores = {frozenset((p["a"], p["b"])): p["score"] for p in data["pairs"]}
+    copies = ("good00", "zipped00", "nested00")
+    assert all(scores[frozenset((a, b))] == 1.0 for a in copies for b in copies if a < b)
+    kinds = {h["id"]: h["handed_in_as"] for h in data["hand_ins"]}
+    assert (kinds["good00"], kinds["zipped00"], kinds["notebook00"]) == ("folder", "zip", "notebook")
+    not_compared = {n["id"]: n["reason"] for n in data["not_compared"]}
+    for name in ["notazip", "zipslip", "emptyzip", "tarball.tar.gz", "emptyfolder"]:
+        assert not_compared.get(name) == "not graded (rejected): no code was graded", name
+
+
 def test_a_second_run_regrades_nothing_and_a_changed_file_is_regraded(course, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(course["out"], out)

@@ -500,3 +500,28 @@ def test_pending_reasons_are_said_in_words_and_a_silent_slurm_too(monkeypatch, t
     unknown = slurm.task_states(tmp_path, "7", [0, 1], accounting=True)
     assert not any(s.ended for s in unknown.values()), "nothing is decided while Slurm is silent"
     assert "Slurm does not answer" in slurm._waiting_text(unknown)
+
+
+class Graded(Exception):
+    """The batch went past its checks and would have graded."""
+
+
+def test_a_container_batch_whose_workers_get_the_gpu_grades_one_at_a_time_or_refuses(monkeypatch, tmp_path, capsys):
+    """At container isolation a worker given the GPU keeps the machine's file system: two graded
+    at once could pass files to each other through /tmp."""
+    from graders.batch import cli, run
+
+    def graded(*args, **kwargs):
+        raise Graded
+
+    monkeypatch.setattr(cli, "refuse_unless_isolated", lambda *args, **kwargs: None)  # this machine's layers apart
+    monkeypatch.setattr(run, "run_batch", graded)
+    (tmp_path / "course" / "alice").mkdir(parents=True)
+    batch = [str(tmp_path / "course"), "--out", str(tmp_path / "out"), "--no-progress", "--isolation", "container"]
+    assert cli.cmd_batch([*batch, "--device", "cuda", "--jobs", "2"], "bert") == 3
+    refusal = capsys.readouterr().err
+    assert "could pass files to each other" in refusal and "fix: --jobs 1" in refusal
+    for holds in (["--device", "cuda", "--jobs", "1"], ["--device", "cpu", "--jobs", "2"],
+                  ["--device", "cuda", "--jobs", "2", "--parts", "attention"]):  # no worker of its own gets the GPU
+        with pytest.raises(Graded):
+            cli.cmd_batch([*batch, *holds], "bert")

@@ -49,6 +49,10 @@ def test_the_fine_tuning_runs_beside_the_other_parts_and_scores_as_alone(referen
     part's result is the one it gets graded alone."""
     timings = reference_results["timings"]
     assert timings["total_s"] < sum(timings["parts"].values()), timings
+    # Issue 45: what a grade spends outside its parts, timed too; the fine-tuning's lane is one of them
+    assert all(timings[key] >= 0 for key in ("setup_s", "worker_start_s", "own_worker_start_s", "close_s")), timings
+    assert (timings["setup_s"] + timings["own_worker_start_s"] + timings["parts"]["finetune"] + timings["close_s"]
+            <= timings["total_s"] + 0.01), timings
     def outcome(results):  # what a grade says of the part; its details hold seconds trained
         (part,) = [part for part in results["parts"] if part["id"] == "finetune"]
         return part["score"], [(c["id"], c["status"], c["score"], c["message"]) for c in part["checks"]]

@@ -71,7 +71,7 @@ def test_the_reference_gets_full_marks_and_the_template_none(course, tmp_path):
 
 def test_the_mutant_is_caught_and_named_and_the_alternative_passes(course, pack, tmp_path):
     mutants, alternatives = collect(pack)
-    assert len(mutants) == 1 and len(alternatives) == 1
+    assert len(mutants) == 2 and len(alternatives) == 1
     for variant in [*mutants, *alternatives]:
         folder = tmp_path / variant.id
         shutil.copytree(course / "reference", folder)

@@ -45,18 +45,27 @@ def test_reference_passes_smoke_mode_provisionally_and_each_epoch_is_shown():
 
 @pytest.mark.slow
 def test_each_stage_of_the_check_is_timed_in_results():
-    """Issue 35: where the check's time goes, in results.json: preparation (and, when this grade
-    built them, the encoder's load and the features), the frozen-encoder probe, the worker's start,
-    and each epoch with its predictions."""
-    part = _finetune_part(REFERENCE_DIR)
+    """Issues 35 and 45: where the check's time goes, in results.json: preparation (who prepared
+    the data and, when this grade built them, the encoder's load and the features), the
+    frozen-encoder probe, the worker's start, the training as a whole and each epoch with its
+    predictions; and the grade's own stages beside its parts."""
+    results = grade(REFERENCE_DIR, only_parts=["finetune"], assignment=HOMEWORK)
+    (part,) = results["parts"]
     (check,) = part["checks"]
     timings = check["details"]["timings"]
-    assert {"preparation_s", "probe_s", "start_s", "epochs"} <= timings.keys()
-    assert {"encoder_load_s", "features_s"} <= timings.keys() or timings["preparation_s"] < 1
+    assert {"preparation_s", "probe_s", "start_s", "training_s", "epochs"} <= timings.keys()
+    if timings["prepared_by"] == "this grade":
+        assert {"encoder_load_s", "features_s"} <= timings.keys()
+    else:
+        assert timings["prepared_by"] == "an earlier grade of this process" and timings["preparation_s"] < 1
     assert [epoch["epoch"] for epoch in timings["epochs"]] == check["details"]["training_curve"]["epoch"]
     for epoch in timings["epochs"]:
         assert 0 <= epoch["predict_seconds"] <= epoch["seconds"] and epoch["request_seconds"] >= epoch["seconds"] - 0.5
+    assert sum(epoch["request_seconds"] for epoch in timings["epochs"]) <= timings["training_s"]
     assert all(timings[key] >= 0 for key in ("preparation_s", "probe_s", "start_s"))
+    stages = results["timings"]
+    assert (stages["setup_s"] + stages["worker_start_s"] + stages["checks"]["finetune.accuracy"] + stages["close_s"]
+            <= stages["total_s"] + 0.01), stages
 
 
 @pytest.mark.parametrize("bug, diagnosis", [

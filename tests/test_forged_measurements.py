@@ -340,8 +340,12 @@ def test_a_forged_measurement_is_marked_in_results_and_report(tmp_path):
     jsonschema.validate(results, RESULTS_SCHEMA)
     page = render_html(results)
     assert page.count(">worker-measured</span>") == len(MEASURED)
-    measured_points = sum(checks[cid]["score"] for cid in MEASURED)
-    assert "Worker-measured:" in page and f"{format_points(measured_points)} of these points" in page
+    # Positional encoding is worth 0 points: no point rests on the measurement, and no word of forging is said.
+    assert sum(checks[cid]["max_score"] for cid in MEASURED) == 0 and "Worker-measured:" not in page
+    for cid in MEASURED:  # re-weighted (an instructor may), the points that rest on it are said
+        checks[cid].update(score=1.0, max_score=1.0)
+    page = render_html(results)
+    assert "Worker-measured:" in page and f"{format_points(len(MEASURED))} of these points" in page
 
 
 def test_forged_worker_tasks_score_like_the_honest_twin(tmp_path):

@@ -40,10 +40,12 @@ def example():
 def test_the_example_packs_mutant_is_caught_and_named_and_its_alternative_kept(example, tmp_path):
     rows = grade_all(example, inprocess_grader(example), seeds=range(2), scratch=tmp_path)
     assert [(row.id, row.kind, row.caught, row.named, row.missed) for row in rows] == [
-        ("softmax_without_shift", "mutant", True, True, False), ("softmax_by_logsumexp", "alternative", False, True, False)]
+        ("softmax_without_shift", "mutant", True, True, False), ("softmax_ignores_dim", "mutant", True, True, False),
+        ("softmax_by_logsumexp", "alternative", False, True, False)]
     assert rows[0].diagnoses == ("softmax_overflows",)
+    assert rows[1].diagnoses == ("softmax_wrong_dim",)
     printed = table(rows)
-    assert "mutants: 1, caught 1, named 1 of 1 with a diagnosis; alternatives: 1, at full marks 1" in printed
+    assert "mutants: 2, caught 2, named 2 of 2 with a diagnosis; alternatives: 1, at full marks 1" in printed
 
 
 def test_every_kind_of_miss_is_a_miss(example, tmp_path):

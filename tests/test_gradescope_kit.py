@@ -123,6 +123,36 @@ def test_the_kit_runs_its_own_grader(gradescope_root):
         located.stdout + located.stderr
 
 
+WHAT_A_WORKER_SEES = """
+import json, sys
+from graders.assignment import load
+from graders.sandbox import exposure, isolation
+seen = exposure.exposure((), load(sys.argv[1]).task_modules)
+before = isolation.interpreter_paths()  # the rule before the allow-list: every folder the Python reads, whole
+paths = json.loads(sys.argv[2])
+print(json.dumps({"now": [p for p in paths if seen.visible(p)],
+                  "before": [p for p in paths if any(exposure.inside(p, folder) for folder in before)]}))
+"""
+
+
+def test_the_kits_workers_see_its_engine_and_pack_and_nothing_else_of_the_kit(gradescope_root):
+    """The kit's layout as setup.sh makes it: a .pth names the kit's grader/ folder, which holds
+    the reference beside the engine. What a worker sees (bubblewrap's binds, the own root's
+    tree) is the engine and the pack's tasks: not the reference even were it no secret, not
+    kit.json or setup.sh."""
+    grader = gradescope_root / "source" / "grader"
+    paths = [str(path) for path in (grader / "graders" / "sandbox" / "worker.py",
+                                    grader / "graders" / "packs" / PACK.name / "tasks.py",
+                                    grader / "reference" / PACK.name / "causal_lm.py",
+                                    gradescope_root / "source" / "kit.json", gradescope_root / "source" / "setup.sh")]
+    done = subprocess.run([str(gradescope_root / "venv" / "bin" / "python"), "-c", WHAT_A_WORKER_SEES, PACK.name,
+                           json.dumps(paths)], capture_output=True, text=True, cwd="/", env=clean_environment())
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["now"] == paths[:2]
+    assert paths[2] in seen["before"]  # positive control: the kit's grader/ folder, whole, held the reference
+
+
 @pytest.fixture(scope="module")
 def graded_by_the_kit(gradescope_root):
     """The kit's results.json for the student of the fixture (graded once for the tests below)."""

@@ -79,7 +79,7 @@ def test_answers_export_round_trips_through_merge(tmp_path, capsys):
     store.publish(tmp_path, "bob", bob, {"key": "b"})
 
     assert main(["answers", str(tmp_path)]) == 0
-    assert "4 written answers (4 to grade) from 2 students" in capsys.readouterr().out
+    assert "4 written answers from 2 students: 3 to grade, 1 left blank" in capsys.readouterr().out
     rows = list(csv.DictReader((tmp_path / "answers.csv").read_text().splitlines()))
     assert [(r["student_id"], r["check_id"], r["status"]) for r in rows] == [
         ("alice", "answers.layer_norm", "pending"), ("bob", "answers.layer_norm", "blank"),
@@ -97,7 +97,7 @@ def test_answers_export_round_trips_through_merge(tmp_path, capsys):
         writer.writerows(rows)
     report = merge_manual(tmp_path / "answers.csv", tmp_path)
     assert report.ok and len(report.applied) == 2 and len(report.not_graded) == 2
-    assert "2 row(s) without a score passed over (not graded yet)" in report.lines()
+    assert "2 row(s) without a score passed over: 2 written answer(s) not graded yet" in report.lines()
     merged = json.loads((tmp_path / "submissions" / "alice" / "results.json").read_text())
     assert merged["parts"][0]["checks"][1]["details"]["manual"]["score"] == 3
 

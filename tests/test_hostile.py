@@ -158,11 +158,23 @@ def _grant_others_read(folder):
         path.chmod(path.stat().st_mode | (0o005 if path.is_dir() else 0o004))
 
 
+def _show_every_pack(monkeypatch):
+    """The allow-list without its filter of the engine's packs: every pack shown."""
+    from graders.sandbox import exposure, isolation
+
+    def every_pack(readable_paths=(), task_modules=()):
+        seen = exposure.exposure(readable_paths, task_modules)
+        return exposure.Exposure(seen.shown, tuple(folder for folder in seen.hidden if not folder.endswith("/packs")))
+
+    monkeypatch.setattr(isolation, "exposure", every_pack)
+
+
 @pytest.mark.parametrize("bubblewrap", [True, False], ids=["full", "no-namespaces"])
-def test_a_worker_cannot_read_the_mutants_of_the_other_packs(bubblewrap, tmp_path):
+def test_a_worker_cannot_read_the_mutants_of_the_other_packs(bubblewrap, tmp_path, monkeypatch):
     """Every installed pack's mutants hold lines of its solution: a bert worker must not read the
-    causal_lm or gpt ones either. Positive control: with the graded pack's mutants alone secret,
-    as a fresh clone has the others' modes, the same worker reads them."""
+    causal_lm or gpt ones either. Under bubblewrap no other pack is there at all (the allow-list,
+    graders/sandbox/exposure.py). Positive control: with the graded pack's mutants alone secret,
+    as a fresh clone has the others' modes, and every pack shown, the same worker reads them."""
     from graders.assignment import load
     from graders.grading import secret_paths
     from graders.sandbox import Worker
@@ -183,7 +195,12 @@ def test_a_worker_cannot_read_the_mutants_of_the_other_packs(bubblewrap, tmp_pat
 
     for mutants in others:
         _grant_others_read(mutants)
+    if bubblewrap:
+        alone = reads([bert.reference_dir, bert.mutants_path])
+        assert set(alone.values()) == {"FileNotFoundError"}, alone  # the allow-list alone holds
+        _show_every_pack(monkeypatch)
     leaked = reads([bert.reference_dir, bert.mutants_path])
     assert all(text not in ("PermissionError", "FileNotFoundError") for text in leaked.values()), leaked
+    monkeypatch.undo()
     read = reads(secret_paths(bert))
     assert set(read.values()) <= {"PermissionError", "FileNotFoundError"}, read

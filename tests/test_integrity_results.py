@@ -30,7 +30,9 @@ def results(flags=(), dropped=0, score=8.0, status="graded"):
         "schema_version": 1, "status": status, "reason": None, "mode": "instructor", "score": score,
         "max_score": 8.0, "submission": {"sha256": "0" * 64, "name": "x.zip", "kind": "zip", "notes": []},
         "versions": {"grader": "0.1.0"}, "timings": {"total_s": 1.0},
-        "parts": [{"id": "attention", "title": "Attention", "score": score, "max_score": 8.0, "checks": []}],
+        "parts": [{"id": "attention", "title": "Attention", "score": score, "max_score": 8.0, "checks": [
+            {"id": "attention.matches_reference", "title": "matches", "status": "passed" if score else "failed",
+             "score": score, "max_score": 8.0, "visibility": "public"}]}],
     }
     if status == "graded":
         document["integrity"] = {"flags": list(flags), "dropped": dropped}

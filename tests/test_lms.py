@@ -85,12 +85,37 @@ def test_moodle_a_folder_is_its_id_before_moodle_s_own_end_whatever_the_name_hol
 
 
 @pytest.mark.parametrize("entry", [FORGED_MOODLE["file_name"], FORGED_MOODLE["name_flat"]])
-def test_moodle_a_file_name_that_reads_as_two_students_stops_the_batch(tmp_path, entry):
+def test_moodle_a_file_name_that_reads_as_two_students_is_rejected_alone(tmp_path, entry):
     _zip(tmp_path / entry, {"attention.py": "mallory"})
     _zip(tmp_path / "Victor_4567_assignsubmission_file_hw.zip", {"attention.py": "victor"})
-    with pytest.raises(DiscoveryError, match="read as more than one student") as refused:
-        discover(tmp_path, names="moodle")
-    assert "4567, 4568" in str(refused.value) or "4568, 4567" in str(refused.value)
+    found = {s.student_id: s for s in discover(tmp_path, names="moodle")}
+    victor, mallory = found["4567"], found[entry.removesuffix(".zip")]  # graded as neither student
+    assert (victor.path.name, victor.rejected) == ("Victor_4567_assignsubmission_file_hw.zip", "")
+    assert mallory.path.name == entry and "graded as neither" in mallory.rejected
+    assert "4567, 4568" in mallory.rejected or "4568, 4567" in mallory.rejected
+
+
+@pytest.mark.slow
+def test_a_batch_grades_everyone_but_the_entry_whose_name_reads_as_two_students(tmp_path):
+    """One crafted name (Canvas: `eve_12345_99999_777_hw.zip` reads as 12345 and as 99999) costs
+    one rejected row with its reason, not the batch: the others are graded."""
+    from graders.batch.cli import cmd_batch
+    from tests.course import REFERENCE_DIR
+
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    solution = {path.name: path.read_text() for path in REFERENCE_DIR.glob("*.py") if path.name != "__init__.py"}
+    for name in ("bob_4567_700_hw.zip", "eve_12345_99999_777_hw.zip"):
+        _zip(downloads / name, solution)
+    out = tmp_path / "gradebook"
+    assert cmd_batch([str(downloads), "--out", str(out), "--names", "canvas", "--parts", "attention", "--no-progress"],
+                     "bert") == 0
+    with open(out / "gradebook.csv", newline="") as table:
+        rows = {row["student_id"]: row for row in csv.DictReader(table)}
+    assert set(rows) == {"4567", "eve_12345_99999_777_hw"}
+    assert rows["4567"]["status"] == "graded" and float(rows["4567"]["total"]) > 0
+    eve = rows["eve_12345_99999_777_hw"]
+    assert (eve["status"], eve["total"]) == ("rejected", "0") and "reads as the canvas ids 12345, 99999" in eve["reason"]
 
 
 def _first_id_reading(monkeypatch):
@@ -121,12 +146,15 @@ def test_moodle_positive_control_the_first_id_made_mallory_the_absent_victim(tmp
     ["mallory_4568_2_x_4567_1_attention.py"],  # the uploaded file's name holds it
     ["mallory_LATE_4568_2_x_4567_1_attention.py"],
 ])
-def test_canvas_a_name_that_reads_as_two_students_stops_the_batch(tmp_path, entries):
+def test_canvas_a_name_that_reads_as_two_students_is_rejected_alone(tmp_path, entries):
     for entry in entries:
         (tmp_path / entry).write_text("mallory")
     (tmp_path / "victor_4567_700_attention.py").write_text("victor")
-    with pytest.raises(DiscoveryError, match="read as more than one student"):
-        discover(tmp_path, names="canvas", staging=tmp_path.parent / "staging")
+    found = {s.student_id: s for s in discover(tmp_path, names="canvas", staging=tmp_path.parent / "staging")}
+    assert set(found) == {"4567", *entries}  # the entry keeps its plain id (its name: a .py is no zip)
+    assert found["4567"].rejected == "" and (found["4567"].path / "attention.py").read_text() == "victor"
+    [entry] = entries
+    assert "reads as the canvas ids" in found[entry].rejected and found[entry].path == tmp_path / entry
 
 
 def test_canvas_positive_control_the_first_id_made_mallory_the_victim(tmp_path, monkeypatch):

@@ -96,3 +96,26 @@ def test_a_mistake_is_named_only_when_it_alone_gives_every_count():
     assert named(0)[0] == "count_state_dict_requires_grad"
     diagnosis, said = named(8 + 100)  # the buffer, not the frozen layer: no mistake of the list gives it
     assert diagnosis is None and said == " (counts seen: 108 where 8 is right)"
+
+
+def test_the_probe_counts_are_the_references_for_every_frozen_and_tied_probe():
+    """What count_parameters is held to on the probe (the oracle's count of the module the task builds)
+    and the readings its mistakes are named by, for every probe the check draws."""
+    from torch import nn
+
+    probe_module = importlib.import_module(f"{CAUSAL_LM.package}.tasks").probe_module
+    oracle = ReferenceOracle(CAUSAL_LM)
+    for sizes in ((4, 3, 2), (1, 5, 7)):
+        for frozen in (0, 1, 2):
+            for tied in (False, True):
+                module = probe_module(list(sizes), frozen, tied)
+                counts = CHECKS._probe_counts(sizes, frozen, tied)
+                params = list(module.parameters())
+                assert counts["right"] == oracle.call("probe_count", list(sizes), frozen, tied) == sum(
+                    p.numel() for p in params if p.requires_grad)
+                assert counts["frozen"] == sum(p.numel() for p in params)
+                assert counts["state"] == sum(t.numel() for t in module.state_dict().values())
+                assert counts["tensors"] == len([p for p in params if p.requires_grad])
+                assert counts["all_tensors"] == len(params)
+                assert len(module) == 2 + tied and all(isinstance(layer, nn.Linear) for layer in module)
+                assert not tied or module[2].weight is module[0].weight

@@ -13,27 +13,21 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
+import chromium
 import report_samples
 from graders.reports import render_html
 from graders.reports.summary import format_points
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 
 pytestmark = [
     pytest.mark.slow,  # a browser's start and a page load each: left out of the inner loop (README, "Contributing")
-    pytest.mark.chromium,
-    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt-get install -y chromium)"),
-    pytest.mark.skipif(CHROMEDRIVER is None, reason="no chromedriver (apt-get install -y chromium-driver)"),
+    *chromium.SKIP,
 ]
 
 DESKTOP = (1280, 900)
@@ -45,24 +39,7 @@ SCREENSHOT_SAMPLES = {"buggy", "hostile", "self_check_all_passing", "rejected", 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",  # CI runs as root
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-        f"--window-size={DESKTOP[0]},{DESKTOP[1]}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    # An explicit driver path and browser binary keep Selenium Manager from looking online.
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver = chromium.start(tmp_path_factory.mktemp("chromium-profile"), DESKTOP, performance_log=True)
     # Leave the start-up tab (its chrome:// loads would be counted against the first report).
     driver.get("about:blank")
     driver.get_log("performance")

@@ -127,7 +127,7 @@ JUSTIFIED = {
         "causal_lm.causal": _NO_HEAD,
         "causal_lm.rows_independent": _NO_HEAD,
         "causal_lm.batch_first_shape": _NO_HEAD,
-        "causal_lm.forward_wiring": _NO_HEAD,
+        "causal_lm.model_matches_reference": _NO_HEAD,
         "causal_lm.positional_table": _SEQ_FIRST_PE,
         "causal_lm.src_mask_argument": "sequence-first encoder layers meet (B, T) ids; 'src: (B, T) ids; src_mask: "
                                        "(T, T) additive mask, the causal one when None'",
@@ -138,7 +138,7 @@ JUSTIFIED = {
         "causal_lm.causal": _NO_HEAD,
         "causal_lm.rows_independent": _NO_HEAD,
         "causal_lm.batch_first_shape": _NO_HEAD,
-        "causal_lm.forward_wiring": _NO_HEAD,
+        "causal_lm.model_matches_reference": _NO_HEAD,
         "causal_lm.positional_table": _SEQ_FIRST_PE,
         "causal_lm.src_mask_argument": "the second argument is a flag (has_mask): 'src_mask: (T, T) additive mask, "
                                        "the causal one when None'",

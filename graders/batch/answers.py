@@ -24,7 +24,7 @@ from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
 
-from graders.atomic import write_atomically
+from graders.atomic import OutputFolderError, output_file, write_atomically
 from graders.batch import store
 from graders.batch.gradebook import _defuse, load_rows
 from graders.batch.merge import is_written_answer
@@ -142,12 +142,58 @@ def cmd_answers(argv: list[str]) -> int:
         print(f"grade answers: {args.out} holds no batch results (no {store.SUBMISSIONS}/ folder)", file=sys.stderr)
         return 2
     answers = written_answers(args.out, include_graded=args.all)
-    csv_path = write_atomically(args.csv or args.out / ANSWERS_CSV, answers_csv(answers))
-    html_path = write_atomically(args.html or args.out / ANSWERS_HTML, answers_html(answers, csv_path.name))
-    pending = sum(answer.status != "graded" for answer in answers)
-    students = len({a.student_id for a in answers})
-    print(f"{len(answers)} written answer{'' if len(answers) == 1 else 's'} ({pending} to grade) "
-          f"from {students} student{'' if students == 1 else 's'}")
+    not_graded = None if answers else ungraded_answers(args.out)
+    if not_graded:
+        print(f"grade answers: {not_graded}", file=sys.stderr)
+        return 2
+    try:
+        csv_path, html_path = (output_file(args.csv or args.out / ANSWERS_CSV),
+                               output_file(args.html or args.out / ANSWERS_HTML))
+    except OutputFolderError as error:
+        print(f"grade answers: {error}", file=sys.stderr)
+        return 2
+    write_atomically(csv_path, answers_csv(answers))
+    write_atomically(html_path, answers_html(answers, csv_path.name))
+    print(count_line(answers))
     print(f"csv: {csv_path}\nhtml: {html_path}")
-    print(f"fill in the score column, then: grade merge {csv_path} --out {args.out}")
+    if any(answer.status != "graded" for answer in answers):
+        print(f"fill in the score column, then: grade merge {csv_path} --out {args.out}")
     return 0
+
+
+def count_line(answers: list[Answer]) -> str:
+    """How many answers there are, as the gradebook counts them: "to grade" are the written ones
+    no person has graded (its pending_manual column), blank ones apart (they keep 0 unless given
+    points)."""
+    students = len({a.student_id for a in answers})
+    counts = {status: sum(a.status == status for a in answers) for status in ("pending", "blank", "graded")}
+    said = [f"{counts['pending']} to grade"]
+    if counts["blank"]:
+        said.append(f"{counts['blank']} left blank (0 points unless you give some)")
+    if counts["graded"]:
+        said.append(f"{counts['graded']} graded before")
+    return (f"{len(answers)} written answer{'' if len(answers) == 1 else 's'} from {students} "
+            f"student{'' if students == 1 else 's'}: {', '.join(said)}")
+
+
+def ungraded_answers(out: Path) -> str | None:
+    """Why a batch holds no written answer when its assignment has some: the batch graded only
+    other parts (`--parts`); None when it did grade them (all graded before, say)."""
+    from graders.assignment import PackError, load
+
+    rows = [row for row in load_rows(out) if store.outcome_of(row["results"]) == store.GRADED]
+    graded = {part.get("id") for row in rows for part in row["results"].get("parts") or [] if isinstance(part, dict)}
+    names = {(row["results"].get("assignment") or {}).get("name") for row in rows
+             if isinstance(row["results"].get("assignment"), dict)}
+    if not rows or len(names) != 1:
+        return None
+    try:
+        assignment = load(names.pop())
+    except PackError:
+        return None
+    holding = [part.id for part in assignment.rubric.parts if part.module == assignment.answers_file]
+    if not holding or set(holding) & graded:
+        return None
+    return (f"the batch in {out} graded only {', '.join(sorted(map(str, graded)))}, not the written answers' part "
+            f"{', '.join(holding)}: run the batch again with it among its --parts (or without --parts), "
+            "then grade answers")

@@ -6,19 +6,20 @@
 
 Exit status of `grade batch`: 0 when every submission has a result (graded, rejected or error:
 all are results), 1 when some were interrupted or are still queued on Slurm, 2 for bad usage,
-3 when grading was refused because this machine cannot isolate student code.
+3 when grading was refused because this machine cannot isolate student code (or, at container
+isolation, the submissions of the batch from one another: docs/sandbox.md).
 `grade merge`: 0 when every row was merged, 1 when some rows named unknown students or checks
-(the others are merged), 2 for bad usage.
+(the others are merged), 2 for bad usage. A batch graded at the review desk (`grade review`)
+takes the rows into the desk's database, which then publishes them the same way.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from graders.sandbox.isolation import refuse_unless_isolated
+from graders.sandbox.isolation import CONTAINER, EXIT_NOT_ISOLATED, container_batch_refusal, refuse_unless_isolated
 from graders.options import add_grading_arguments, command_parser, grading_options
 
 
@@ -64,6 +65,22 @@ def _batch_parser(assignment) -> argparse.ArgumentParser:
     return parser
 
 
+def _submissions_problem(args) -> str | None:
+    """What is wrong with where the batch's submissions are to come from, or None."""
+    if args.submissions is None and args.manifest is None:
+        return "give a SUBMISSIONS folder or a --manifest"
+    if args.submissions is not None and not args.submissions.is_dir():
+        return f"{args.submissions} is not a folder"
+    return None
+
+
+def _slurm_options_given(parser: argparse.ArgumentParser, args) -> list[str]:
+    """The Slurm options set to something other than their default: a local batch would pass over them."""
+    group = next(group for group in parser._action_groups if group.title and group.title.startswith("Slurm"))
+    return [action.option_strings[0] for action in group._group_actions
+            if getattr(args, action.dest) != action.default]
+
+
 def config_from_args(args, parser, assignment):
     from graders.batch.run import BatchConfig
 
@@ -83,21 +100,38 @@ def config_from_args(args, parser, assignment):
 
 
 def cmd_batch(argv: list[str], given: str | None = None) -> int:
-    """`grade batch` of the assignment `given` (--assignment), else of the only installed one."""
-    from graders.assignment import given_or_only, resolve
+    """`grade batch` of the assignment `given` (--assignment), else of the only installed one, else
+    of the one the submissions are hand-ins of (`discover.detect_assignment`)."""
+    from graders.assignment import given_or_only, load
 
-    assignment = given_or_only(given)  # None: the help, or the refusal below, without a pack's own options
+    assignment = given_or_only(given)  # None: several packs installed and none given
+    if assignment is None and not {"-h", "--help"} & set(argv):
+        # The homework the submissions are, as `grade SUBMISSION` tells it; its options then parse.
+        from graders.batch.discover import DiscoveryError, detect_assignment
+
+        known = _batch_parser(None).parse_known_args(argv)[0]
+        if problem := _submissions_problem(known):
+            print(f"grade batch: {problem}", file=sys.stderr)
+            return 2
+        try:
+            name, said = detect_assignment(known.submissions, manifest=known.manifest, names=known.names,
+                                           exclude=(known.out,))
+        except DiscoveryError as error:
+            print(f"grade batch: {error}", file=sys.stderr)
+            return 2
+        print(f"grade batch: {said}", file=sys.stderr)
+        assignment = load(name)
     parser = _batch_parser(assignment)
     args = parser.parse_args(argv)
-    assignment = assignment or resolve(given)  # several packs installed and none given: PackError, exit 2
-    if args.submissions is None and args.manifest is None:
-        print("grade batch: give a SUBMISSIONS folder or a --manifest", file=sys.stderr)
-        return 2
-    if args.submissions is not None and not args.submissions.is_dir():
-        print(f"grade batch: {args.submissions} is not a folder", file=sys.stderr)
+    if problem := _submissions_problem(args):
+        print(f"grade batch: {problem}", file=sys.stderr)
         return 2
     if args.jobs < 0 or args.retries < 0:
         print("grade batch: --jobs and --retries must not be negative", file=sys.stderr)
+        return 2
+    if args.backend == "local" and (given_slurm := _slurm_options_given(parser, args)):
+        print(f"grade batch: {', '.join(given_slurm)} {'is an option' if len(given_slurm) == 1 else 'are options'} of "
+              "--backend slurm: add --backend slurm, or leave it out", file=sys.stderr)
         return 2
     config = config_from_args(args, parser, assignment)  # exits 2 on a bad option
     # Local jobs run on this machine: refuse here, before anything is read. Slurm tasks run on
@@ -107,6 +141,12 @@ def cmd_batch(argv: list[str], given: str | None = None) -> int:
         refused = refuse_unless_isolated(config.unsafe, prog="grade batch", level=config.isolation)
         if refused is not None:
             return refused
+    if config.isolation == CONTAINER and not config.unsafe:
+        refusal = container_batch_refusal(gpu=_gives_the_gpu(config, assignment),
+                                          one_at_a_time=args.backend == "local" and args.jobs == 1)
+        if refusal is not None:
+            print(f"grade batch: {refusal}", file=sys.stderr)
+            return EXIT_NOT_ISOLATED
     from graders.batch.discover import DiscoveryError
     from graders.batch.run import run_batch
     from graders.batch.supervise import Interrupted
@@ -135,7 +175,20 @@ def cmd_batch(argv: list[str], given: str | None = None) -> int:
         print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
         return 1 if summary.submitted else 0
     print(f"gradebook: {summary.gradebook}\nsummary: {summary.summary}")
+    print(f"similarity (for the staff: code shared between hand-ins): grade similarity {args.out}")
     return 0
+
+
+def _gives_the_gpu(config, assignment) -> bool:
+    """Whether the batch's workers would be given a GPU: a part of its own worker (the
+    fine-tuning) is graded, on cuda, or by default on a machine or Slurm job with GPUs."""
+    from graders.batch.concurrency import gpu_memory_mib
+
+    long_part = any(part.own_worker for part in assignment.rubric.parts if not config.parts or part.id in config.parts)
+    device = (config.options or {}).get("device")
+    if not long_part or device == "cpu":
+        return False
+    return device == "cuda" or bool(config.slurm.get("gpus_per_job") if config.backend == "slurm" else gpu_memory_mib())
 
 
 def cmd_merge(argv: list[str], given: str | None = None) -> int:
@@ -143,16 +196,26 @@ def cmd_merge(argv: list[str], given: str | None = None) -> int:
     parser.add_argument("manual", type=Path, help="CSV: student_id,check_id,score[,comment]")
     parser.add_argument("--out", type=Path, required=True, help="the batch output folder")
     args = parser.parse_args(argv)
+    if args.manual.is_dir():
+        print(f"grade merge: {args.manual} is a folder: give the CSV file of scores", file=sys.stderr)
+        return 2
     if not args.manual.is_file():
         print(f"grade merge: no such file: {args.manual}", file=sys.stderr)
         return 2
     if not (args.out / "submissions").is_dir():
         print(f"grade merge: {args.out} holds no batch results (no submissions/ folder)", file=sys.stderr)
         return 2
+    from graders.review.database import exists
+
+    if exists(args.out):  # the batch is graded at the review desk: its database keeps the hand grades
+        from graders.review.cli import cmd_review
+
+        return cmd_review([str(args.out), "--import", str(args.manual), "--as", "grade merge"], given)
     from graders.assignment import installed, load
+    from graders.batch import store
     from graders.batch.merge import merge_manual
 
-    graded = _graded_assignment(args.out)
+    graded = store.graded_assignment(args.out)
     # the gradebook is rebuilt in its rubric's order, where the pack is at hand
     assignment = load(given) if given is not None else load(graded) if graded in installed() else None
     try:
@@ -163,16 +226,6 @@ def cmd_merge(argv: list[str], given: str | None = None) -> int:
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1
-
-
-def _graded_assignment(out: Path) -> str | None:
-    """The name of the assignment a batch's results are of (a merge needs no --assignment)."""
-    for path in sorted((out / "submissions").glob("*/results.json")):
-        try:
-            return json.loads(path.read_text())["assignment"]["name"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return None
 
 
 if __name__ == "__main__":  # `python -m graders.batch.cli [batch|merge] ...`: `grade batch` and `grade merge`

@@ -24,9 +24,10 @@ understood on request (`--names`):
 Both layouts are read anchored to what the LMS writes, not by the first number in the name: the
 name (chosen by the student, in their profile) and the uploaded file's name (chosen by the student
 too) may both hold something shaped like `_<id>_...`, to land as another student. Every reading of
-the layout is tried; an entry that reads as two different students is refused with the batch
-(`DiscoveryError`, before anything is graded), as are two entries with one id (Canvas: uploads of
-one id under two names), never merged. A Moodle folder ends with its `_assignsubmission_<plugin>_`,
+the layout is tried; an entry that reads as two different students is graded as neither: it is a
+submission of its own, under its plain id, rejected with the reason (`Submission.rejected`), and the
+others are graded. Two entries with one id (Canvas: uploads of one id under two names) are refused
+with the batch (`DiscoveryError`, before anything is graded), never merged. A Moodle folder ends with its `_assignsubmission_<plugin>_`,
 so the id is the one just before that end, whatever the name holds.
 
 An entry that does not match the scheme keeps its plain id. A manifest CSV (`student_id,path`,
@@ -39,6 +40,7 @@ from __future__ import annotations
 import csv
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,10 +81,11 @@ class Submission:
     name: str = ""  # a display name where the LMS file name gives one
     sha256: str = ""  # of the input as it is (graders.grading.input_sha256)
     late: bool = False  # the LMS marked it late (Canvas's LATE)
+    rejected: str = ""  # why it is not graded, decided from its name alone (an ambiguous LMS name)
 
     def to_json(self) -> dict:
         return {"student_id": self.student_id, "path": str(self.path), "name": self.name, "sha256": self.sha256,
-                "late": self.late}
+                "late": self.late, "rejected": self.rejected}
 
 
 def safe_id(text: str) -> str:
@@ -135,20 +138,24 @@ def discover(folder: Path | None, *, manifest: Path | None = None, names: str = 
     (without it, they are duplicate ids)."""
     excluded = {Path(p).resolve() for p in exclude}
     late: set[str] = set()
+    rejected: dict[str, str] = {}
     if manifest is not None:
         pairs = _from_manifest(Path(manifest), folder)
     else:
         if folder is None or not Path(folder).is_dir():
             raise DiscoveryError(f"{folder} is not a folder of submissions")
         pairs = []
-        ambiguous = []
         for entry in sorted(Path(folder).iterdir()):
             if entry.name.startswith(".") or entry.name in SKIPPED_NAMES or entry.resolve() in excluded:
                 continue
             try:
                 reading = lms_name(entry.name, names, folder=entry.is_dir() and not entry.is_symlink())
             except AmbiguousName as error:
-                ambiguous.append(str(error))
+                # Graded as neither student: a row of its own, under its plain id, says why.
+                student_id, _ = id_from_entry(entry.name)
+                rejected[student_id] = (f"its name {error}: it is graded as neither; give the entry the one id it "
+                                        "belongs to (rename it), or list the batch in a --manifest")
+                pairs.append((student_id, entry, ""))
                 continue
             if reading is None:
                 student_id, display = id_from_entry(entry.name)
@@ -159,12 +166,8 @@ def discover(folder: Path | None, *, manifest: Path | None = None, names: str = 
             if names == "moodle":
                 entry = _single_file_inside(entry)
             pairs.append((safe_id(reading.student_id), entry, reading.name))
-        if ambiguous:
-            raise DiscoveryError("some names read as more than one student in the LMS's layout (a name or a file "
-                                 "name holding `_<id>_`); give the entry the one id it belongs to, or list the "
-                                 "batch in a --manifest:\n  " + "\n  ".join(ambiguous))
         if names == "canvas" and staging is not None:
-            pairs = _gather_canvas_uploads(pairs, Path(staging))
+            pairs = _gather_canvas_uploads(pairs, Path(staging), frozenset(rejected))
     seen: dict[str, Path] = {}
     duplicates = []
     for student_id, path, _ in pairs:
@@ -174,9 +177,46 @@ def discover(folder: Path | None, *, manifest: Path | None = None, names: str = 
     if duplicates:
         raise DiscoveryError("several submissions have the same student id (keep one, or give a --manifest):\n  "
                              + "\n  ".join(duplicates))
-    submissions = [Submission(sid, path, display, input_sha256(path) if hash_inputs else "", sid in late)
-                   for sid, path, display in pairs]
+    submissions = [Submission(sid, path, display, input_sha256(path) if hash_inputs else "", sid in late,
+                              rejected.get(sid, "")) for sid, path, display in pairs]
     return sorted(submissions, key=lambda s: s.student_id)
+
+
+def detect_assignment(folder: Path | None, *, manifest: Path | None = None, names: str = "plain",
+                      exclude: tuple[Path, ...] = ()):
+    """The installed assignment whose hand-ins the batch's submissions are, told per submission as
+    `grade SUBMISSION` tells it (`assignment.for_submission`), with a line saying so. Raises
+    DiscoveryError where they are of several assignments, or where none shows one's files."""
+    from graders.assignment import PackError, for_submission
+
+    votes: dict[str, list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="grade-detect-") as staging:
+        submissions = discover(folder, manifest=manifest, names=names, hash_inputs=False, exclude=exclude,
+                               staging=Path(staging))
+        for submission in submissions:
+            try:
+                name = for_submission(submission.path).name
+            except PackError:
+                continue  # graded as a rejection of whichever assignment the others are
+            votes.setdefault(name, []).append(submission.student_id)
+    if not submissions:
+        raise DiscoveryError(f"{folder if manifest is None else manifest} holds no submission to tell the homework "
+                             "from: choose one with --assignment NAME")
+    if not votes:
+        raise DiscoveryError(f"none of the {len(submissions)} submissions shows an installed assignment's files: "
+                             "choose one with --assignment NAME")
+    if len(votes) > 1:
+        counts = sorted(votes.items(), key=lambda item: -len(item[1]))
+        said = "; ".join(f"{name}: {len(ids)} ({', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''})"
+                         for name, ids in counts)
+        raise DiscoveryError(f"the submissions are hand-ins of {len(votes)} assignments ({said}); a gradebook is one "
+                             "homework's: choose one with --assignment NAME (or list one homework's in a --manifest)")
+    [(name, ids)] = votes.items()
+    others = len(submissions) - len(ids)
+    said = (f"{len(ids)} of {len(submissions)} submissions; "
+            + ("the other shows" if others == 1 else f"the other {others} show") + " no homework's files"
+            if others else f"all {len(ids)} submissions")
+    return name, f"grading the submissions as {name} ({said}); --assignment NAME chooses another"
 
 
 def _single_file_inside(entry: Path) -> Path:
@@ -190,15 +230,19 @@ def _single_file_inside(entry: Path) -> Path:
     return entry
 
 
-def _gather_canvas_uploads(pairs: list[tuple[str, Path, str]], staging: Path) -> list[tuple[str, Path, str]]:
+def _gather_canvas_uploads(pairs: list[tuple[str, Path, str]], staging: Path,
+                           rejected: frozenset[str] = frozenset()) -> list[tuple[str, Path, str]]:
     """Each Canvas student with several uploaded files, or with one module file, becomes one
     folder under `staging` holding the files under their own names; a zip, a notebook or a
-    folder alone stays as it is."""
+    folder alone stays as it is, and so do the `rejected` ids' entries."""
     by_student: dict[str, list[tuple[str, Path, str]]] = {}
     for pair in pairs:
         by_student.setdefault(pair[0], []).append(pair)
     gathered = []
     for student_id, entries in by_student.items():
+        if student_id in rejected:
+            gathered += entries
+            continue
         uploads = [(reading, path) for _, path, _ in entries
                    if (reading := lms_name(path.name, "canvas")) and path.is_file() and not path.is_symlink()]
         alone = len(entries) == 1 and (entries[0][1].is_dir() or entries[0][1].suffix.lower() in STRIPPED_SUFFIXES)

@@ -30,12 +30,13 @@ from collections import Counter
 from pathlib import Path
 
 from jinja2 import Environment, StrictUndefined
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from graders.atomic import write_atomically
 from graders.batch import store
 from graders.integrity import flag_summary
 from graders.reports.html import CSP_META, visible_text
+from graders.reports.figures import figures, number
 from graders.reports.summary import isolation_warning
 
 GRADEBOOK = "gradebook.csv"
@@ -76,14 +77,6 @@ def part_ids(rows: list[dict], rubric=None) -> list[str]:
     return ordered + sorted(pid for pid in seen - set(ordered) if isinstance(pid, str))
 
 
-def _number(value) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if math.isfinite(number) else 0.0
-
-
 def _fmt(value: float) -> str:
     return f"{round(value, 2):g}"
 
@@ -95,12 +88,14 @@ def gradebook_rows(rows: list[dict], rubric=None) -> tuple[list[str], list[list[
     table = []
     for row in rows:
         results = row["results"]
-        scores = {p.get("id"): _fmt(_number(p.get("score"))) for p in results.get("parts") or []}
+        figured = figures(results)
+        scores = {p.get("id"): _fmt(points.score) for p, points in zip(results.get("parts") or [], figured.parts)
+                  if isinstance(p, dict)}
         pending = sum(1 for p in results.get("parts") or [] for c in p.get("checks") or [] if c.get("status") == MANUAL)
         reason = "" if store.outcome_of(results) == store.GRADED else str(results.get("reason") or "")
         report = f"{store.SUBMISSIONS}/{row['student_id']}/report.html"
         table.append([row["student_id"], display_name(row), "late" if batch_section(results).get("late") is True else "",
-                      _fmt(_number(results.get("score"))), _fmt(_number(results.get("max_score"))),
+                      _fmt(figured.total.score), _fmt(figured.total.max_score),
                       store.outcome_of(results), *[scores.get(pid, "") for pid in parts],
                       _provisional_cell(results), str(pending),
                       _flags_cell(results), _isolation_cell(results), report,
@@ -141,7 +136,7 @@ def _provisional_cell(results: dict) -> str:
     if not isinstance(provisional, dict):
         return ""
     where = " ".join(str(p) for p in provisional.get("parts") or [])
-    points = f"{_fmt(_number(provisional.get('score')))}/{_fmt(_number(provisional.get('max_score')))}"
+    points = f"{_fmt(number(provisional.get('score')))}/{_fmt(number(provisional.get('max_score')))}"
     return f"{where} {points} {'in total' if provisional.get('counted') else 'not in total'}"
 
 
@@ -183,10 +178,10 @@ def _is_number(text: str) -> bool:
 
 def summary_view(rows: list[dict]) -> dict:
     graded = [r for r in rows if store.outcome_of(r["results"]) == store.GRADED]
-    totals = [_number(r["results"].get("score")) for r in graded]
+    totals = [figures(r["results"]).total.score for r in graded]
     # The totals' maximum: a row that was not graded (an error's maximum may count a provisional
     # part that the graded totals leave out) does not set it, unless nothing was graded.
-    maxima = [_number(r["results"].get("max_score")) for r in (graded or rows)] or [0.0]
+    maxima = [figures(r["results"]).total.max_score for r in (graded or rows)] or [0.0]
     top = max(maxima) or 1.0
     checks: dict[str, dict] = {}
     diagnoses: dict[str, dict] = {}
@@ -222,14 +217,14 @@ def summary_view(rows: list[dict]) -> dict:
     diagnosis_rows = sorted(({"id": d["id"], "text": d["text"], "count": len(d["students"]),
                               "checks": ", ".join(sorted(d["checks"])), "students": sorted(d["students"])}
                              for d in diagnoses.values()), key=lambda d: (-d["count"], d["id"]))
-    timed = [(r["student_id"], _number((r["results"].get("batch") or {}).get("wall_s")
+    timed = [(r["student_id"], number((r["results"].get("batch") or {}).get("wall_s")
                                        or (r["results"].get("timings") or {}).get("total_s"))) for r in rows]
     slowest = sorted(timed, key=lambda t: -t[1])[:10]
     not_graded = [{"id": r["student_id"], "status": store.outcome_of(r["results"]),
                    "reason": str(r["results"].get("reason") or "")[:500]} for r in rows
                   if store.outcome_of(r["results"]) != store.GRADED]
     lowest = [(sid, _fmt(score)) for sid, score in
-              sorted(((r["student_id"], _number(r["results"].get("score"))) for r in graded), key=lambda t: t[1])[:10]]
+              sorted(((r["student_id"], figures(r["results"]).total.score) for r in graded), key=lambda t: t[1])[:10]]
     pending = sum(1 for r in graded for p in r["results"].get("parts") or [] for c in p.get("checks") or []
                   if c.get("status") == MANUAL)
     flagged = [{"id": r["student_id"], "count": count, "kinds": ", ".join(kinds)}
@@ -255,7 +250,8 @@ PLOT_WIDTH, PLOT_HEIGHT, SIDE_MARGIN, TOP_MARGIN = 520, 200, 24, 20
 AXIS_FONT_PX, AXIS_CHAR_PX, LABEL_GAP = 12, 7.5, 8
 
 
-def histogram_svg(values: list[float], top: float, bins: int = BINS) -> str:
+def histogram_svg(values: list[float], top: float, bins: int = BINS,
+                  axis_title: str = "total points (bars: number of submissions)") -> str:
     """Bars of how many totals fall in each tenth of the maximum (the last bin includes it).
 
     Each bar spans its bin, so the axis is labelled at the bin edges, under the edges (a label
@@ -291,7 +287,7 @@ def histogram_svg(values: list[float], top: float, bins: int = BINS) -> str:
         parts.append(f'<line x1="{x:g}" y1="{axis_y}" x2="{x:g}" y2="{axis_y + 4}" class="axis-line"/>')
         parts.append(f'<text x="{x:g}" y="{axis_y + 4 + AXIS_FONT_PX}" text-anchor="middle" class="axis">{labels[i]}</text>')
     parts.append(f'<text x="{SIDE_MARGIN + PLOT_WIDTH / 2:g}" y="{height - 4}" text-anchor="middle" class="axis-title">'
-                 f'total points (bars: number of submissions)</text>')
+                 f'{escape(axis_title)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

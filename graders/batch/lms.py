@@ -36,11 +36,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graders.atomic import write_atomically
+from graders.atomic import OutputFolderError, output_file, write_atomically
 from graders.batch import store
-from graders.batch.gradebook import _defuse, _fmt, _number, display_name, load_rows
+from graders.batch.gradebook import _defuse, _fmt, display_name, load_rows
 from graders.batch.merge import is_written_answer
 from graders.options import command_parser
+from graders.reports.figures import figures, number
 from graders.reports.summary import MANUAL
 
 CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -63,6 +64,8 @@ class Export:
     assignment: str = ""  # the pack's name, as its results name it
     not_lms_ids: list[str] = field(default_factory=list)  # ids the LMS cannot have given: it numbers its users
     canvas_id: str = ""  # the Canvas assignment's id in the column's header, "" when none was known
+    parts: set[str] = field(default_factory=set)  # the parts the graded submissions were graded on
+    provisional: set[str] = field(default_factory=set)  # parts whose provisional points the totals leave out
 
 
 @dataclass
@@ -88,8 +91,13 @@ def _totals(out: Path, export: Export) -> list[Total]:
         if not row["student_id"].isdigit():
             export.not_lms_ids.append(row["student_id"])
         total = ""
+        figured = figures(results).total
         if outcome == store.GRADED:
-            total = _fmt(_number(results.get("score")))
+            total = _fmt(figured.score)
+            export.parts |= {str(part.get("id")) for part in results.get("parts") or [] if isinstance(part, dict)}
+            provisional = results.get("provisional") if isinstance(results.get("provisional"), dict) else {}
+            if not provisional.get("counted"):
+                export.provisional |= {str(part) for part in provisional.get("parts") or []}
             pending = sum(1 for part in results.get("parts") or [] for check in part.get("checks") or []
                           if is_written_answer(check) and check.get("status") == MANUAL)
             if pending:
@@ -100,7 +108,7 @@ def _totals(out: Path, export: Export) -> list[Total]:
             export.not_graded.append(row["student_id"])
         batch = results.get("batch") if isinstance(results.get("batch"), dict) else {}
         finished = row["marker"].get("finished_at")
-        rows.append(Total(row["student_id"], name, total, _fmt(_number(results.get("max_score"))), batch.get("late") is True,
+        rows.append(Total(row["student_id"], name, total, _fmt(figured.max_score), batch.get("late") is True,
                           finished if isinstance(finished, (int, float)) and not isinstance(finished, bool) else None))
     return rows
 
@@ -118,6 +126,34 @@ def manifest_canvas_id(assignment_name: str) -> str:
     return str(manifest.get("lms", {}).get("canvas_assignment_id") or "")
 
 
+def short_of_the_assignment(export: Export) -> str | None:
+    """What the exported totals leave out of the assignment's points, in a warning, or None: the
+    parts a batch with --parts did not grade, and provisional points (smoke-mode fine-tuning)."""
+    from graders.assignment import PackError, load
+
+    try:
+        rubric = load(export.assignment).rubric if export.assignment else None
+    except PackError:
+        rubric = None
+    if rubric is None or not export.parts:
+        return None
+    missing = [part for part in rubric.parts if part.id not in export.parts and part.points]
+    provisional = [part for part in rubric.parts if part.id in export.provisional and part.points]
+    if not missing and not provisional:
+        return None
+    said = []
+    if missing:
+        said.append(f"the batch graded only some parts: not {', '.join(p.id for p in missing)} "
+                    f"({_fmt(sum(p.points for p in missing))} points; grade batch without --parts grades them)")
+    if provisional:
+        said.append(f"the provisional points of {', '.join(p.id for p in provisional)} "
+                    f"({_fmt(sum(p.points for p in provisional))}; smoke mode: grade on a GPU runner with the real data, "
+                    "or --count-provisional) are not in them")
+    left_out = sum(p.points for p in missing) + sum(p.points for p in provisional)
+    return (f"these totals are out of {_fmt(rubric.points() - left_out)}, not the assignment's "
+            f"{_fmt(rubric.points())}: {'; '.join(said)}")
+
+
 def canvas_import(out: Path, title: str | None = None, canvas_id: str | None = None) -> Export:
     """`title` replaces the assignment's title, `canvas_id` the manifest's id (Canvas's own
     export heads the column `Title (id)`, and its import matches the column by it)."""
@@ -125,7 +161,7 @@ def canvas_import(out: Path, title: str | None = None, canvas_id: str | None = N
     rows = _totals(out, export)
     export.canvas_id = canvas_id or manifest_canvas_id(export.assignment)
     header = f"{title or export.title} ({export.canvas_id})" if export.canvas_id else title or export.title
-    top = max((row.maximum for row in rows), key=_number, default="0")
+    top = max((row.maximum for row in rows), key=number, default="0")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([*CANVAS_IDENTITY, header])
@@ -167,12 +203,23 @@ def cmd_export(argv: list[str]) -> int:
     if not (args.out / store.SUBMISSIONS).is_dir():
         print(f"grade export: {args.out} holds no batch results (no {store.SUBMISSIONS}/ folder)", file=sys.stderr)
         return 2
+    canvas_only = [option for option, value in (("--title", args.title), ("--canvas-id", args.canvas_id)) if value]
+    if args.lms != "canvas" and canvas_only:
+        print(f"grade export: {', '.join(canvas_only)} {'is' if len(canvas_only) == 1 else 'are'} for --lms canvas; "
+              f"{args.lms}'s worksheet has no such column: leave it out", file=sys.stderr)
+        return 2
     if args.lms == "canvas":
         export = canvas_import(args.out, args.title, args.canvas_id)
     else:
         export = moodle_worksheet(args.out)
-    path = write_atomically(args.file or args.out / FILES[args.lms], export.text)
+    try:
+        path = write_atomically(output_file(args.file or args.out / FILES[args.lms]), export.text)
+    except OutputFolderError as error:
+        print(f"grade export: {error}", file=sys.stderr)
+        return 2
     print(f"{args.lms}: {path} ({export.rows} students)")
+    if short := short_of_the_assignment(export):
+        print(f"warning: {short}", file=sys.stderr)
     if export.not_graded:
         print(f"warning: no total for {len(export.not_graded)} submission(s) whose grading did not finish "
               f"(grade batch --redo-errors): {', '.join(export.not_graded)}", file=sys.stderr)

@@ -15,12 +15,18 @@ nothing; a later row for the same (student, check) wins.
 The merged scores are also kept in DIR/manual.json with the hash of the input they were given
 for, so a regrade of the same input (a new grader version) gets them back automatically; a new
 input from the student leaves the answer pending again.
+
+The review desk (`grade review`, graders/review/) writes through the same functions: its scores
+also carry the rubric items given and the answer's hash (kept after a regrade while the answer
+is unchanged), and a grade it takes back is withdrawn (`withdraw_one`).
 """
 
 from __future__ import annotations
 
+import codecs
 import copy
 import csv
+import hashlib
 import json
 import math
 import time
@@ -35,6 +41,10 @@ from graders.scoring import totals
 MANUAL = "pending_manual"
 MANUAL_JSON = "manual.json"
 PREFIX = "answers."
+# What a written answer says before a person grades it, as graders/checks/questions.py writes it
+# (whose text the golden answers' fingerprint covers): withdraw_one puts it back.
+WAITING_FOR_A_GRADER = "waiting for a grader"
+BLANK_ANSWER = "no answer written for: {question}"
 
 
 @dataclass
@@ -47,6 +57,7 @@ class MergeReport:
     problems: list[str] = field(default_factory=list)  # unreadable rows, checks that are not written answers
     rewritten: list[str] = field(default_factory=list)  # students whose reports were rendered again
     not_graded: list[str] = field(default_factory=list)  # rows whose score is still empty
+    blank_kept: list[str] = field(default_factory=list)  # of those, blank answers (`grade answers`' status): 0 stays
 
     @property
     def ok(self) -> bool:
@@ -55,8 +66,11 @@ class MergeReport:
     def lines(self) -> list[str]:
         out = [f"merged {len(self.applied)} score(s) into {len(self.rewritten)} submission(s); "
                f"{len(self.unchanged)} already up to date"]
-        if self.not_graded:
-            out.append(f"{len(self.not_graded)} row(s) without a score passed over (not graded yet)")
+        if self.not_graded or self.blank_kept:
+            said = [f"{len(self.not_graded)} written answer(s) not graded yet"] if self.not_graded else []
+            said += [f"{len(self.blank_kept)} left blank, which keep 0 points"] if self.blank_kept else []
+            out.append(f"{len(self.not_graded) + len(self.blank_kept)} row(s) without a score passed over: "
+                       + ", ".join(said))
         for label, items in (("clamped", self.clamped), ("unknown student ids", self.unknown_students),
                              ("unknown check ids", self.unknown_checks), ("problems", self.problems)):
             if items:
@@ -65,9 +79,25 @@ class MergeReport:
         return out
 
 
+def spreadsheet_text(path: Path) -> str:
+    """A CSV's text as a spreadsheet saves it: UTF-8 (with Excel's byte-order mark or not), or
+    UTF-16 ("Unicode Text"); ValueError, with the fix, for another encoding."""
+    data = Path(path).read_bytes()
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 (byte 0x{data[error.start]:02x} at {error.start}): save it from the "
+                         "spreadsheet as CSV UTF-8") from None
+
+
 def read_manual_csv(path: Path, report: MergeReport) -> dict[str, dict[str, dict]]:
-    text = Path(path).read_text(encoding="utf-8-sig")
-    reader = csv.DictReader(text.splitlines())
+    text = spreadsheet_text(path)
+    # A spreadsheet set to a language whose decimal mark is a comma saves ";"; "Unicode Text" is tab-separated.
+    header = text.splitlines()[0] if text else ""
+    delimiter = max((",", ";", "\t"), key=header.count)
+    reader = csv.DictReader(text.splitlines(), delimiter=delimiter)
     needed = {"student_id", "check_id", "score"}
     if not reader.fieldnames or not needed <= {f.strip() for f in reader.fieldnames}:
         raise ValueError(f"{path}: the columns must be student_id, check_id, score[, comment]")
@@ -78,10 +108,10 @@ def read_manual_csv(path: Path, report: MergeReport) -> dict[str, dict[str, dict
         if not sid and not cid and not raw:
             continue
         if sid and cid and not raw:  # a row of `grade answers` nobody has graded yet
-            report.not_graded.append(f"{sid}: {cid}")
+            (report.blank_kept if row.get("status") == "blank" else report.not_graded).append(f"{sid}: {cid}")
             continue
         try:
-            score = float(raw)
+            score = float(raw if delimiter == "," else raw.replace(",", "."))  # 3,5 where ";" separates
             if not math.isfinite(score):
                 raise ValueError
         except ValueError:
@@ -108,14 +138,18 @@ def is_written_answer(chk: dict) -> bool:
     return chk.get("status") == MANUAL or chk.get("graded_by_hand") is True or "manual" in (chk.get("details") or {})
 
 
-def apply_one(results: dict, check_id: str, score: float, comment: str) -> tuple[bool, float]:
-    """Set one written answer's score in `results` (in place). (changed?, the score used)."""
+def apply_one(results: dict, check_id: str, score: float, comment: str, items=()) -> tuple[bool, float]:
+    """Set one written answer's score in `results` (in place). (changed?, the score used).
+    `items`: the rubric items it was given ({"text", "points"} each; `grade review`), shown
+    with their points in the reports."""
     part, chk = _find_check(results, check_id)
     maximum = float(chk.get("max_score") or 0.0)
     given = round(min(max(score, 0.0), maximum), 4)
     before = copy.deepcopy(chk)
     details = dict(chk.get("details") or {})
     details["manual"] = {"score": given, "max_score": maximum, "given": score}
+    if items:
+        details["manual"]["items"] = [{"text": str(item["text"]), "points": float(item["points"])} for item in items]
     if comment:
         details["comment"] = comment
     else:
@@ -128,6 +162,33 @@ def apply_one(results: dict, check_id: str, score: float, comment: str) -> tuple
         return False, given
     _rescore(results, part)
     return True, given
+
+
+def withdraw_one(results: dict, check_id: str) -> bool:
+    """Take a hand score back (in place): the written answer is pending again, or blank as the
+    grade left it. Whether anything changed."""
+    part, chk = _find_check(results, check_id)
+    details = dict(chk.get("details") or {})
+    if "manual" not in details:
+        return False
+    details.pop("manual")
+    details.pop("comment", None)
+    chk["details"] = details
+    chk["score"] = 0.0
+    if details.get("answer"):
+        chk["status"], chk["message"] = MANUAL, WAITING_FOR_A_GRADER
+    else:
+        chk["status"] = "failed"
+        chk["message"] = BLANK_ANSWER.format(question=details.get("question") or chk.get("title") or "")
+    _rescore(results, part)
+    return True
+
+
+def answer_sha256(chk: dict) -> str:
+    """The hash of a written answer's text: a hand score is for this text (a regrade that leaves
+    it unchanged keeps the score)."""
+    details = chk.get("details") if isinstance(chk.get("details"), dict) else {}
+    return hashlib.sha256(str(details.get("answer") or "").encode()).hexdigest()
 
 
 def _rescore(results: dict, part: dict) -> None:
@@ -143,16 +204,18 @@ def _rescore(results: dict, part: dict) -> None:
 
 
 def apply_stored_manual(out: Path, student_id: str, results: dict) -> int:
-    """Re-apply the merged manual scores of `student_id` to fresh results of the same input."""
+    """Re-apply the merged manual scores of `student_id` to fresh results of the same input, or
+    of the same answer where the score records the answer's hash (`grade review`'s)."""
     stored = load_stored(out).get(student_id) or {}
     applied = 0
     sha = (results.get("batch") or {}).get("input_sha256")
     for check_id, grade in stored.items():
-        if grade.get("input_sha256") != sha:
-            continue
         _, chk = _find_check(results, check_id)
-        if chk is not None and is_written_answer(chk):
-            apply_one(results, check_id, grade["score"], grade.get("comment", ""))
+        if chk is None or not is_written_answer(chk):
+            continue
+        same = grade["answer_sha256"] == answer_sha256(chk) if grade.get("answer_sha256") else grade.get("input_sha256") == sha
+        if same:
+            apply_one(results, check_id, grade["score"], grade.get("comment", ""), grade.get("items") or ())
             applied += 1
     return applied
 
@@ -162,6 +225,21 @@ def load_stored(out: Path) -> dict:
         return json.loads((Path(out) / MANUAL_JSON).read_text())
     except (OSError, ValueError):
         return {}
+
+
+def replace_stored(out: Path, grades: dict[str, dict[str, dict | None]]) -> None:
+    """Set the stored manual scores of some answers, {student_id: {check_id: entry, or None to
+    remove it}}, the others left as they are."""
+    stored = load_stored(out)
+    for student_id, entries in grades.items():
+        for check_id, entry in entries.items():
+            if entry is None:
+                stored.get(student_id, {}).pop(check_id, None)
+            else:
+                stored.setdefault(student_id, {})[check_id] = entry
+        if stored.get(student_id) == {}:
+            del stored[student_id]
+    _save_stored(out, stored)
 
 
 def _save_stored(out: Path, stored: dict) -> None:

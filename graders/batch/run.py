@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,10 +71,10 @@ class BatchSummary:
 
 def secrets_for(out: Path, submissions: list[Submission]) -> list[str]:
     """What a student's worker must not read besides the defaults: other students' inputs and
-    results, the gradebook, the ledger, the batch's own state."""
+    results, the gradebook, the ledger, the hand grades, the batch's own state."""
     out = Path(out).resolve()
     paths = {str(out / name) for name in (store.SUBMISSIONS, store.STATE, store.LEDGER, "gradebook.csv",
-                                           "summary.html", "manual.json")}
+                                           "summary.html", "manual.json", store.REVIEW)}
     paths |= {str(Path(s.path).resolve().parent) for s in submissions}
     return sorted(paths)
 
@@ -88,7 +89,7 @@ def job_specs(assignment, submissions: list[Submission], out: Path, config: Batc
         "name": s.name, "late": s.late, "input_sha256": s.sha256, "key": store.result_key(s.sha256, grader), "grader": grader,
         "parts": config.parts, "seed": config.seed, "limits": config.limits.to_json(), "options": options,
         "extra_secrets": secrets, "unsafe": config.unsafe, "isolation": config.isolation,
-        "assignment": str(assignment.folder),
+        "assignment": str(assignment.folder), "rejected": s.rejected,
     } for s in submissions]
 
 
@@ -117,6 +118,8 @@ def run_batch(assignment, folder: Path | None, out: Path, config: BatchConfig | 
                   + (f" on GPU(s) {','.join(chosen.gpus)}" if chosen.gpus else ""), file=sys.stderr)
         store.log_event(out, "run", None, total=len(specs), todo=len(todo), backend=config.backend,
                         jobs=config.jobs, gpus=config.gpus)
+        if config.backend == "local":
+            prepare_once(assignment, todo, out, config)
         skipped = len(specs) - len(todo)
         finished: list[Finished] = []
         submitted, slurm_job = 0, None
@@ -133,6 +136,22 @@ def run_batch(assignment, folder: Path | None, out: Path, config: BatchConfig | 
         finally:  # an interrupt too: the gradebook and summary show every result finished so far
             gradebook, summary = rebuild(out, assignment)
     return BatchSummary(len(specs), skipped, finished, gradebook, summary, submitted, slurm_job)
+
+
+def prepare_once(assignment, todo: list[dict], out: Path, config: BatchConfig) -> None:
+    """What every job would prepare alike, prepared once before they start, where the
+    assignment's options module can (`prepare_batch`: the fine-tuning's data) and two jobs or more
+    would each prepare it: the options it returns tell each job where it lies. They stay out of
+    the resume key (a job that finds nothing there prepares its own), and what they name lies in
+    the batch's state folder, which no worker may read (`secrets_for`)."""
+    prepare = getattr(assignment.options_module(), "prepare_batch", None)
+    if prepare is None or len(todo) < 2:
+        return
+    started = time.monotonic()
+    shared = prepare(config.options or {}, Path(out) / store.STATE / "shared", parts=config.parts, gpus=config.gpus)
+    store.log_event(out, "prepared", None, seconds=round(time.monotonic() - started, 3), options=sorted(shared))
+    for spec in todo:
+        spec["options"] = {**spec["options"], **shared}
 
 
 def _run_local(todo: list[dict], out: Path, config: BatchConfig, *, total: int, skipped: int) -> list[Finished]:

@@ -35,6 +35,7 @@ EXIT_NODE = 76  # this machine cannot grade anything (EX_PROTOCOL's number; the 
 INFRA_DIR = "infra"
 PARENT_ENV = "GRADE_BATCH_PARENT"
 PATH_OPTIONS = ("imdb", "feature_cache")
+PROCESS_STARTED = time.monotonic()  # before the grader's imports: what the job costs beside its grade
 
 
 def die_with_parent() -> None:
@@ -59,15 +60,19 @@ def grading_options(options: dict | None) -> dict | None:
 def grade_spec(spec: dict) -> dict:
     """The results dict of the submission in `spec`, with the batch's own section added."""
     from graders.assignment import load
-    from graders.grading import grade
+    from graders.grading import INSTRUCTOR, grade, rejected_result
     from graders.sandbox import Limits
 
     assignment = load(spec["assignment"])  # the pack's folder: the job grades it whatever its environment
     started = time.time()
-    results = grade(spec["source"], assignment=assignment, seed=spec.get("seed"), only_parts=spec.get("parts"),
-                    limits=Limits.from_json(spec["limits"]), options=grading_options(spec.get("options")),
-                    extra_secrets=spec.get("extra_secrets", ()), unsafe=bool(spec.get("unsafe")),
-                    isolation=spec.get("isolation") or "full")
+    if spec.get("rejected"):  # decided from its name (graders/batch/discover.py): nothing of it runs
+        results = rejected_result(spec["source"], spec["rejected"], assignment, INSTRUCTOR, time.perf_counter(),
+                                  spec.get("parts"), grading_options(spec.get("options")))
+    else:
+        results = grade(spec["source"], assignment=assignment, seed=spec.get("seed"), only_parts=spec.get("parts"),
+                        limits=Limits.from_json(spec["limits"]), options=grading_options(spec.get("options")),
+                        extra_secrets=spec.get("extra_secrets", ()), unsafe=bool(spec.get("unsafe")),
+                        isolation=spec.get("isolation") or "full")
     results["batch"] = {"student_id": spec["student_id"], "name": spec.get("name", ""), "late": bool(spec.get("late")),
                         "outcome": None, "attempt": spec.get("attempt", 1),
                         "input_sha256": spec["input_sha256"], "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
@@ -98,7 +103,8 @@ def run_spec(spec: dict) -> str:
     store.publish(out, spec["student_id"], results, marker_of(spec))
     outcome = store.outcome_of(results)
     store.log_event(out, "done", spec["student_id"], outcome=outcome, score=results.get("score"),
-                    wall_s=results["batch"]["wall_s"], attempt=spec.get("attempt", 1))
+                    wall_s=results["batch"]["wall_s"], process_s=round(time.monotonic() - PROCESS_STARTED, 3),
+                    attempt=spec.get("attempt", 1))
     return outcome
 
 

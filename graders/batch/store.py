@@ -4,6 +4,7 @@
     DIR/gradebook.csv, DIR/summary.html
     DIR/ledger.jsonl                one line per event (start, done, retry, timeout, ...), appended
     DIR/manual.json                 manual scores merged so far (re-applied after a regrade)
+    DIR/review/                     the review desk's database of hand grades (`grade review`, graders/review/)
     DIR/.batch/                     run lock, job specs, per-job logs, submitit's folder
 
 A result folder is complete or absent: it is written under a temporary name in
@@ -33,6 +34,7 @@ import graders
 SUBMISSIONS = "submissions"
 MARKER = "done.json"
 LEDGER = "ledger.jsonl"
+REVIEW = "review"
 STATE = ".batch"
 TEMP_PREFIX = ".tmp-"
 OLD_PREFIX = ".old-"
@@ -58,6 +60,14 @@ def submissions_dir(out: Path) -> Path:
 
 def result_dir(out: Path, student_id: str) -> Path:
     return submissions_dir(out) / student_id
+
+
+def read_results(out: Path, student_id: str) -> dict | None:
+    """The results.json of `student_id`, or None where there is none (or it cannot be read)."""
+    try:
+        return json.loads((result_dir(out, student_id) / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def read_marker(out: Path, student_id: str) -> dict | None:
@@ -152,6 +162,16 @@ def result_folders(out: Path) -> list[Path]:
         return []
     return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")
                   and (p / "results.json").is_file())
+
+
+def graded_assignment(out: Path) -> str | None:
+    """The name of the assignment a batch's results are of (what reads a batch needs no --assignment)."""
+    for path in sorted(submissions_dir(out).glob("*/results.json")):
+        try:
+            return json.loads(path.read_text())["assignment"]["name"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
 
 
 def log_event(out: Path, event: str, student_id: str | None = None, **fields) -> None:

@@ -628,4 +628,7 @@ def student_error_result(chk: Check, error: StudentError) -> CheckResult:
     if error.exc_type == "NotImplementedError":
         return CheckResult(chk, ERROR, 0.0, f"not implemented: {error.message}", details=details)
     message = f"your code raised {error.exc_type}: {error.message}"
+    where = student_line(error)
+    if where and where.strip(" ()") not in message:  # a check's own explanation may have said it already
+        message += where
     return CheckResult(chk, ERROR, 0.0, message, None, getattr(error, "counterexample", None), details)

@@ -68,10 +68,14 @@ def _factor_words(factor: float) -> str:
     return f"yours is {factor:.4g} times the expected values"
 
 
+# A factor or an offset "explains" one or two values whatever they are: it is claimed on more only.
+MIN_VALUES_FOR_A_PATTERN = 3
+
+
 def _scaled(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str | None:
     g, e = got.double().flatten(), expected.double().flatten()
     energy = float((e * e).sum())
-    if energy == 0.0:
+    if energy == 0.0 or int((e != 0).sum()) < MIN_VALUES_FOR_A_PATTERN:
         return None
     factor = float((g * e).sum()) / energy
     if abs(factor - 1) > 1e-3 and _close(got, expected * factor, atol, rtol):
@@ -139,10 +143,27 @@ def _region(got: torch.Tensor, expected: torch.Tensor, axes, atol: float, rtol: 
             named = axes is not None and len(axes) == ndim
             limits.append(f"{axes[a]} {_indices(touched)}" if named else f"index {_indices(touched)} of axis {a}")
     if not limits:
-        return f"{count} of {total} values differ, spread over every index"
+        return f"{count} of {total} values differ, spread over every index; {_largest(g, e, axes)}"
     text = "only at " + ", ".join(limits) + f" ({count} of {total} values differ)"
     inside = _scaled(got[wrong], expected[wrong], atol, rtol) if count > 1 else None
     return text + (f"; there {inside}" if inside else "")
+
+
+def _largest(got: torch.Tensor, expected: torch.Tensor, axes) -> str:
+    """Where the values differ most, and the two values there: a place to look when no pattern is found."""
+    difference = (got - expected).abs().nan_to_num(nan=math.inf)
+    agree = torch.isclose(got, expected, equal_nan=True)
+    flat = int(difference.masked_fill(agree, -1.0).flatten().argmax())
+    index = []
+    for size in reversed(expected.shape):
+        index.append(flat % size)
+        flat //= size
+    index.reverse()
+    ndim = expected.dim()
+    place = ", ".join(f"{axes[a]} {i}" if axes is not None and len(axes) == ndim else str(i) for a, i in enumerate(index))
+    where = f"({place})" if axes is not None and len(axes) == ndim else f"index [{place}]"
+    at = tuple(index)
+    return f"the largest difference is at {where}: yours {float(got[at]):.4g}, expected {float(expected[at]):.4g}"
 
 
 def is_pattern(how: str | None) -> bool:

@@ -69,7 +69,7 @@ class Contract:
 
     @property
     def path(self) -> list[str]:
-        """The attribute path inside the module: ["scaled_dot_product"], ["MultiHeadAttention", "forward"]."""
+        """The attribute path inside the module: ["function"], or ["Class", "method"]."""
         return self.name.split(".")[1:]
 
 

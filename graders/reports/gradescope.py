@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 
+from .figures import Points, checks_of, figures
 from .summary import (
     all_checks,
     clip,
@@ -37,7 +38,9 @@ from .summary import (
     merged_by_hand,
     ungraded_title,
     one_line,
+    points_text,
     provisional_note,
+    provisional_reason,
     rejection_reason,
     visible_only,
 )
@@ -72,7 +75,8 @@ def to_gradescope(results: dict) -> dict:
     ]
     export = {"output": _overview(results), "output_format": "md", "stdout_visibility": STDOUT_VISIBILITY, "tests": tests}
     if not any(test["visibility"] != "visible" for test in tests):
-        export["score"] = round(sum(test["score"] for test in tests), 4)
+        # The tests' points, as the other outputs total them (each test's are rounded on their own).
+        export["score"] = figures(results).automatic.score
     return _with_time(export, results)
 
 
@@ -120,24 +124,22 @@ def _overview(results: dict) -> str:
     results = visible_only(results)
     warning = isolation_warning(results)
     lines = [*([f"**{md_inline(warning)}**", ""] if warning else []), f"**{md_inline(headline(results))}**", ""]
-    for part in results.get("parts") or []:
+    for part, points in zip(results.get("parts") or [], figures(results).parts):
         shown = [c for c in part.get("checks") or [] if _visible(c) and not is_hand_graded(c)]
         if not shown:
             continue
-        line = (
-            f"- {md_inline(part.get('title') or part.get('id'))}: "
-            f"{format_points(sum(_number(c.get('score')) for c in shown))} / "
-            f"{format_points(sum(_number(c.get('max_score')) for c in shown))}"
-        )
+        automatic = points - Points(sum(_number(c.get("score")) for c in checks_of(part) if is_hand_graded(c)),
+                                    sum(_number(c.get("max_score")) for c in checks_of(part) if is_hand_graded(c)))
+        line = f"- {md_inline(part.get('title') or part.get('id'))}: {points_text(automatic.score, automatic.max_score)}"
         if part.get("provisional"):
-            line += f" (provisional: {md_inline(part.get('note') or 'may still change')})"
+            line += f" (provisional: {md_inline(provisional_reason(part))})"
         lines.append(line)
     provisional = provisional_note(results)
     if provisional:
         lines += ["", f"Provisional: {md_inline(provisional)}"]
     checks = list(all_checks(results))
     if hidden:
-        lines += ["", f"{hidden} more checks are graded now and shown after the due date."]
+        lines += ["", f"{hidden} more {'check is' if hidden == 1 else 'checks are'} graded now and shown after the due date."]
     manual_points = sum(_number(c.get("max_score")) for c in checks if is_hand_graded(c) and _visible(c))
     if manual_points:
         lines += ["", f"Written answers ({format_points(manual_points)} points) are graded by hand, "
@@ -186,9 +188,9 @@ def _test_output(part: dict, check: dict, diagnosis: dict, results: dict) -> str
             f"recorded in its own question, not in the autograder score).{graded}"
         )
     if part.get("provisional"):
-        counted = "" if _provisional_counted(results) else (
-            f" Earned {format_points(check.get('score'))} / {format_points(check.get('max_score'))}, not counted in the score.")
-        blocks.append(f"_Provisional:_ {md_inline(part.get('note') or 'this score may still change')}{md_inline(counted)}")
+        earned = points_text(check.get("score"), check.get("max_score"))
+        earned = "" if _provisional_counted(results) else f" {md_inline(f'Earned {earned}, not counted in the score.')}"
+        blocks.append(f"_Provisional:_ {md_inline(provisional_reason(part))}{earned}")
     if diagnosis.get("text"):
         blocks.append(f"**Likely cause:** {md_inline(diagnosis['text'])}")
     numbers = _numbers_line(details.get("numbers"))

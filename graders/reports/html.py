@@ -23,6 +23,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from . import svg
+from .figures import Points, figures
 from .findings import gather, not_implemented_name
 from .summary import (
     GRADED_BY_HAND,
@@ -42,6 +43,7 @@ from .summary import (
     one_line,
     points_text,
     provisional_note,
+    provisional_reason,
     rejection_reason,
     score_label,
     shown_total,
@@ -172,6 +174,9 @@ class CheckView:
     rubric: str
     elapsed: str
     worker_measured: bool = False
+    # The rubric items a person gave a written answer (`grade review`): (points, text) each.
+    marks: list[tuple[str, str]] = field(default_factory=list)
+    forgeable: bool = False  # worker-measured and worth points: the report says the points could be forged
     # The "Mistakes found" entry of this check's diagnosis, and whether an earlier check already
     # showed it in full (then only a link is shown: one mistake, one explanation).
     mistake_anchor: str = ""
@@ -252,7 +257,8 @@ def build_report_view(results: dict) -> dict:
     submission = _mapping(results.get("submission"))
     anchors = _check_anchors(results)
     mistakes, not_attempted = _mistakes_view(results, anchors)
-    parts = [_part_view(i, part) for i, part in enumerate(results.get("parts") or [])]
+    parts = [_part_view(i, part, points) for i, (part, points) in enumerate(zip(results.get("parts") or [],
+                                                                                figures(results).parts))]
     _link_diagnoses(parts, mistakes)
     counts = count_checks(results)
     score, max_score = shown_total(results)
@@ -413,14 +419,20 @@ def _mapping(value) -> dict:
 
 def _worker_measured_total(results: dict) -> dict | None:
     """How many of the points rest on the worker's own measurement of the submission's code
-    (checks marked `worker_measured`): None when no check does."""
-    checks = [c for c in all_checks(results) if isinstance(c, dict) and c.get("worker_measured") is True]
+    (checks marked `worker_measured` that are worth points): None when no point does."""
+    checks = [c for c in all_checks(results) if isinstance(c, dict) and _rests_on_the_worker(c)]
     if not checks:
         return None
     score = sum(svg.as_number(c.get("score", 0)) for c in checks if math.isfinite(svg.as_number(c.get("score", 0))))
     max_score = sum(svg.as_number(c.get("max_score", 0)) for c in checks
                     if math.isfinite(svg.as_number(c.get("max_score", 0))))
     return {"checks": len(checks), "score": format_points(score), "max_score": format_points(max_score)}
+
+
+def _rests_on_the_worker(check: dict) -> bool:
+    """A check worth points whose score the worker measured: what the report warns of."""
+    maximum = svg.as_number(check.get("max_score", 0))
+    return check.get("worker_measured") is True and math.isfinite(maximum) and maximum > 0
 
 
 def _flat_items(mapping) -> list[tuple[str, str]]:
@@ -454,7 +466,7 @@ def _seconds(value) -> str:
     return f"{number:.2f} s" if math.isfinite(number) else as_text(value)
 
 
-def _part_view(index: int, part: dict) -> PartView:
+def _part_view(index: int, part: dict, points: Points) -> PartView:
     raw_checks = list(part.get("checks") or [])
     checks = [_check_view(index, i, c) for i, c in enumerate(raw_checks)]
     automatic = [c for c in checks if c.status != MANUAL]
@@ -468,7 +480,7 @@ def _part_view(index: int, part: dict) -> PartView:
                                       titles=[view.title for _, view in members])
                      for label, members in groups.items()]
     passed = sum(1 for c in automatic if c.status == "passed")
-    score, max_score = part.get("score", 0), part.get("max_score", 0)
+    score, max_score = points.score, points.max_score
     title = clip(part.get("title") or part.get("id") or f"Part {index + 1}", LIMITS["title"])
     return PartView(
         anchor=f"part-{index}",
@@ -477,7 +489,7 @@ def _part_view(index: int, part: dict) -> PartView:
         bar=svg.score_bar(score, max_score, f"{title}: {points_text(score, max_score)} points"),
         passed_line=f"{passed}/{len(automatic)} checks passed" if automatic else "",
         provisional=bool(part.get("provisional")),
-        note=clip(part.get("note"), LIMITS["note"]),
+        note=clip(provisional_reason(part) if part.get("provisional") else part.get("note"), LIMITS["note"]),
         checks=[c for c in checks if id(c) not in collapsed],
         not_attempted=not_attempted,
     )
@@ -513,7 +525,20 @@ def _check_view(part_index: int, index: int, check: dict) -> CheckView:
         rubric=clip(details.get("rubric"), LIMITS["rubric"]),
         elapsed=_seconds(details["elapsed_s"]) if "elapsed_s" in details else "",
         worker_measured=check.get("worker_measured") is True,
+        marks=_marks(_mapping(details.get("manual"))),
+        forgeable=_rests_on_the_worker(check),
     )
+
+
+def _marks(manual: dict) -> list[tuple[str, str]]:
+    items = manual.get("items") if isinstance(manual.get("items"), list) else []
+    marks = []
+    for item in items:
+        if isinstance(item, dict):
+            points = format_points(item.get("points"))
+            marks.append((points if points.startswith("-") or points in ("0", "?") else f"+{points}",
+                          clip(item.get("text"), LIMITS["message"])))
+    return marks
 
 
 # --------------------------------------------------------------------------- numbers

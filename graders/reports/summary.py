@@ -6,13 +6,14 @@ headline sentence, how points are written and how student-supplied text is clipp
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from graders.scoring import totals
 
-# Written answers wait for a person; they are neither passed nor failed checks.
-MANUAL = "pending_manual"
+from .figures import MANUAL, Points, check_points, checks_of, figures, is_graded_by_hand, is_rejected, number
 
+# Written answers wait for a person (MANUAL): they are neither passed nor failed checks.
 STATUS_LABELS = {
     "passed": "passed",
     "failed": "failed",
@@ -57,11 +58,6 @@ def count_checks(results: dict) -> CheckCounts:
     )
 
 
-def is_rejected(results: dict) -> bool:
-    """No checks ran: the input was refused, or (status "error") the grading itself failed."""
-    return results.get("status") in ("rejected", "error")
-
-
 def ungraded_title(results: dict) -> str:
     if results.get("status") == "error":
         return "Not graded: the grading infrastructure failed (it will be retried)"
@@ -89,21 +85,32 @@ def provisional_note(results: dict) -> str | None:
     return f"plus {points} provisional points, not in the total (they may still change)"
 
 
+def provisional_reason(part: dict) -> str:
+    """Why a provisional part's score may still change (its `note`), without a "Provisional:" of
+    its own at the start: every renderer puts its own label before it."""
+    note = one_line(part.get("note"), 2_000)
+    return re.sub(r"^provisional\s*[:.-]\s*", "", note, flags=re.IGNORECASE) or "its score may still change"
+
+
 def visible_only(results: dict) -> dict:
-    """`results` as a student may see them before the due date: hidden checks taken out, each
-    part's points and the totals summed over the visible checks that remain (the totals by
-    graders.scoring.totals, provisional points apart as the grade had them). Everything a
-    student is shown before the due date is computed from it, so that resubmitting cannot tell a
-    student how a hidden check went."""
+    """`results` as a student may see them before the due date: hidden checks taken out, the
+    points of a part that has some summed over the visible checks that remain (a part without
+    one keeps its `figures`), and the totals over those parts (graders.scoring.totals,
+    provisional points apart as the grade had them). Everything a student is shown before the
+    due date is computed from it, so that resubmitting cannot tell a student how a hidden check
+    went."""
     if is_rejected(results):
         return results
     parts = []
-    for part in results.get("parts") or []:
+    for part, points in zip(results.get("parts") or [], figures(results).parts):
         if not isinstance(part, dict):
             continue
-        checks = [c for c in part.get("checks") or [] if isinstance(c, dict) and c.get("visibility") != "hidden"]
-        parts.append({**part, "checks": checks, "score": round(sum(_points(c.get("score")) for c in checks), 4),
-                      "max_score": round(sum(_points(c.get("max_score")) for c in checks), 4)})
+        every = checks_of(part)
+        checks = [c for c in every if c.get("visibility") != "hidden"]
+        if len(checks) < len(every):
+            points = Points(round(sum(check_points(c).score for c in checks), 4),
+                            round(sum(check_points(c).max_score for c in checks), 4))
+        parts.append({**part, "checks": checks, "score": points.score, "max_score": points.max_score})
     provisional = results.get("provisional")
     view = {key: value for key, value in results.items() if key != "provisional"}
     shown_parts = [part for part in parts if part["checks"]]
@@ -144,7 +151,7 @@ def headline(results: dict) -> str:
         sentence += f"; {blank} written answer{'s' if blank != 1 else ''} not written yet"
     numeric = [entry for entry in after_deadline(results) if entry.get("kind") == "numeric"]
     if numeric:
-        points = format_points(sum(_points(entry.get("points")) for entry in numeric))
+        points = format_points(sum(number(entry.get("points")) for entry in numeric))
         unread = sum(1 for entry in numeric if entry.get("state") != NUMBER_PENDING)
         sentence += (f"; {len(numeric)} numeric answer{'s' if len(numeric) != 1 else ''} ({points} points) graded "
                      f"after the due date" + (f", {unread} not yet a number" if unread else ""))
@@ -214,31 +221,16 @@ def _percent(value) -> str:
     return f"{value:.0%}" if type(value) in (int, float) else "?"
 
 
-def is_graded_by_hand(check: dict) -> bool:
-    """A written answer: its points are given by a person, never by the machine (a results.json
-    older than the `graded_by_hand` key tells it by its status alone)."""
-    return check.get("graded_by_hand") is True or check.get("status") == MANUAL
-
-
 def shown_total(results: dict) -> tuple[float, float]:
-    """(score, max_score) as the reports show them.
+    """(score, max_score) as the reports show them (`figures`).
 
     A self-check totals the automatic public checks only: written answers are graded by hand
     after the deadline, and counting their points as missing would make a perfect homework
     look unfinished. They are listed apart, with their points. An instructor's grade is the
     whole total of results.json."""
-    if not is_self_check(results) or is_rejected(results):
-        return results.get("score", 0), results.get("max_score", 0)
-    automatic = [c for c in all_checks(results) if not is_graded_by_hand(c)]
-    return (round(sum(_points(c.get("score")) for c in automatic), 4),
-            round(sum(_points(c.get("max_score")) for c in automatic), 4))
-
-
-def _points(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0
+    figured = figures(results)
+    total = figured.automatic if is_self_check(results) and not is_rejected(results) else figured.total
+    return total.score, total.max_score
 
 
 def score_label(results: dict) -> str:

@@ -25,6 +25,7 @@ from rich.text import Text
 from graders.integrity import flag_summary
 
 from . import findings as found
+from .figures import Points, figures
 from .summary import (
     STATUS_LABELS,
     after_deadline_rows,
@@ -65,10 +66,14 @@ def print_summary(results: dict, console: Console | None = None, *, verbose: boo
         console.print(Text(warning, style="bold red"))
     if is_rejected(results):
         console.print(Text(f"{ungraded_title(results)}: {one_line(rejection_reason(results), 500)}", style="bold red"))
-        console.print(Text(f"{score_label(results)}: 0 / {format_points(results.get('max_score'))}"))
+        # Out of nothing where no assignment could be told from the hand-in.
+        out_of = f" / {format_points(shown_total(results)[1])}" if isinstance(results.get("assignment"), dict) else ""
+        console.print(Text(f"{score_label(results)}: 0{out_of}"))
         return
+    points = figures(results).parts
     parts = [(part, [c for c in part.get("checks") or [] if not is_graded_by_hand(c)])
              for part in results.get("parts") or []]
+    titles = {id(part): _part_title(part, part_points) for part, part_points in zip(results.get("parts") or [], points)}
     to_fix = found.gather([c for _, checks in parts for c in checks], merge=not verbose)
     untouched = {} if verbose else {id(part): _untouched(checks, to_fix) for part, checks in parts}
     # A function named on its part's line is not listed again under "What to fix".
@@ -79,10 +84,10 @@ def print_summary(results: dict, console: Console | None = None, *, verbose: boo
         if not checks:
             continue
         if untouched.get(id(part)):
-            console.print(Text.assemble((_part_title(part), "bold"), ": ", ("not implemented yet: ", "red"),
+            console.print(Text.assemble((titles[id(part)], "bold"), ": ", ("not implemented yet: ", "red"),
                                         one_line(", ".join(untouched[id(part)]), TEXT_LIMIT)))
         else:
-            console.print(_part_view(part, checks, numbers, verbose))
+            console.print(_part_view(titles[id(part)], checks, numbers, verbose))
     if to_fix:
         console.print()
         console.print(Text("What to fix", style="bold"))
@@ -109,12 +114,12 @@ def print_summary(results: dict, console: Console | None = None, *, verbose: boo
                            "listed in the HTML report; no points depend on them", style="yellow"))
 
 
-def _part_title(part: dict) -> str:
+def _part_title(part: dict, points: Points) -> str:
     title = one_line(part.get("title") or part.get("id"), 120)
-    if format_points(part.get("max_score")) == "0":
+    if format_points(points.max_score) == "0":
         # Practice parts (the rubric gives positional encoding 0 points) are checked, not scored.
         return f"{title} — practice, 0 points"
-    title += f" — {points_text(part.get('score'), part.get('max_score'))}"
+    title += f" — {points_text(points.score, points.max_score)}"
     return title + (" (provisional)" if part.get("provisional") else "")
 
 
@@ -126,8 +131,7 @@ def _untouched(checks, to_fix) -> list[str]:
     return list(dict.fromkeys(stopped)) if all(stopped) else []
 
 
-def _part_view(part, checks, numbers, verbose):
-    title = _part_title(part)
+def _part_view(title, checks, numbers, verbose):
     if not verbose:
         if all(c.get("status") == "passed" for c in checks):
             passed = f"all {len(checks)} checks passed" if len(checks) > 1 else "its check passed"

@@ -16,7 +16,6 @@ import dataclasses
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from graders.dependencies import (
     broken_dependency_message, dependency_module, grader_distribution, import_name, missing_dependency_message,
 )
 
-from . import audit, isolation, rootfs
+from . import audit, isolation, rootfs, walk
 from .channel import PollingChannel, ThreadedChannel, ThreadedOutputTail, new_marker
 from .errors import (BudgetExhausted, MissingDependency, ProtocolError, RequestError, StudentError,
                      WorkerCrashed, WorkerTimeout)
@@ -51,8 +50,8 @@ SHUTDOWN_TIMEOUT_S = 1.0
 MAX_AUDIT_DENIALS = 100
 CONTAINER_NOTE = ("container isolation: a uid of its own that the OS denies every secret, rlimits, the audit hook, "
                   "a seccomp filter, pinned CPUs, a watched write bound, a file system of its own (a tree of links, "
-                  "secrets absent), everything of its uid ended after it; no PID namespace (the one-shot container "
-                  "is the per-submission boundary)")
+                  "secrets absent), everything of its uid ended after it; no PID namespace (no /proc in its root: it "
+                  "lists no process, and may signal only its uid's)")
 CONTAINER_GPU_NOTE = CONTAINER_NOTE.replace(
     "a file system of its own (a tree of links, secrets absent)",
     "the machine's file system, its secrets unreadable by that uid (a GPU worker: CUDA in a root of links is untried)")
@@ -121,6 +120,7 @@ class Worker:
         self.audit_denials: list[dict[str, str]] = []
         self.audit_denials_dropped = 0
         self._lock = threading.RLock()
+        self._stopping = threading.Lock()  # the write watch's stop, from its thread or the grader's
         self._closed = False
         self._environment_probes: dict[str, bool] = {}  # {dependency: imports without the submission}
         self._process: subprocess.Popen | None = None
@@ -135,11 +135,15 @@ class Worker:
                 raise RuntimeError("this Worker has been closed")
             if self._process is not None:
                 return
-            deadline, limit, budget_bound = self._deadline(self.limits.start_timeout_s)
             started = time.monotonic()
             try:
-                self._launch()
+                # Made once per grading process, brought up to date before the worker's clock
+                # starts: seconds on first use, more where stale trees are removed first.
+                root = self._own_root() if self.layers.own_root else None
+                deadline, limit, budget_bound = self._deadline(self.limits.start_timeout_s)
+                self._launch(root)
                 self._await_reply(0, deadline, limit, budget_bound, starting=True)
+                self._watch_space()
             finally:
                 self.time_used_s += time.monotonic() - started
 
@@ -459,10 +463,10 @@ class Worker:
             reason += f" (did the student's code call os._exit({status})?)"
         raise WorkerCrashed(reason, exit_status=status, output=output) from None
 
-    def _launch(self) -> None:
+    def _launch(self, root: Path | None) -> None:
+        """Start the worker process (`root`: its own root, container isolation)."""
         run_as = (self.layers.sandbox_uid, self._uid_lease.gid) if self.layers.sandbox_uid is not None else None
         private = self.layers.private_mounts
-        root = self._own_root() if self.layers.own_root else None
         workdir = isolation.make_workdir(self.submission_dir, owner=None if private else run_as,
                                          parent=None if root is None else root / rootfs.WORKERS)
         # Where the worker finds its folder: inside its own root, if it has one.
@@ -483,14 +487,12 @@ class Worker:
             else:
                 process, channel, output = self._start_isolated(workdir, config, seen_as)
         except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)
+            walk.discard(workdir)
             raise
         self._process = process
         self._workdir = workdir
         self._space_exceeded = ""
-        self._space_watch = (isolation.SpaceWatch(workdir, run_as[0], max_bytes=self.limits.workdir_bytes,
-                                                  max_files=self.limits.workdir_files, exceeded=self._stop_writer)
-                             if self.layers.space_watch else None)
+        self._space_watch = None  # from its first reply on (`_watch_space`)
         self._channel = channel
         self._output = output
         # A Worker dropped without close() must not leave its process behind.
@@ -512,6 +514,7 @@ class Worker:
             command = [*isolation.bwrap_command(isolation.find_bwrap(), workdir=workdir,
                                                 secret_paths=self.secret_paths,
                                                 readable_paths=self.readable_paths, gpu=self.allow_gpu,
+                                                task_modules=self.task_modules,
                                                 private_mounts=self.layers.private_mounts,
                                                 tmp_bytes=self.limits.tmp_bytes),
                        *command]
@@ -559,15 +562,34 @@ class Worker:
     def _own_root(self) -> Path:
         """The tree this worker changes its root to (container isolation), up to date: what
         bubblewrap would bind, without the secrets inside it."""
-        return rootfs.prepared_root(isolation.own_root_sources(self.readable_paths), self.secret_paths,
-                                    isolation.workdirs_parent())
+        sources, hidden = isolation.own_root_sources(self.readable_paths, self.task_modules)
+        return rootfs.prepared_root(sources, [*self.secret_paths, *hidden], isolation.workdirs_parent())
+
+    def _watch_space(self) -> None:
+        """Without private mounts, the watch of what the worker's uid writes (container
+        isolation). From the worker's first reply: no student code has run before it, and until
+        then the worker, between its change of uid and making itself dumpable again, hides its
+        descriptors from the watch, which would stop it (isolation.space_used fails closed)."""
+        if self.layers.space_watch:
+            self._space_watch = isolation.SpaceWatch(
+                self._workdir, self.layers.sandbox_uid, self._uid_lease.gid, max_bytes=self.limits.workdir_bytes,
+                max_files=self.limits.workdir_files, exceeded=self._stop_writer,
+                shared_folders=() if self.layers.own_root else None)
+            if exceeded := self._space_watch.check(pids=[self._process.pid]):  # the submission's copy
+                self._stop_writer(exceeded)
+                self._died(starting=True)
 
     def _stop_writer(self, reason: str) -> None:
-        """From the space watch's thread: end every process of the worker's uid now; the request
-        waiting on it fails with `reason`."""
+        """From the space watch's thread, or on a reply: end every process of the worker's uid
+        now; the request waiting on it fails with `reason`. The first reason stands (while the
+        uid's processes are being ended, a count may meet the killer between its change of uid
+        and its exec, whose descriptors it may not read)."""
         from . import uids
 
-        self._space_exceeded = reason
+        with self._stopping:
+            if self._space_exceeded:
+                return
+            self._space_exceeded = reason
         self.abort()
         uids.kill_processes_of(self._uid_lease.uid, self._uid_lease.gid)
 
@@ -598,7 +620,7 @@ class Worker:
         # With bwrap the worker is in its own session inside a PID namespace; it dies with
         # bwrap. Waiting for the end of its output means every process that held it is gone.
         output = self._output.close(timeout=REAP_TIMEOUT_S)
-        shutil.rmtree(self._workdir, ignore_errors=True)
+        walk.discard(self._workdir)  # what the student made of it (however deep) cannot break the next worker
         return output
 
 
@@ -698,4 +720,4 @@ def _kill_group(pid: int, workdir: Path | None) -> None:
         except OSError:
             pass  # it has exited
     if workdir is not None:
-        shutil.rmtree(workdir, ignore_errors=True)
+        walk.discard(workdir)

@@ -12,7 +12,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from . import isolation, uids
+from . import isolation, rootfs, uids, walk
 from .errors import SandboxError
 from .limits import Limits
 
@@ -60,6 +60,7 @@ def _findings(secret_paths, readable_paths, gpu: bool, limits: Limits, modules=(
                             f"euid {os.geteuid()}", "" if as_root else isolation.FIX_RUN_AS_ROOT))
     if as_root:
         findings.append(_uid_pool(limits))
+    findings.append(_quarantined())
     findings += _worker_findings(secret_paths, readable_paths, gpu, limits, modules)
     nodes = sorted(glob.glob("/dev/nvidia*"))
     findings.append(Finding("GPU device nodes", None, ", ".join(nodes) if nodes else "none (CPU grading)"))
@@ -79,6 +80,19 @@ def _uid_pool(limits: Limits) -> Finding:
     return Finding(f"sandbox uids {first}-{last} belong to no user", not taken,
                    f"taken by: {', '.join(taken)}" if taken else f"{limits.sandbox_slots} slots, one per running worker",
                    "choose another range (Limits.sandbox_uid)" if taken else "")
+
+
+def _quarantined() -> Finding:
+    """What clean-up after a worker could not remove and moved out of the way instead
+    (graders/sandbox/walk.py): no later grade trips on it, but it takes space until removed."""
+    parent = isolation.workdirs_parent()
+    found = walk.quarantined([parent, *glob.glob(os.path.join(glob.escape(str(parent)), "root-*", rootfs.WORKERS)),
+                              *uids.SHARED_WRITABLE])
+    if not found:
+        return Finding("no folder quarantined (what clean-up after a worker could not remove)", True, "none")
+    return Finding("folders quarantined (what clean-up after a worker could not remove)", None,
+                   f"{len(found)}: {', '.join(found[:5])}{' ...' if len(found) > 5 else ''}",
+                   f"look at them, then remove them as root: rm -rf {' '.join(found[:5])}")
 
 
 def _worker_findings(secret_paths, readable_paths, gpu, limits, modules=()) -> list[Finding]:
@@ -225,8 +239,8 @@ def render(findings: list[Finding], level: str = isolation.FULL) -> str:
         verdict = (f"NOT isolated ({level} isolation): instructor grading refuses to run here (or add "
                    "--unsafe-no-sandbox for code you trust)")
     elif level == isolation.CONTAINER:
-        verdict = ("container isolation: instructor grading with --isolation container may run here, in a one-shot "
-                   "container that holds one submission")
+        verdict = ("container isolation: instructor grading with --isolation container may run here (a batch too; "
+                   "one submission at a time where its workers get the GPU)")
     else:
         verdict = "full isolation: instructor grading may run here"
     if any(finding.layer == IMPORTS_LAYER and finding.ok is False for finding in findings):

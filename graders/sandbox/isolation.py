@@ -20,17 +20,19 @@
 a machine where any layer of the chosen level is missing. Two levels:
 
 - `full` (the default): every layer above.
-- `container`, chosen explicitly (`--isolation container`), for a one-shot container that holds
-  one submission and is thrown away after it, such as Gradescope's, where Docker's default
-  seccomp profile forbids the namespaces bubblewrap needs. It is a boundary of its own, not a
+- `container`, chosen explicitly (`--isolation container`), for a container such as
+  Gradescope's (one submission each, thrown away after it), where Docker's default seccomp
+  profile forbids the namespaces bubblewrap needs; a batch on one machine too, one submission at a
+  time where its workers get the GPU (`container_batch_refusal`). It is a boundary of its own, not a
   weaker full mode: the worker drops to a uid of its own that the operating system denies
   every secret (the reference, the hidden fixtures: checked, not assumed), under rlimits, the
   audit hook and a seccomp filter (no socket but AF_UNIX, no SysV IPC, keyring, io_uring or CPU
   change), pinned to its CPUs, in a fresh directory that TMPDIR and HOME point into; it makes
   network and IPC namespaces of its own where the kernel lets root `unshare` them; it changes
   its root to a tree of links that holds what bubblewrap would bind, secrets left out
-  (graders/sandbox/rootfs.py; not for a GPU worker); what its uid writes is watched against
-  the bound of full isolation's tmpfs (`SpaceWatch`); and after it, every process, keyring key,
+  (graders/sandbox/rootfs.py, holding what graders/sandbox/exposure.py allows; not for a GPU
+  worker); what its uid writes is watched against the bound of full isolation's tmpfs
+  (`SpaceWatch`); and after it, every process, keyring key,
   IPC object and shared-folder file of its uid is ended (graders/sandbox/uids.py). Missing
   there: a PID namespace. It still fails closed: not root, or an interpreter the uid cannot
   reach, or a secret it can still read, refuses the grade.
@@ -55,13 +57,15 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import graders
 
-from . import seccomp
+from . import seccomp, walk
 from .audit import pth_folders
+from .exposure import SYSTEM_PATHS, exposure
 
 BWRAP_CANDIDATES = ("bwrap", "/usr/bin/bwrap")
 # Names the bubblewrap binary to use instead of searching PATH; empty: behave as if none exists.
@@ -126,7 +130,9 @@ class Layers:
         return {"unshare": self.own_namespaces, "seccomp": self.seccomp,
                 "cpus": list(self.cpus) if self.cpus is not None else None,
                 # AF_UNIX sockets reach only what a network namespace of its own holds.
-                "allow_unix_sockets": self.bwrap or self.own_namespaces}
+                "allow_unix_sockets": self.bwrap or self.own_namespaces,
+                # The write watch reads its descriptors as its uid (isolation.space_used).
+                "dumpable": self.space_watch}
 
 
 class IsolationUnavailable(RuntimeError):
@@ -304,6 +310,21 @@ def refuse_unless_isolated(unsafe: bool, prog: str = "grade", level: str = FULL)
 
 
 
+def container_batch_refusal(*, gpu: bool, one_at_a_time: bool) -> str | None:
+    """Why a batch at container isolation would not hold every boundary between its
+    submissions on one machine, with the fix; None where it holds. It holds for workers in a
+    root of their own: each on its uid, nothing writable of another's, its write bound, its
+    leftovers ended before the next on its slot. A worker given the GPU keeps the machine's file
+    system (no own root: CUDA there is untried), so two of them at once share /tmp, /var/tmp and
+    /dev/shm, a channel between two students' code."""
+    if not gpu or one_at_a_time:
+        return None
+    return ("refusing to grade: at container isolation, workers given the GPU keep the machine's file system, so "
+            "two submissions graded at once on one machine could pass files to each other (/tmp, /dev/shm).\n"
+            "    fix: --jobs 1 (one submission at a time), or --device cpu, or full isolation (bubblewrap), or one "
+            "container per submission (docs/sandbox.md, 'Container isolation')")
+
+
 def _join(*notes: str) -> str:
     return "; ".join(note for note in notes if note)
 
@@ -344,18 +365,16 @@ def namespace_args(as_root: bool, *, private_mounts: bool = False) -> list[str]:
             "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", *mounting]
 
 
-# What every program needs, bound read-only: the rest of the machine (other checkouts of the
-# grader, its solution, home folders, caches) is simply absent from the worker's file system.
-SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
-
-
 def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readable_paths: list[str] = (),
-                  gpu: bool = False, private_mounts: bool = False, tmp_bytes: int = 64 << 20) -> list[str]:
+                  gpu: bool = False, private_mounts: bool = False, tmp_bytes: int = 64 << 20,
+                  task_modules=()) -> list[str]:
     """The bwrap command line (up to `--`) that runs the worker in `workdir`: a file system made
-    of the system folders, what the worker's Python needs, `readable_paths` (all read-only), an
-    empty /tmp and `workdir` (writable). With `private_mounts` (as root), `workdir` is an empty
-    mount point and the submission is bound read-only at SUBMISSION_SOURCE: the worker mounts
-    its size-limited tmpfs there and copies the submission in."""
+    of what it may see (graders/sandbox/exposure.py: the system folders, its Python and what it
+    imports, `readable_paths`; all read-only), an empty /tmp and `workdir` (writable). The rest
+    of the machine (other checkouts of the grader, its solution, home folders, caches) is simply
+    absent. With `private_mounts` (as root), `workdir` is an empty mount point and the
+    submission is bound read-only at SUBMISSION_SOURCE: the worker mounts its size-limited tmpfs
+    there and copies the submission in."""
     as_root = os.geteuid() == 0
     command = [bwrap, *namespace_args(as_root, private_mounts=private_mounts), "--die-with-parent", "--new-session"]
     for path in SYSTEM_PATHS:
@@ -365,14 +384,24 @@ def bwrap_command(bwrap: str, *, workdir: Path, secret_paths: list[str], readabl
             command += ["--ro-bind", path, path]
     # /tmp: root's and size-limited; what is bound below it (a Python installed under /tmp) stays.
     command += ["--dev", "/dev", "--proc", "/proc", "--perms", "0755", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
-    exposed = exposed_paths(readable_paths)
+    seen = exposure(tuple(readable_paths), tuple(task_modules))
     made = {"/tmp"}
-    for path in exposed:
-        command += [*_folders_on_the_way(path, made), "--ro-bind", path, path]
+    mounted = [*SYSTEM_PATHS]
+    # Parents first: a hidden folder's tmpfs goes over what was bound, what it shows on top of it.
+    for path, shows in sorted([*((path, True) for path in seen.shown), *((path, False) for path in seen.hidden)],
+                              key=lambda rule: (rule[0].count("/"), rule[0], not rule[1])):
+        if not shows:
+            if _inside(path, mounted) and os.path.isdir(path):
+                command += ["--perms", "0755", "--tmpfs", path]
+            continue
+        if not _inside(path, mounted):
+            command += _folders_on_the_way(path, made)
+        command += ["--ro-bind", path, path]
+        mounted.append(path)
     if gpu:
         for device in gpu_view(os.environ.get("CUDA_VISIBLE_DEVICES")).nodes:
             command += ["--dev-bind", device, device]
-    visible = [*SYSTEM_PATHS, *exposed]
+    visible = [*SYSTEM_PATHS, *seen.shown]
     for secret in secret_paths:  # only those inside something bound are there to hide
         if not _inside(secret, visible):
             continue
@@ -459,38 +488,13 @@ def _folders_on_the_way(path: str, made: set[str]) -> list[str]:
     return arguments
 
 
-def own_root_sources(readable_paths=()) -> list[str]:
+def own_root_sources(readable_paths=(), task_modules=()) -> tuple[list[str], list[str]]:
     """What a worker's own root holds (container isolation): what bubblewrap would bind, but
-    /sys, whose files cannot be linked."""
-    return [*(path for path in SYSTEM_PATHS if path != "/sys" and os.path.lexists(path)),
-            *exposed_paths(readable_paths)]
-
-
-def exposed_paths(readable_paths=()) -> list[str]:
-    """The interpreter's paths and `readable_paths` (with the targets of the links inside them),
-    outside the system folders, leaving out those inside another (bound with it); parents first."""
-    wanted = [*interpreter_paths(), *(target for path in readable_paths for target in with_link_targets(path))]
-    result: list[str] = []
-    for path in sorted(set(wanted)):
-        if not _inside(path, [*SYSTEM_PATHS, *result]):
-            result.append(path)
-    return result
-
-
-def with_link_targets(path: str | os.PathLike) -> list[str]:
-    """`path` and the folders that the symbolic links inside it point into (a Hugging Face
-    cache's snapshot links each file to its blob folder)."""
-    root = os.path.realpath(path)
-    if not os.path.exists(root):
-        return []
-    found = {root}
-    for directory, _, files in os.walk(root):
-        for name in files:
-            if os.path.islink(os.path.join(directory, name)):
-                target = os.path.realpath(os.path.join(directory, name))
-                if os.path.exists(target):
-                    found.add(os.path.dirname(target))
-    return sorted(found)
+    /sys, whose files cannot be linked; and the folders inside it that are emptied but for what
+    is shown inside them (graders/sandbox/exposure.py)."""
+    seen = exposure(tuple(readable_paths), tuple(task_modules))
+    return ([*(path for path in SYSTEM_PATHS if path != "/sys" and os.path.lexists(path)), *seen.shown],
+            list(seen.hidden))
 
 
 def _inside(path: str, folders) -> bool:
@@ -564,21 +568,32 @@ def make_workdir(submission_dir: Path, *, owner: tuple[int, int] | None, parent:
         copy_submission(submission_dir, workdir / "submission")
         (workdir / "tmp").mkdir()
         if owner is not None:
-            for directory, subdirectories, files in os.walk(workdir):
-                for name in [".", *subdirectories, *files]:
-                    os.lchown(os.path.join(directory, name), *owner)
+            _give(workdir, owner)
     except BaseException:
-        shutil.rmtree(workdir, ignore_errors=True)
+        walk.discard(workdir)
         raise
     return workdir
 
 
+def _give(folder: Path, owner: tuple[int, int]) -> None:
+    """`folder` and everything in it to `owner` (uid, gid); links themselves, never their targets."""
+
+    def chown(folder_fd: int, name: str, info: os.stat_result, _: bool) -> bool:
+        os.chown(name, *owner, dir_fd=folder_fd, follow_symlinks=False)
+        return True
+
+    os.lchown(folder, *owner)
+    walk.walk(folder, chown, True)
+
+
 def remove_orphaned_workdirs(parent: Path) -> None:
-    """Remove the directories whose grader process is gone."""
+    """Remove the directories whose grader process is gone. Whatever a worker left in one (a
+    tree of any depth) is removed or quarantined (graders/sandbox/walk.py), never in the way of
+    the worker about to start."""
     for entry in parent.iterdir():
         parts = entry.name.split("-")  # "w", pid, start time (empty without /proc), random (no "-")
         if len(parts) == 4 and parts[1].isdigit() and _grader_gone(int(parts[1]), parts[2]):
-            shutil.rmtree(entry, ignore_errors=True)
+            walk.discard(entry)
 
 
 def _grader_gone(pid: int, recorded_start: str) -> bool:
@@ -636,87 +651,216 @@ def copy_submission(source: Path, destination: Path) -> None:
 
 # ---------------------------------------------------------------------------- the write bound without mounts
 
+# The longest the watch goes without counting what a worker holds.
 SPACE_WATCH_INTERVAL_S = 0.2
+# How often it asks the file systems a worker may write how much they have free: a drop that
+# could have taken the worker past its bound has it counted at once, not at the next interval.
+SPACE_POLL_S = 0.01
+# How often a count without a drop in free space looks at the uid's processes' descriptors too.
+PROCESS_SCAN_INTERVAL_S = 1.0
+# Walks in a row that met the worker's folder changing under them before the watch gives up.
+RACED_WALKS = 3
 
 
-def space_used(workdir: Path, uid: int, *, max_files: int, pids: list[int] | None = None) -> tuple[int, int]:
+class _CountedEnough(Exception):
+    """The count is past the bound of files: no need to go on."""
+
+
+@dataclass
+class _SpaceCount:
+    """What `walk.walk` adds up: entries of the worker's uid (all of them, in its own folder),
+    each inode once, by the blocks it holds."""
+
+    uid: int
+    max_files: int
+    used: int = 0
+    files: int = 0
+    inodes: set = dataclasses.field(default_factory=set)
+
+    def visit(self, folder_fd: int, name: str, info: os.stat_result, all_its: bool) -> bool | None:
+        its = all_its or info.st_uid == self.uid
+        if its and (info.st_nlink < 2 or stat.S_ISDIR(info.st_mode) or (info.st_dev, info.st_ino) not in self.inodes):
+            if info.st_nlink > 1:
+                self.inodes.add((info.st_dev, info.st_ino))
+            self.files += 1
+            self.used += info.st_blocks * 512
+            if self.files > self.max_files:
+                raise _CountedEnough
+        # In a shared folder, only the uid's entries are its; it may write into a folder every
+        # user may write (/tmp/.X11-unix) without owning it.
+        if stat.S_ISDIR(info.st_mode) and (its or info.st_mode & stat.S_IWOTH):
+            return its
+        return None
+
+
+def space_used(workdir: Path, uid: int, gid: int, *, max_files: int, pids: list[int] | None = None,
+               shared_folders=None) -> tuple[int, int]:
     """(bytes allocated, files) of what a worker of `uid` holds on the machine's disks and
-    memory file systems: its folder, whatever the uid owns in the folders every user may write
-    (uids.SHARED_WRITABLE), and files its processes (`pids`; None: every process of the uid)
-    hold open after removing them (written through a descriptor, they are in no folder).
-    Counting stops past `max_files`."""
+    memory file systems: its folder, whatever the uid owns in `shared_folders` (by default
+    uids.SHARED_WRITABLE, the folders every user may write; none for a worker in a root of its
+    own, which has no such folder), and files its processes (`pids`; None: every process of the
+    uid) hold open after removing them (written through a descriptor, they are in no folder).
+    Folders are walked by descriptor (graders/sandbox/walk.py), so no depth or path length
+    hides a file; a file counts once however many links it has, by the blocks it holds (a
+    preallocated file by all it reserved, a sparse one by what it holds). Counting stops past
+    `max_files`. Raises walk.WalkFailed where a folder or a process's descriptors cannot be
+    read: the bound fails closed."""
     from . import uids
 
-    used, files = 0, 0
-    # (folder, whether all of it is the worker's): in a shared folder only the uid's entries are.
-    pending = [(str(workdir), True), *((folder, False) for folder in uids.SHARED_WRITABLE if os.path.isdir(folder))]
-    while pending and files <= max_files:
-        folder, all_its = pending.pop()
+    count = _SpaceCount(uid, max_files)
+    try:
+        walk.walk(workdir, count.visit, True)
+        for folder in uids.SHARED_WRITABLE if shared_folders is None else shared_folders:
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                walk.walk(folder, count.visit, False)
+    except _CountedEnough:
+        return count.used, count.files
+    # /proc/<pid>/fd of another uid's process is readable only to a process of that uid (or
+    # with CAP_SYS_PTRACE, which a container's root lacks): read as the uid (the worker makes
+    # itself dumpable for this, graders/sandbox/worker.py).
+    pids = uids.processes_of(uid) if pids is None else pids
+    if pids:
+        with uids.file_system_identity(uid, gid):
+            count.used += sum(_held_after_removal(pid) for pid in pids)
+    return count.used, count.files
+
+
+def _held_after_removal(pid: int) -> int:
+    """Bytes of the regular files that process `pid` holds open after they were removed."""
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return 0  # it ended
+    except OSError as error:
+        return _unless_exiting(pid, error, "the descriptors")
+    held = 0
+    for descriptor in descriptors:
         try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            its = all_its or info.st_uid == uid
-            if stat.S_ISDIR(info.st_mode) and (its or info.st_mode & stat.S_IWOTH):
-                pending.append((entry.path, its))
-            if its:
-                files += 1
-                used += info.st_blocks * 512
-    for pid in uids.processes_of(uid) if pids is None else pids:
-        try:
-            descriptors = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for descriptor in descriptors:
-            try:
-                info = os.stat(f"/proc/{pid}/fd/{descriptor}")
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
-                used += info.st_blocks * 512
-    return used, files
+            info = os.stat(f"/proc/{pid}/fd/{descriptor}")
+        except FileNotFoundError:
+            continue  # closed since, or the process ended
+        except OSError as error:
+            return _unless_exiting(pid, error, "a descriptor")
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
+            held += info.st_blocks * 512
+    return held
+
+
+def _unless_exiting(pid: int, error: OSError, what: str) -> int:
+    """0 for a process that is ending (its memory, descriptors with it, released: its /proc
+    entries are root's then); otherwise the watch cannot see what it holds, and fails closed."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    state = next((line.split()[1] for line in status.splitlines() if line.startswith("State:")), "")
+    if state in ("Z", "X") or "\nVmSize:" not in status:
+        return 0
+    name = next((line.split(None, 1)[1] for line in status.splitlines() if line.startswith("Name:")), "?")
+    raise walk.WalkFailed(f"cannot read {what} of process {pid} ({name.strip()}): {error.strerror}",
+                          changed=False) from error
 
 
 class SpaceWatch:
     """The write bound where there is no size-limited tmpfs (container isolation): a thread that
-    measures, every SPACE_WATCH_INTERVAL_S, what the worker of `uid` has written
-    (`space_used`) and calls `exceeded(reason)` once past `max_bytes` or `max_files`; and
-    `check`, which the grader calls on every reply before it uses it. A worker that writes
-    faster than the watch looks can overshoot by what it writes in one interval, for as long
-    as that interval."""
+    counts what the worker of `uid` holds (`space_used`) and calls `exceeded(reason)` once past
+    `max_bytes` or `max_files`; and `check`, which the grader calls on every reply before it
+    uses it.
 
-    def __init__(self, workdir: Path, uid: int, *, max_bytes: int, max_files: int, exceeded) -> None:
-        self.workdir, self.uid, self.max_bytes, self.max_files = workdir, uid, max_bytes, max_files
+    It counts every SPACE_WATCH_INTERVAL_S, and at once when the free space (or free inodes) of
+    the file systems the worker may write dropped, since it last counted, by as much as the
+    worker had left of its bound: every SPACE_POLL_S it asks them (`statvfs`, a microsecond). So
+    the worker is stopped within a poll, a count and a kill of passing its bound, however it
+    writes: the seccomp filter refuses `fallocate`, so a file takes space only as fast as one
+    CPU writes it (docs/sandbox.md has the measured overshoot). Space another process frees at
+    the same time hides as much of the drop: then the interval is the bound on the delay (for
+    a removed file held open, PROCESS_SCAN_INTERVAL_S). A folder it cannot read, or one that
+    changes under RACED_WALKS counts in a row, stops the worker: the bound fails closed."""
+
+    def __init__(self, workdir: Path, uid: int, gid: int, *, max_bytes: int, max_files: int, exceeded,
+                 shared_folders=None) -> None:
+        from . import uids
+
+        self.workdir, self.uid, self.gid, self.max_bytes, self.max_files = workdir, uid, gid, max_bytes, max_files
+        self.shared_folders = uids.SHARED_WRITABLE if shared_folders is None else tuple(shared_folders)
+        self._file_systems = _one_per_file_system([str(workdir), *self.shared_folders])
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="space-watch", daemon=True, args=(exceeded,))
         self._thread.start()
 
     def _watch(self, exceeded) -> None:
-        while not self._stopped.wait(SPACE_WATCH_INTERVAL_S):
-            reason = self.check()
+        used, files = 0, 0
+        free, counted_at, processes_at = self._free(), time.monotonic(), 0.0
+        while not self._stopped.is_set():
+            time.sleep(SPACE_POLL_S)  # half the CPU of an Event's wait, at a hundred a second
+            now_free = self._free()
+            dropped_bytes = sum(max(0, then[0] - now[0]) for then, now in zip(free, now_free))
+            dropped_files = sum(max(0, then[1] - now[1]) for then, now in zip(free, now_free))
+            dropped = used + dropped_bytes > self.max_bytes or files + dropped_files > self.max_files
+            now = time.monotonic()
+            if not dropped and now - counted_at < SPACE_WATCH_INTERVAL_S:
+                continue
+            free, counted_at = now_free, now  # what is written while counting, the next count sees
+            # The uid's processes (most of a count's cost: /proc) where the disk dropped, else once a
+            # PROCESS_SCAN_INTERVAL_S: what a removed file takes shows in the drop too.
+            every_process = dropped or now - processes_at >= PROCESS_SCAN_INTERVAL_S
+            processes_at = now if every_process else processes_at
+            reason, used, files = self._measure(None if every_process else [])
             if reason:
                 exceeded(reason)
                 return
 
+    def _free(self) -> list[tuple[int, int]]:
+        """(bytes, inodes) free on each file system the worker may write."""
+        free = []
+        for path in self._file_systems:
+            try:
+                info = os.statvfs(path)
+            except OSError:
+                free.append((0, 0))
+                continue
+            free.append((info.f_bfree * info.f_frsize, info.f_ffree))
+        return free
+
     def check(self, pids: list[int] | None = None) -> str:
         """Why the worker is past its bound, or "" (open files removed from their folder are
         looked for in `pids`, every process of the uid by default)."""
-        used, files = space_used(self.workdir, self.uid, max_files=self.max_files, pids=pids)
+        return self._measure(pids)[0]
+
+    def _measure(self, pids: list[int] | None = None) -> tuple[str, int, int]:
+        for _ in range(RACED_WALKS):
+            try:
+                used, files = space_used(self.workdir, self.uid, self.gid, max_files=self.max_files, pids=pids,
+                                         shared_folders=self.shared_folders)
+                break
+            except walk.WalkFailed as failure:
+                if not failure.changed:
+                    return (f"the watch of the worker's writable space could not read what it wrote ({failure}); "
+                            "the worker was stopped"), 0, 0
+        else:
+            return ("the worker's files changed faster than the watch of its writable space could count them; "
+                    "the worker was stopped"), 0, 0
         if used <= self.max_bytes and files <= self.max_files:
-            return ""
+            return "", used, files
         return (f"the student's code wrote past the bound of its writable space ({self.max_bytes // (1 << 20)} MiB, "
                 f"{self.max_files} files): {used // (1 << 20)} MiB, {files}{'+' if files > self.max_files else ''} "
-                "files; the worker was stopped")
+                "files; the worker was stopped"), used, files
 
     def stop(self) -> None:
         self._stopped.set()
         if self._thread is not threading.current_thread():
             self._thread.join()
+
+
+def _one_per_file_system(paths: list[str]) -> list[str]:
+    """One of `paths` (those that exist) for each file system they lie on."""
+    chosen: dict[int, str] = {}
+    for path in paths:
+        try:
+            chosen.setdefault(os.stat(path).st_dev, path)
+        except OSError:
+            continue
+    return list(chosen.values())
 
 
 # ---------------------------------------------------------------------------- secrets at the OS level

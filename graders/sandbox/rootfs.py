@@ -30,6 +30,8 @@ import shutil
 import stat
 from pathlib import Path
 
+from . import walk
+
 # Inside the tree, where the workers' own folders are made.
 WORKERS = "w"
 # What a program may expect in /dev: (name, major, minor).
@@ -47,11 +49,12 @@ _brought_up_to_date: set[tuple[Path, tuple[str, ...]]] = set()  # (tree, exclude
 
 def prepared_root(sources: list[str], excluded: list[str], parent: Path) -> Path:
     """The tree of `sources` (absolute paths, each at its own path inside), without anything
-    inside `excluded`, kept in `parent` (a folder of root's that no sandbox uid may list); made
-    or brought up to date once per process. One tree per set of sources: graders that exclude
-    other paths share it, each leaving out its own (a path another grader counts as no secret
-    is back while that grader's sync runs: unreadable still, by the OS permissions every secret
-    is given, see isolation.deny_to_sandbox_user)."""
+    inside `excluded` but the sources inside it (the deepest decides), kept in `parent` (a
+    folder of root's that no sandbox uid may list); made or brought up to date once per
+    process. One tree per set of sources: graders that exclude other paths share it, each
+    leaving out its own (a path another grader counts as no secret is back while that grader's
+    sync runs: unreadable still, by the OS permissions every secret is given, see
+    isolation.deny_to_sandbox_user)."""
     key = hashlib.sha256(json.dumps(sorted(sources)).encode()).hexdigest()[:16]
     import fcntl  # POSIX: a self-check on Windows imports this module, never calls this
 
@@ -73,7 +76,7 @@ def prepared_root(sources: list[str], excluded: list[str], parent: Path) -> Path
         # A path excluded then and not now, or now and not then: its folder is looked at again.
         for path in set(excluded).symmetric_difference(excluded_then):
             seen.pop(os.path.dirname(path), None)
-        tree = _Tree(root, excluded=excluded, seen=seen)
+        tree = _Tree(root, sources=sources, excluded=excluded, seen=seen)
         tree.make_base()
         for source in sources:
             tree.mirror(source)
@@ -108,7 +111,7 @@ def remove_stale_roots(parent: Path) -> None:
             continue
         try:
             manifest_path.unlink()
-            shutil.rmtree(manifest_path.with_suffix(""), ignore_errors=True)
+            walk.discard(manifest_path.with_suffix(""))  # its workers' folders too, whatever they left
             lock_path.unlink()
         finally:
             os.close(lock)
@@ -120,8 +123,16 @@ def inner_path(root: Path, path: Path) -> Path:
 
 
 class _Tree:
-    def __init__(self, root: Path, *, excluded: list[str], seen: dict[str, int]) -> None:
-        self.root, self.excluded, self.seen = root, [path.rstrip("/") for path in excluded], seen
+    """The tree of `sources` less `excluded`: of the sources and excluded paths above a path
+    (or it), the deepest decides, excluded where both are. So a source may lie inside an
+    excluded folder (a distribution's package inside a site folder that shows nothing else)."""
+
+    def __init__(self, root: Path, *, sources: list[str], excluded: list[str], seen: dict[str, int]) -> None:
+        self.root, self.seen = root, seen
+        self.rules = {path.rstrip("/") or "/": True for path in sources}
+        self.rules.update({path.rstrip("/") or "/": False for path in excluded})
+        # The folders on the way to a source: kept, even where they are excluded themselves.
+        self.on_the_way = {str(parent) for path in sources for parent in Path(path).parents}
         self.now: dict[str, int] = {}
 
     def make_base(self) -> None:
@@ -156,27 +167,38 @@ class _Tree:
 
     def folders_to(self, path: str) -> None:
         """The folders on the way to `path` in the tree: root's, 0755, whatever the machine's are
-        (a Python under /root is reachable, nothing else of /root is there)."""
-        for parent in reversed(Path(path).parents[:-1]):
-            _folder(self.inside(str(parent)), 0o755)
+        (a Python under /root is reachable, nothing else of /root is there), but for those that
+        are mirrored themselves (inside a source), which keep the machine's."""
+        for parent in map(str, reversed(Path(path).parents[:-1])):
+            if self.shown(parent) or self.shown(os.path.dirname(parent)):
+                if _lstat(self.inside(parent)) is None:
+                    _folder(self.inside(parent), 0o755)
+            else:
+                _folder(self.inside(parent), 0o755)
 
-    def is_excluded(self, path: str) -> bool:
-        return any(path == place or path.startswith(place + "/") for place in self.excluded)
+    def shown(self, path: str) -> bool:
+        """Whether `path` is in the tree: the deepest rule above it (or its own) decides."""
+        for place in (path, *map(str, Path(path).parents)):
+            if place in self.rules:
+                return self.rules[place]
+        return False
 
     def inside(self, path: str) -> Path:
         return self.root / path.lstrip("/")
 
     def mirror(self, source: str) -> None:
-        """`source` at its own path in the tree."""
-        if self.is_excluded(source) or not os.path.lexists(source):
+        """`source` at its own path in the tree; the sources inside what it excludes are
+        mirrored on their own."""
+        if not self.shown(source) or not os.path.lexists(source):
             return
         self.folders_to(source)
         if os.path.islink(source) or not os.path.isdir(source):
             _place(source, self.inside(source))
             return
         for directory, subdirectories, files in os.walk(source):
-            subdirectories[:] = [name for name in subdirectories
-                                 if not self.is_excluded(os.path.join(directory, name))]
+            on_the_way = {name for name in subdirectories if os.path.join(directory, name) in self.on_the_way}
+            # Inside a source, what no rule names is in the tree (os.walk enters no excluded folder).
+            subdirectories[:] = [name for name in subdirectories if self.rules.get(os.path.join(directory, name), True)]
             try:
                 info = os.lstat(directory)
             except FileNotFoundError:  # removed while the tree was made
@@ -188,10 +210,10 @@ class _Tree:
             self.now[directory] = info.st_mtime_ns
             if not fresh and self.seen.get(directory) == info.st_mtime_ns:
                 continue
-            kept = set()
+            kept = set(on_the_way)
             for name in [*files, *subdirectories]:
                 path = os.path.join(directory, name)
-                if self.is_excluded(path):
+                if not self.rules.get(path, True):
                     continue
                 try:
                     if name in files or os.path.islink(path):
@@ -202,7 +224,7 @@ class _Tree:
             if not fresh:
                 for name in os.listdir(target):
                     if name not in kept:
-                        _remove(target / name)
+                        walk.remove(target / name)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -215,7 +237,7 @@ def _lstat(path: Path) -> os.stat_result | None:
 def _folder(path: Path, mode: int, owner: tuple[int, int] = (0, 0)) -> None:
     info = _lstat(path)
     if info is not None and not stat.S_ISDIR(info.st_mode):
-        _remove(path)
+        walk.remove(path)
         info = None
     if info is None:
         path.mkdir(mode=mode)
@@ -224,13 +246,6 @@ def _folder(path: Path, mode: int, owner: tuple[int, int] = (0, 0)) -> None:
         os.chown(path, *owner)
     if stat.S_IMODE(info.st_mode) != mode:
         os.chmod(path, mode)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
 
 
 def _place(source: str, target: Path, *, fresh: bool = False) -> None:
@@ -261,10 +276,10 @@ def _place(source: str, target: Path, *, fresh: bool = False) -> None:
             os.chown(staged, info.st_uid, info.st_gid)
     else:
         if present is not None:
-            _remove(target)
+            walk.remove(target)
         return
     if present is not None and stat.S_ISDIR(present.st_mode):
-        shutil.rmtree(target)
+        walk.remove(target)
     os.replace(staged, target)
 
 

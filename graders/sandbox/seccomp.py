@@ -17,6 +17,12 @@ code sees as a PermissionError:
 - sched_setaffinity, so that the CPUs the worker was pinned to bound it;
 - any call of another architecture's table (the 32-bit and x32 entry points on x86-64), where
   the numbers above mean something else.
+
+And `fallocate` fails with EOPNOTSUPP, as on a file system without it (glibc's
+`posix_fallocate` then writes the blocks one by one): preallocation took 3 GiB of disk in
+2 ms, past a write bound that is watched rather than mounted (container isolation), and with
+FALLOC_FL_KEEP_SIZE it reserves blocks past the file's end, beyond RLIMIT_FSIZE. Without it, a
+file takes space only as fast as the worker writes it.
 """
 
 from __future__ import annotations
@@ -31,18 +37,19 @@ NR_OFFSET, ARCH_OFFSET, FIRST_ARGUMENT_OFFSET = 0, 4, 16  # the low half of args
 BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
 RET_ALLOW = 0x7FFF0000
 RET_EPERM = 0x00050000 | errno.EPERM
+RET_EOPNOTSUPP = 0x00050000 | errno.EOPNOTSUPP
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 AF_UNIX = 1
 X32_SYSCALL_BIT = 0x40000000
 
-# (audit architecture, the seccomp system call, system calls refused outright, socket).
+# (audit architecture, the seccomp system call, system calls refused outright, socket, fallocate).
 ARCHITECTURES = {
     "x86_64": (0xC000003E, 317, {"shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240,
                                  "add_key": 248, "request_key": 249, "keyctl": 250,
-                                 "io_uring_setup": 425, "sched_setaffinity": 203}, 41),
+                                 "io_uring_setup": 425, "sched_setaffinity": 203}, 41, 285),
     "aarch64": (0xC00000B7, 277, {"shmget": 194, "semget": 190, "msgget": 186, "mq_open": 180,
                                   "add_key": 217, "request_key": 218, "keyctl": 219,
-                                  "io_uring_setup": 425, "sched_setaffinity": 122}, 198),
+                                  "io_uring_setup": 425, "sched_setaffinity": 122}, 198, 47),
 }
 
 
@@ -60,7 +67,7 @@ def refused_calls() -> list[str]:
 
 def program(*, allow_unix_sockets: bool, machine: str | None = None) -> bytes:
     """The filter as classic BPF instructions (struct sock_filter, 8 bytes each)."""
-    audit_arch, _, refused, socket_call = ARCHITECTURES[machine or platform.machine()]
+    audit_arch, _, refused, socket_call, fallocate = ARCHITECTURES[machine or platform.machine()]
     allow_unix = [(BPF_LD_W_ABS, 0, 0, FIRST_ARGUMENT_OFFSET), (BPF_JEQ_K, 1, 0, AF_UNIX),
                   (BPF_RET_K, 0, 0, RET_EPERM), (BPF_RET_K, 0, 0, RET_ALLOW)]
     socket_rule = allow_unix if allow_unix_sockets else [(BPF_RET_K, 0, 0, RET_EPERM)]
@@ -70,6 +77,7 @@ def program(*, allow_unix_sockets: bool, machine: str | None = None) -> bytes:
     if audit_arch == ARCHITECTURES["x86_64"][0]:
         instructions.append((BPF_JGE_K, 0, 1, X32_SYSCALL_BIT))  # x32 numbers: refused
         instructions.append((BPF_RET_K, 0, 0, RET_EPERM))
+    instructions += [(BPF_JEQ_K, 0, 1, fallocate), (BPF_RET_K, 0, 0, RET_EOPNOTSUPP)]
     # Each refused number jumps to the EPERM after the list; socket to its own rule after that.
     for index, number in enumerate(numbers):
         instructions.append((BPF_JEQ_K, len(numbers) - index + 1, 0, number))

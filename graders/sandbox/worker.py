@@ -52,6 +52,7 @@ from graders.sandbox.limits import Limits, apply_rlimits
 from graders.sandbox.protocol import Handle, MessageEncoder, decode, receive_message, send_message
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
 MS_NOSUID, MS_NODEV = 2, 4
@@ -193,8 +194,12 @@ def harden_process(*, run_as: list[int] | None, parent_pid: int | None, confinem
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
-    # Changing user clears the parent-death signal, so it is set afterwards.
+    # Changing user clears the parent-death signal and makes the process undumpable, so both are
+    # set afterwards. Dumpable, its descriptors are readable to a process of its own uid (the
+    # grader's write watch reads them so, as a container's root may not), to no other.
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if confinement["dumpable"]:
+        prctl(PR_SET_DUMPABLE, 1)
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)  # the grader died before the signal was armed
     if confinement["seccomp"]:  # last: it refuses sched_setaffinity

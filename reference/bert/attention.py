@@ -10,11 +10,15 @@ import torch.nn.functional as F
 def scaled_dot_product(q, k, v, attn_drop_rate=0.1, mask=None):
     """softmax(Q K^T / sqrt(d_k)) V, with dropout on the attention weights.
 
-    q, k, v: (B, H, T, d) queries, keys, values.
+    q, k, v: (B, H, T, d) queries, keys, values, float32 or float64; any sizes from 1.
     attn_drop_rate: probability of zeroing an attention weight (the survivors are scaled by 1/(1-p)).
-    mask: None; or a (B, T) key-padding mask where 1 marks padding: no query may attend to that key;
-          or any tensor broadcastable to (B, H, T, T) where nonzero / True blocks query i -> key j.
-    Returns (values, attention): (B, H, T, d) and (B, H, T, T); every attention row sums to one.
+    mask: None; or a 2-D (B, T) key-padding mask where 1 / True marks padding: no query may attend
+          to that key (a 2-D mask is always read so, also when B == T); or a 4-D mask broadcastable
+          to (B, H, T, T), such as (B, 1, 1, T) or a causal (1, 1, T, T), where nonzero / True
+          blocks query i -> key j. Float, integer or boolean. Every query keeps at least one key.
+    Returns (values, attention): (B, H, T, d) and (B, H, T, T). values are the weights after
+    dropout times v; attention may be those weights or the same weights before dropout (both are
+    accepted). Before dropout every attention row sums to one.
     """
     # TODO: scale Q K^T by 1/sqrt(d_k); block masked keys before the softmax (a (B, T) padding
     # TODO: mask must be broadcast over heads and queries, i.e. viewed as (B, 1, 1, T)); softmax over

@@ -12,6 +12,9 @@ IGNORE_INDEX = -100  # nn.CrossEntropyLoss's default ignore_index: no loss at th
 class BertModel(nn.Module):
     """Token embedding (vocab_size + 1 rows: the last is the <mask> token) -> positional encoding
     -> n_layers TransformerBlocks -> mask_pred, a Linear(embed_dim, vocab_size) over the vocabulary.
+
+    The positional encoding drops at layer_drop_rate; every block is
+    TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate), with weights of its own.
     """
 
     def __init__(self, n_layers, vocab_size, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):
@@ -50,16 +53,16 @@ def mask_inputs(text, vocab_size, mask_token_ind, pad_ind=0, mask_rate=0.15, onl
     # TODO: token's category at random (not by its order in the batch); build the labels from a
     # TODO: copy of the original text.
     # BEGIN SOLUTION
-    selected = (torch.rand(text.shape) < mask_rate) & (text != pad_ind)  # (B, T) bool
+    selected = (torch.rand(text.shape, device=text.device) < mask_rate) & (text != pad_ind)  # (B, T) bool
     mask_labels = torch.where(selected, text, torch.full_like(text, IGNORE_INDEX))
     masked_text = text.clone()
     if only_mask:
         masked_text[selected] = mask_token_ind
         return masked_text, mask_labels
-    category = torch.rand(text.shape)  # < 0.8: <mask>, [0.8, 0.9): random token, >= 0.9: unchanged
+    category = torch.rand(text.shape, device=text.device)  # < 0.8: <mask>, [0.8, 0.9): random, >= 0.9: unchanged
     to_mask = selected & (category < 0.8)
     to_random = selected & (category >= 0.8) & (category < 0.9)
-    random_tokens = torch.randint(vocab_size, text.shape, dtype=text.dtype)
+    random_tokens = torch.randint(vocab_size, text.shape, dtype=text.dtype, device=text.device)
     masked_text[to_mask] = mask_token_ind
     masked_text[to_random] = random_tokens[to_random]
     return masked_text, mask_labels
@@ -67,8 +70,15 @@ def mask_inputs(text, vocab_size, mask_token_ind, pad_ind=0, mask_rate=0.15, onl
 
 
 def pretrain_step(model, optimizer, text, vocab_size, mask_token_ind, pad_ind=0, mask_rate=0.15):
-    """One real masked-LM training step on a (B, T) batch: mask the inputs, predict, cross-entropy
-    on the selected tokens only, backward, optimizer step. Returns the loss as a float."""
+    """One real masked-LM training step on a (B, T) batch: mask the inputs (mask_inputs with this
+    call's vocab_size, mask_token_ind, pad_ind and mask_rate), predict with the padding mask
+    text == pad_ind, cross-entropy on the selected tokens only, backward, optimizer step. Returns
+    the loss as a float.
+
+    The gradients of this step alone move the weights: clear them before the backward pass
+    (optimizer.zero_grad() before it, or after the previous step). The grader hands the step an
+    optimizer whose gradients are cleared, and calls it several times in a row.
+    """
     # TODO: mask_inputs; a padding mask (text == pad_ind); logits = model(masked_text, pad_mask);
     # TODO: cross-entropy over (B*T, V) ignoring label -100; zero_grad, backward, step.
     # BEGIN SOLUTION

@@ -45,7 +45,9 @@ class TransformerBlock(nn.Module):
         h = norm1(x + dropout(self_attn(x, mask)))
         y = norm2(h + linear_net(h))          linear_net = Linear, GELU, Linear, Dropout
 
-    The grader calls the sub-modules by these names: self_attn, linear_net, norm1, norm2.
+    self_attn is MultiHeadAttention(embed_dim, n_heads, attn_drop_rate); dropout and linear_net's
+    Dropout drop at layer_drop_rate. The grader calls the sub-modules by these names: self_attn,
+    linear_net, norm1, norm2. One block serves sequences of any length.
     """
 
     def __init__(self, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):

@@ -42,7 +42,8 @@ class BERTGRUSentiment(nn.Module):
         # END SOLUTION
 
     def forward(self, text, attention_mask=None):
-        """text: (B, T) token ids; attention_mask: (B, T), 1 at real tokens. Returns (B, output_dim)."""
+        """text: (B, T) token ids; attention_mask: (B, T), 1 at real tokens, or None (no padding).
+        Returns (B, output_dim), also for a batch of one. One model serves sequences of any length."""
         # TODO: run self.bert under torch.no_grad() (it stays frozen), passing attention_mask;
         # TODO: GRU over the hidden states; pick hidden[-1] or cat(hidden[-2], hidden[-1]); dropout; out.
         # BEGIN SOLUTION
@@ -59,7 +60,9 @@ class BERTGRUSentiment(nn.Module):
 
 def binary_accuracy(preds, y):
     """Fraction of correct predictions in the batch (8 right of 10 gives 0.8, not 8).
-    preds: (B,) logits; y: (B,) labels in {0, 1}."""
+    preds: (B,) logits, float32 or float64 (the grader never gives a logit of exactly 0, where
+    rounding sigmoid's 0.5 is a convention); y: (B,) labels in {0, 1}, as floats or integers.
+    B may be 1. Returns a number or a one-element tensor."""
     # TODO: round sigmoid(preds) to 0/1 and compare with y.
     # BEGIN SOLUTION
     rounded = torch.round(torch.sigmoid(preds))
@@ -72,8 +75,9 @@ def _forward_batch(model, batch):
 
 
 def train(model, iterator, optimizer, criterion):
-    """One epoch of training. Batches have .text (B, T), .attention_mask (B, T), .label (B,) float.
-    Returns (mean loss, mean accuracy) over the batches."""
+    """One epoch of training. Batches have .text (B, T), .attention_mask (B, T), .label (B,) float;
+    their sizes may differ (a last batch of one, say). Returns (mean loss, mean accuracy) over the
+    batches: the sum of the batches' means divided by the number of batches."""
     # TODO: model.train(); for each batch: zero_grad, forward, loss, accuracy, backward, step.
     # BEGIN SOLUTION
     epoch_loss, epoch_acc = 0.0, 0.0
@@ -92,7 +96,8 @@ def train(model, iterator, optimizer, criterion):
 
 
 def evaluate(model, iterator, criterion):
-    """One pass without training (eval mode, no gradients). Returns (mean loss, mean accuracy)."""
+    """One pass without training (eval mode, no gradients) over batches as train() gets them.
+    Returns (mean loss, mean accuracy) over the batches, as train() does."""
     # TODO: model.eval(); under torch.no_grad(), the loss and accuracy of every batch.
     # BEGIN SOLUTION
     epoch_loss, epoch_acc = 0.0, 0.0

@@ -9,7 +9,8 @@ import torch.nn as nn
 
 def generate_square_subsequent_mask(sz):
     """(sz, sz) float mask: 0 on and below the diagonal, -inf above, so position i attends to
-    positions 0..i only. Added to the attention logits by nn.TransformerEncoder."""
+    positions 0..i only. Added to the attention logits by nn.TransformerEncoder. Any sz >= 1
+    (sz = 1 is the single 0 of a sequence of one position)."""
     # TODO: -inf strictly above the diagonal, 0 elsewhere (float32).
     # BEGIN SOLUTION
     return torch.triu(torch.full((sz, sz), float("-inf")), diagonal=1)
@@ -19,9 +20,11 @@ def generate_square_subsequent_mask(sz):
 class PositionalEncoding(nn.Module):
     """Adds PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
 
-    embed_dim may be odd: the last dimension (an even index) then holds a sin without its cos.
-    Input and output are batch-first, (B, T, E). The table is a buffer, not a parameter:
-    it moves with .to(device) and is saved in the state_dict, but is never trained.
+    embed_dim may be odd (1 too): the last dimension (an even index) then holds a sin without its
+    cos. Input and output are batch-first, (B, T, E), for any T from 1 to max_len. x may be
+    float32 or float64: the output has x's dtype. dropout (nn.Dropout's rate) is applied to the
+    sum x + PE in training mode only. The table is a buffer, not a parameter: it moves with
+    .to(device) and is saved in the state_dict, but is never trained.
     """
 
     def __init__(self, embed_dim, dropout=0.1, max_len=5000):
@@ -52,6 +55,10 @@ class TransformerModel(nn.Module):
     nn.TransformerEncoderLayer (batch_first) -> hidden states (B, T, d_model). No head.
     dropout is the rate of the positional encoding and of every encoder layer.
 
+    The layers are nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout, batch_first=True)
+    with torch's defaults otherwise (ReLU, post-LN: norm_first=False), in an nn.TransformerEncoder
+    of nlayers layers without a final norm. d_model is any size nhead divides, odd ones too.
+
     Its sub-modules are an nn.Embedding, a PositionalEncoding and an nn.TransformerEncoder. The
     checks run each of them on its own, found by the template's attribute names (embedding,
     pos_encoder, transformer_encoder) or else by their class: other names are fine.
@@ -71,7 +78,9 @@ class TransformerModel(nn.Module):
         # END SOLUTION
 
     def forward(self, src, src_mask=None):
-        """src: (B, T) ids; src_mask: (T, T) additive mask, the causal one when None. -> (B, T, d_model)."""
+        """src: (B, T) int64 ids, any B and T >= 1; src_mask: a float (T, T) mask of 0 (may attend) and
+        -inf (blocked), a 0 in every row, as generate_square_subsequent_mask gives (other values: torch's
+        encoder in eval mode reads them as blocked); the causal one when None. -> (B, T, d_model) float32."""
         # TODO: embed and scale by sqrt(d_model), add positions, run the encoder with the causal mask.
         # BEGIN SOLUTION
         if src_mask is None:
@@ -83,7 +92,8 @@ class TransformerModel(nn.Module):
 
 
 class LMHead(nn.Module):
-    """Next-token logits at every position: Linear(d_model, ntoken) with bias. (B, T, d) -> (B, T, ntoken)."""
+    """Next-token logits at every position: Linear(d_model, ntoken) with bias. (B, T, d) -> (B, T, ntoken),
+    for any T >= 1; hidden is float32, the model's output."""
 
     def __init__(self, d_model, ntoken):
         super().__init__()
@@ -101,7 +111,8 @@ class LMHead(nn.Module):
 
 class ClassificationHead(nn.Module):
     """Class logits from the last position, the only one that has seen the whole sequence under
-    the causal mask: Linear(d_model, n_classes). (B, T, d) -> (B, n_classes)."""
+    the causal mask: Linear(d_model, n_classes) with bias. (B, T, d) -> (B, n_classes), for any
+    T >= 1 and n_classes >= 1; hidden is float32, the model's output."""
 
     def __init__(self, d_model, n_classes=2):
         super().__init__()
@@ -118,7 +129,9 @@ class ClassificationHead(nn.Module):
 
 
 def count_parameters(module):
-    """Number of trainable parameters of a module (those with requires_grad)."""
+    """Number of trainable parameters of any nn.Module: the elements of those with requires_grad,
+    frozen ones (requires_grad False) and buffers left out, a parameter shared by several
+    sub-modules counted once (as module.parameters() lists it)."""
     # TODO: sum numel over the parameters that require gradients.
     # BEGIN SOLUTION
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
@@ -130,7 +143,9 @@ def closed_form_parameter_count(ntoken, d_model, nhead, d_hid, nlayers, n_classe
 
     One encoder layer: attention in-projection 3d^2 + 3d, out-projection d^2 + d, feed-forward
     d*d_hid + d_hid + d_hid*d + d, two LayerNorms 4d. The positional encoding is a buffer: 0.
-    The count does not depend on nhead: the heads split d, they do not multiply it.
+    The count does not depend on nhead: the heads split d, they do not multiply it. Any positive
+    sizes (nhead dividing d_model), the seed's 50,001-token vocabulary and wider ones included;
+    the counts are Python ints.
     """
     # TODO: the embedding, nlayers encoder layers, and each head, as closed-form expressions.
     # BEGIN SOLUTION

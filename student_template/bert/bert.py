@@ -12,6 +12,9 @@ IGNORE_INDEX = -100  # nn.CrossEntropyLoss's default ignore_index: no loss at th
 class BertModel(nn.Module):
     """Token embedding (vocab_size + 1 rows: the last is the <mask> token) -> positional encoding
     -> n_layers TransformerBlocks -> mask_pred, a Linear(embed_dim, vocab_size) over the vocabulary.
+
+    The positional encoding drops at layer_drop_rate; every block is
+    TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate), with weights of its own.
     """
 
     def __init__(self, n_layers, vocab_size, embed_dim, n_heads, attn_drop_rate, layer_drop_rate):
@@ -42,8 +45,15 @@ def mask_inputs(text, vocab_size, mask_token_ind, pad_ind=0, mask_rate=0.15, onl
 
 
 def pretrain_step(model, optimizer, text, vocab_size, mask_token_ind, pad_ind=0, mask_rate=0.15):
-    """One real masked-LM training step on a (B, T) batch: mask the inputs, predict, cross-entropy
-    on the selected tokens only, backward, optimizer step. Returns the loss as a float."""
+    """One real masked-LM training step on a (B, T) batch: mask the inputs (mask_inputs with this
+    call's vocab_size, mask_token_ind, pad_ind and mask_rate), predict with the padding mask
+    text == pad_ind, cross-entropy on the selected tokens only, backward, optimizer step. Returns
+    the loss as a float.
+
+    The gradients of this step alone move the weights: clear them before the backward pass
+    (optimizer.zero_grad() before it, or after the previous step). The grader hands the step an
+    optimizer whose gradients are cleared, and calls it several times in a row.
+    """
     # TODO: mask_inputs; a padding mask (text == pad_ind); logits = model(masked_text, pad_mask);
     # TODO: cross-entropy over (B*T, V) ignoring label -100; zero_grad, backward, step.
     raise NotImplementedError('pretrain_step is not implemented yet. TODO: mask_inputs; a padding mask (text == pad_ind); logits = model(masked_text, pad_mask); cross-entropy over (B*T, V) ignoring label -100; zero_grad, backward, step.')

@@ -30,7 +30,8 @@ class BERTGRUSentiment(nn.Module):
         raise NotImplementedError('BERTGRUSentiment.__init__ is not implemented yet. TODO: read the embedding size from bert.config (hidden_size); define self.rnn, an nn.GRU(batch_first=True, bidirectional=..., dropout only between layers), self.out = Linear(hidden_dim * (2 if bidirectional else 1), output_dim), self.dropout.')
 
     def forward(self, text, attention_mask=None):
-        """text: (B, T) token ids; attention_mask: (B, T), 1 at real tokens. Returns (B, output_dim)."""
+        """text: (B, T) token ids; attention_mask: (B, T), 1 at real tokens, or None (no padding).
+        Returns (B, output_dim), also for a batch of one. One model serves sequences of any length."""
         # TODO: run self.bert under torch.no_grad() (it stays frozen), passing attention_mask;
         # TODO: GRU over the hidden states; pick hidden[-1] or cat(hidden[-2], hidden[-1]); dropout; out.
         raise NotImplementedError('BERTGRUSentiment.forward is not implemented yet. TODO: run self.bert under torch.no_grad() (it stays frozen), passing attention_mask; GRU over the hidden states; pick hidden[-1] or cat(hidden[-2], hidden[-1]); dropout; out.')
@@ -38,7 +39,9 @@ class BERTGRUSentiment(nn.Module):
 
 def binary_accuracy(preds, y):
     """Fraction of correct predictions in the batch (8 right of 10 gives 0.8, not 8).
-    preds: (B,) logits; y: (B,) labels in {0, 1}."""
+    preds: (B,) logits, float32 or float64 (the grader never gives a logit of exactly 0, where
+    rounding sigmoid's 0.5 is a convention); y: (B,) labels in {0, 1}, as floats or integers.
+    B may be 1. Returns a number or a one-element tensor."""
     # TODO: round sigmoid(preds) to 0/1 and compare with y.
     raise NotImplementedError('binary_accuracy is not implemented yet. TODO: round sigmoid(preds) to 0/1 and compare with y.')
 
@@ -48,13 +51,15 @@ def _forward_batch(model, batch):
 
 
 def train(model, iterator, optimizer, criterion):
-    """One epoch of training. Batches have .text (B, T), .attention_mask (B, T), .label (B,) float.
-    Returns (mean loss, mean accuracy) over the batches."""
+    """One epoch of training. Batches have .text (B, T), .attention_mask (B, T), .label (B,) float;
+    their sizes may differ (a last batch of one, say). Returns (mean loss, mean accuracy) over the
+    batches: the sum of the batches' means divided by the number of batches."""
     # TODO: model.train(); for each batch: zero_grad, forward, loss, accuracy, backward, step.
     raise NotImplementedError('train is not implemented yet. TODO: model.train(); for each batch: zero_grad, forward, loss, accuracy, backward, step.')
 
 
 def evaluate(model, iterator, criterion):
-    """One pass without training (eval mode, no gradients). Returns (mean loss, mean accuracy)."""
+    """One pass without training (eval mode, no gradients) over batches as train() gets them.
+    Returns (mean loss, mean accuracy) over the batches, as train() does."""
     # TODO: model.eval(); under torch.no_grad(), the loss and accuracy of every batch.
     raise NotImplementedError('evaluate is not implemented yet. TODO: model.eval(); under torch.no_grad(), the loss and accuracy of every batch.')

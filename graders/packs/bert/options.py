@@ -84,6 +84,16 @@ def readable_paths(options: dict) -> list[Path]:
     return worker_readable_paths(options)
 
 
+def prepare_batch(options: dict, folder: Path, *, parts=None, gpus=None) -> dict:
+    """The fine-tuning's data, prepared once for every job of a batch that grades the part
+    (graders/packs/bert/finetune/record.py): the check options that tell each job where it is."""
+    if parts is not None and "finetune" not in parts:
+        return {}
+    from graders.packs.bert.finetune.record import prepare_for_batch
+
+    return prepare_for_batch(options, folder, gpus=gpus)
+
+
 def held_out_paths(options: dict) -> list[Path]:
     """What no worker may read: IMDB, whose labels never reach a worker."""
     return [Path(options["imdb"])] if options.get("imdb") else []

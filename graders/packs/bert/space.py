@@ -131,6 +131,7 @@ CONTRACTS = [
         Situation("bidirectional", lambda c: c["bidirectional"] is True),
         Situation("one direction", lambda c: c["bidirectional"] is False),
         Situation("several GRU layers", lambda c: c["n_layers"] >= 2),
+        Situation("bidirectional with several layers", lambda c: c["bidirectional"] is True and c["n_layers"] >= 2),
         Situation("several outputs", lambda c: c["output_dim"] >= 2),
         Situation("a nonzero dropout", lambda c: c["dropout"] > 0),
     )),

@@ -194,7 +194,10 @@ def stand_ins(ctx: TaskContext, model: Any, names: list) -> list:
     replaced = []
 
     def visit(parent: Any, prefix: str) -> None:
-        for child_name, child in list(parent.named_children()):
+        # every place a module holds a child, a module held twice (one block repeated) included
+        for child_name, child in list(parent._modules.items()):
+            if child is None:
+                continue
             path = f"{prefix}{child_name}"
             stand_in = next((s for cls, s in classes if isinstance(child, cls)), None)
             if stand_in is not None:
@@ -221,9 +224,10 @@ def _dropping_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_
 @task("bert.mha_with_dropping_attention")
 def mha_with_dropping_attention(ctx: TaskContext, model: Any, x: torch.Tensor, *, training: bool,
                                 passes: int = 2, seed: int = 0) -> list:
-    """`passes` forward passes of the student's MultiHeadAttention with the grader's
-    `_dropping_attention` in place of the student's scaled_dot_product (which the module calls by
-    its name in attention.py), in training or eval mode; the function and the mode are restored."""
+    """`passes` forward passes of the student's MultiHeadAttention, or of a module built on it (a
+    block, `x` then its (embedding, mask)), with the grader's `_dropping_attention` in place of the
+    student's scaled_dot_product (which the module calls by its name in attention.py), in training
+    or eval mode; the function and the mode are restored."""
     module = ctx.student_module("attention")
     original, was_training = getattr(module, "scaled_dot_product", None), model.training
     module.scaled_dot_product = _dropping_attention

@@ -19,19 +19,19 @@ def _tensor(drawn):
     return torch.randn(rows, n, generator=torch.Generator().manual_seed(seed)) * scale
 
 
-def _student_softmax(ctx, x):
-    return expect_tensor(ctx.student.call(MODULE, "softmax", x), "softmax(x)", shape=tuple(x.shape))
+def _student_softmax(ctx, x, *dim):
+    return expect_tensor(ctx.student.call(MODULE, "softmax", x, *dim), "softmax(x)", shape=tuple(x.shape))
 
 
-@check("softmax.matches_reference", "softmax(x) equals the reference's along the last axis")
+@check("softmax.matches_reference", "softmax(x, dim) equals the reference's, along every axis")
 def matches_reference(ctx):
-    @ctx.given(logits())
-    def prop(drawn):
+    @ctx.given(logits(), st.sampled_from((-1, 0, 1)))
+    def prop(drawn, dim):
         x = _tensor(drawn)
-        got = _student_softmax(ctx, x)
-        sums = got.sum(-1)
+        got = _student_softmax(ctx, x, dim)
+        sums = got.sum(dim)
         diagnosis = None if torch.allclose(sums, torch.ones_like(sums), atol=1e-4) else "softmax_wrong_dim"
-        expect_close(got, ctx.oracle.call("softmax.softmax", x), "softmax(x)", diagnosis=diagnosis)
+        expect_close(got, ctx.oracle.call("softmax.softmax", x, dim), "softmax(x, dim)", diagnosis=diagnosis)
 
 
 @check("softmax.large_logits", "Logits in the thousands give finite weights that sum to one")

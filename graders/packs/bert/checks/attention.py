@@ -1,5 +1,6 @@
 """Checks for scaled dot-product attention and multi-head attention (seed 004, parts 1 and 2)."""
 
+import itertools
 import math
 import re
 
@@ -10,7 +11,7 @@ from graders.checks.compare import expect_close, expect_tensor, expect_tuple, is
 from graders.checks.framework import CheckFailed, check, student_line
 from graders.checks.gates import expect_changes, expect_repeatable, sequence_gate
 from graders.checks.localise import describe_difference, module_divergence
-from .strategies import attention_inputs, mha_inputs, tensors_from
+from .strategies import FLOAT_DTYPES, MASK_FORMS, attention_inputs, mha_inputs, sdp_arguments, tensors_from
 from graders.checks.weights import count_difference, learnable, numel, state_tensors
 from graders.oracles import OracleUnavailable
 from graders.sandbox import StudentError
@@ -37,9 +38,13 @@ def call_sdp(ctx, q, k, v, drop, mask):
 
 
 def sdp_call_text(q, k, v, drop, mask):
-    masked = "mask=None" if mask is None else f"a mask of shape {tuple(mask.shape)}"
+    masked = "mask=None" if mask is None else f"a {_dtype_name(mask)} mask of shape {tuple(mask.shape)}"
     return (f"scaled_dot_product(q of shape {tuple(q.shape)}, k of shape {tuple(k.shape)}, v of shape "
-            f"{tuple(v.shape)}, attn_drop_rate={drop}, {masked})")
+            f"{tuple(v.shape)}, all {_dtype_name(q)}, attn_drop_rate={drop}, {masked})")
+
+
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
 
 
 # ---------------------------------------------------------------- known mistakes, as behaviour
@@ -61,7 +66,10 @@ def _variant_weights(q, k, mask, *, scale, softmax_dim=-1, mask_axis="key", inve
 
 
 def diagnose_weights(q, k, mask, got):
-    """The known mistake whose attention weights equal the student's, if any."""
+    """The known mistake whose attention weights equal the student's, if any. Weights that are all
+    NaN match none: a NaN agrees with the NaN of any mistake that blocks a whole row."""
+    if torch.isnan(got).all():
+        return None
     H, d = q.size(1), q.size(-1)
     variants = {
         "attention_not_scaled": dict(scale=1.0),
@@ -81,12 +89,16 @@ def diagnose_weights(q, k, mask, got):
                 "mask_ignored": dict(scale=math.sqrt(d)),
             }
         )
+    if mask is not None:  # with a finite fill, the padded query rows come out uniform rather than NaN
+        variants["mask_on_query_axis"] = [variants["mask_on_query_axis"],
+                                          dict(scale=math.sqrt(d), mask_axis="query", fill=-1e30)]
     for diagnosis, options in variants.items():
         masked = mask if diagnosis != "mask_ignored" else None
         if d == 1 and diagnosis in ("attention_not_scaled", "attention_scaled_by_d_k", "scale_after_softmax"):
             continue  # indistinguishable from the right answer when d = 1
-        if is_close(got, _variant_weights(q, k, masked, **options).to(got.dtype), atol=1e-4):
-            return diagnosis
+        for each in options if isinstance(options, list) else [options]:
+            if is_close(got, _variant_weights(q, k, masked, **each).to(got.dtype), atol=1e-4):
+                return diagnosis
     if mask is not None and mask.size(0) == mask.size(1) == q.size(2):
         # A (B, T) mask broadcast against the (T, T) scores: it only lines up when B == T.
         logits = q.double() @ k.double().transpose(-2, -1) / math.sqrt(d)
@@ -154,12 +166,26 @@ def _attention_maps(expected, got):
     return {"attention_maps": {"expected": expected[0, 0].tolist(), "got": got[0, 0].tolist()}}
 
 
+def _padding_form(mask, q):
+    """The (B, T) padding a mask is a form of ((B, T) itself, or (B, 1, 1, T)), as floats; None for
+    no mask or a mask per query and key."""
+    if mask is None:
+        return None
+    if mask.dim() == 2:
+        return mask.float()
+    B, T = q.size(0), q.size(2)
+    if mask.dim() == 4 and tuple(mask.shape) == (B, 1, 1, T):
+        return mask[:, 0, 0, :].float()
+    return None
+
+
 def _compare_with_reference(ctx, ex, mask):
     values, weights = _student_attention(ctx, ex, mask=mask)
     expected_values, expected_weights = ctx.oracle.call(SDP, ex.q, ex.k, ex.v, 0.0, mask)
     if not is_close(weights, expected_weights):
-        diagnosis = diagnose_weights(ex.q, ex.k, mask if mask is not None and mask.dim() == 2 else None, weights)
-        if diagnosis is None and mask is not None and mask.dim() == 4:
+        padding = _padding_form(mask, ex.q)
+        diagnosis = diagnose_weights(ex.q, ex.k, padding, weights)
+        if diagnosis is None and mask is not None and mask.dim() == 4 and padding is None:
             diagnosis = _diagnose_full_mask(ctx, ex, mask, weights)
         expect_close(weights, expected_weights, "attention weights", diagnosis=diagnosis,
                      details=_attention_maps(expected_weights, weights), axes=("batch", "head", "query", "key"))
@@ -175,6 +201,17 @@ def _diagnose_full_mask(ctx, ex, mask, weights):
     blocked = mask.bool()
     if torch.isnan(weights).all():
         return None
+    raw = ex.q.double() @ ex.k.double().transpose(-2, -1)
+    d = ex.q.size(-1)
+    scaled = {"attention_not_scaled": raw, "attention_scaled_by_d_k": raw / d}  # the mask right, the scale not
+    if ex.q.size(1) > 1:
+        scaled["attention_scaled_by_d_model"] = raw / math.sqrt(d * ex.q.size(1))
+    for diagnosis, wrong_logits in scaled.items():
+        if d > 1 and is_close(weights, torch.softmax(wrong_logits.masked_fill(blocked, float("-inf")), -1)
+                              .to(weights.dtype), atol=1e-4):
+            return diagnosis
+    if is_close(weights, torch.softmax(logits.masked_fill(blocked, float("-inf")), -2).to(weights.dtype), atol=1e-4):
+        return "softmax_wrong_dim"
     computed = {"mask_after_softmax": torch.softmax(logits, -1).masked_fill(blocked, 0.0),
                 "mask_fill_zero": torch.softmax(logits.masked_fill(blocked, 0.0), -1),
                 # 1 read as "attend", with the large finite fill of the tutorials (no row goes NaN)
@@ -182,7 +219,7 @@ def _diagnose_full_mask(ctx, ex, mask, weights):
     for diagnosis, wrong in computed.items():
         if is_close(weights, wrong.to(weights.dtype), atol=1e-4):
             return diagnosis
-    for diagnosis, other in (("mask_inverted", 1 - mask), ("mask_ignored", None)):
+    for diagnosis, other in (("mask_inverted", (~mask.bool()).to(mask.dtype)), ("mask_ignored", None)):
         try:
             if is_close(weights, ctx.oracle.call(SDP, ex.q, ex.k, ex.v, 0.0, other)[1], atol=1e-4):
                 return diagnosis
@@ -194,11 +231,14 @@ def _diagnose_full_mask(ctx, ex, mask, weights):
 # ---------------------------------------------------------------- scaled_dot_product
 
 
-@check("attention.matches_reference", "softmax(QK^T / sqrt(d_k)) V matches the reference (no mask)")
+@check("attention.matches_reference", "softmax(QK^T / sqrt(d_k)) V matches the reference: every form of mask, "
+       "float32 and float64, every size from 1 (at attn_drop_rate 0)")
 def matches_reference(ctx):
-    @ctx.given(attention_inputs())
     def prop(ex):
-        _compare_with_reference(ctx, ex, None)
+        _compare_with_reference(ctx, ex, ex.mask)
+
+    for form, dtype in itertools.product(MASK_FORMS, FLOAT_DTYPES):  # every form and dtype drawn, each grade
+        ctx.given(sdp_arguments(forms=(form,), dtypes=(dtype,)), max_examples=max(2, ctx.max_examples // 6))(prop)
 
 
 @check("attention.rows_sum_to_one", "Every attention row sums to one, with and without padding")
@@ -288,41 +328,78 @@ def four_d_mask(ctx):
         _compare_with_reference(ctx, ex, causal)
 
 
-@check("attention.dropout", "Dropout zeroes weights at the given rate and scales the rest by 1/(1-p)")
+DROPOUT_RATES = (0.3, 0.7)  # two rates, far apart: a rate the code fixes or ignores shows at the other
+
+
+def _dropped_weights(ctx, p, salt):
+    """scaled_dot_product at rate p, and at rate 0, on q, k of the grader's and v the identity
+    (d = T): the values it returns are then the weights it multiplied v with, whatever weights it
+    returns beside them. (values at p, the weights returned at p, the values at 0: its own weights
+    without dropout, so that a mistake of the weights themselves is charged by the other checks.)"""
+    B, H, T = 4, 4, 16
+    q, k = tensors_from(ctx.seed + salt, (B, H, T, T), (B, H, T, T))
+    v = torch.eye(T).expand(B, H, T, T).contiguous()
+    out = []
+    for rate in (p, 0.0):
+        ctx.student.seed(ctx.seed + salt)
+        values, weights = expect_tuple(call_sdp(ctx, q, k, v, rate, None), "scaled_dot_product", 2, SDP_RETURNS)
+        out.append((expect_tensor(values, "values", shape=(B, H, T, T)).double(),
+                    expect_tensor(weights, "attention weights", shape=(B, H, T, T)).double()))
+    (dropped, returned), (undropped, _) = out
+    return dropped, returned, undropped
+
+
+def _dropped_values_share(ctx, p):
+    """The share of exact zeros among the values on a random v: about p where the code drops out
+    the values instead of the weights, none where it drops the weights."""
+    q, k, v = tensors_from(ctx.seed + 7, (4, 4, 16, 8), (4, 4, 16, 8), (4, 4, 16, 8))
+    ctx.student.seed(ctx.seed + 7)
+    values = expect_tuple(call_sdp(ctx, q, k, v, p, None), "scaled_dot_product", 2, SDP_RETURNS)[0]
+    return (expect_tensor(values, "values", shape=v.shape) == 0).double().mean().item()
+
+
+@check("attention.dropout", "Dropout zeroes attention weights at the rate it is given and scales the rest by 1/(1-p)")
 def dropout(ctx):
-    p = 0.5
-    q, k, v = tensors_from(ctx.seed, (8, 4, 16, 8), (8, 4, 16, 8), (8, 4, 16, 8))
-    ctx.student.seed(ctx.seed)
-    result, plain = call_sdp(ctx, q, k, v, p, None), call_sdp(ctx, q, k, v, 0.0, None)
-    dropped = expect_tensor(expect_tuple(result, "scaled_dot_product", 2, SDP_RETURNS)[1], "attention weights",
-                            shape=(8, 4, 16, 16))
-    undropped = expect_tensor(expect_tuple(plain, "scaled_dot_product", 2, SDP_RETURNS)[1],
-                              "attention weights without dropout", shape=(8, 4, 16, 16))
-    n = dropped.numel()
-    zero_share = (dropped == 0).float().mean().item()
-    low, high = p - 5 * math.sqrt(p * (1 - p) / n), p + 5 * math.sqrt(p * (1 - p) / n)
-    details = {"proportions": [{"name": "share of weights dropped", "value": zero_share, "target": p, "low": low, "high": high}]}
-    if not low <= zero_share <= high:
-        diagnosis = None
-        if zero_share < low:
-            values = expect_tensor(expect_tuple(result, "scaled_dot_product", 2, SDP_RETURNS)[0], "values",
-                                   shape=v.shape)
-            values_share = (values == 0).float().mean().item()
-            # the weights come back whole while about p of the values are zero: dropout on the values
-            diagnosis = "dropout_not_on_weights" if zero_share == 0 and abs(values_share - p) < 0.1 else "dropout_not_applied"
-        raise CheckFailed(
-            f"{zero_share:.3f} of the weights were zeroed with attn_drop_rate={p} (expected within [{low:.3f}, {high:.3f}])",
-            diagnosis=diagnosis,
-            details=details,
-        )
-    kept = dropped != 0
-    ratio = dropped[kept] / undropped[kept]
-    if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - p)), rtol=1e-3):
-        raise CheckFailed(
-            f"surviving weights are scaled by {ratio.median().item():.3f}, expected 1/(1-p) = {1 / (1 - p):.3f}",
-            diagnosis="dropout_not_inverted",
-            details=details,
-        )
+    # Either reading of "(values, attention)" is accepted: the weights returned may be those that
+    # multiplied v (after dropout) or the same before dropout (rows summing to one).
+    seen = {p: _dropped_weights(ctx, p, salt) for salt, p in enumerate(DROPOUT_RATES)}
+    shares = {p: (dropped == 0).double().mean().item() for p, (dropped, _, _) in seen.items()}
+    rows = []
+    for p, share in shares.items():
+        n = seen[p][0].numel()
+        low, high = p - 5 * math.sqrt(p * (1 - p) / n), p + 5 * math.sqrt(p * (1 - p) / n)
+        rows.append({"name": f"share of weights dropped at attn_drop_rate={p}", "value": share, "target": p,
+                     "low": low, "high": high})
+    for p, row in zip(shares, rows):
+        share = row["value"]
+        if not row["low"] <= share <= row["high"]:
+            if share == 0:
+                diagnosis = "dropout_not_on_weights" if abs(_dropped_values_share(ctx, p) - p) < 0.1 else \
+                    "dropout_not_applied"
+            elif max(shares.values()) - min(shares.values()) < 0.05:
+                diagnosis = "dropout_rate_ignored"
+            else:
+                diagnosis = None
+            raise CheckFailed(f"{share:.3f} of the weights that multiplied v were zero with attn_drop_rate={p} "
+                              f"(expected within [{row['low']:.3f}, {row['high']:.3f}]); seen with v the identity, so "
+                              "that the values returned are those weights", diagnosis=diagnosis,
+                              details={"proportions": rows})
+    values_share = _dropped_values_share(ctx, DROPOUT_RATES[1])
+    if values_share > DROPOUT_RATES[1] / 2:  # the weights dropped out give no zero value on a random v
+        raise CheckFailed(f"at attn_drop_rate={DROPOUT_RATES[1]}, {values_share:.3f} of the values are exactly zero on a "
+                          "random v: the values are dropped out, not the attention weights",
+                          diagnosis="dropout_not_on_weights", details={"proportions": rows})
+    for p, (dropped, returned, undropped) in seen.items():
+        kept = (dropped != 0) & (undropped != 0)
+        ratio = dropped[kept] / undropped[kept]
+        if not torch.allclose(ratio, torch.full_like(ratio, 1 / (1 - p)), rtol=1e-3):
+            raise CheckFailed(f"at attn_drop_rate={p} the surviving weights are scaled by {ratio.median().item():.3f}, "
+                              f"expected 1/(1-p) = {1 / (1 - p):.3f}", diagnosis="dropout_not_inverted",
+                              details={"proportions": rows})
+        if not (is_close(returned, undropped, atol=1e-5) or is_close(returned, dropped, atol=1e-5)):
+            raise CheckFailed(f"at attn_drop_rate={p} the attention weights returned are neither those that multiplied "
+                              "v (after dropout) nor the same before dropout",
+                              details={"proportions": rows, **_attention_maps(undropped, returned)})
 
 
 # ---------------------------------------------------------------- multi-head attention
@@ -499,10 +576,18 @@ def _student_mha(ctx, handle, ex, weights):
 
 
 def _mha_matches(ctx, ex):
+    """The module (its attn_drop_rate nonzero: eval mode ignores it) against the reference under
+    every accepted layout, on the drawn input and then on one of another length: one module
+    serves sequences of any length."""
     weights = reference_weights(ex)
-    expected = ctx.oracle.call("mha_forward", weights, ex.embed_dim, ex.n_heads, ex.x, ex.padding)
-    handle = build_student_mha(ctx, ex)
+    handle = build_student_mha(ctx, ex, drop=ex.rate)
     ctx.student.call(handle, "eval")
+    for each in (ex, ex.again) if ex.again is not None else (ex,):
+        _mha_matches_on(ctx, each, handle, weights)
+
+
+def _mha_matches_on(ctx, ex, handle, weights):
+    expected = ctx.oracle.call("mha_forward", weights, ex.embed_dim, ex.n_heads, ex.x, ex.padding)
     outputs = []  # one per accepted layout: a mistake shows under the layout the student reads
     for layout in QKV_LAYOUTS:
         _load_weights(ctx, handle, to_layout(weights, ex.n_heads, layout))

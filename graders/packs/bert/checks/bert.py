@@ -23,12 +23,13 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from graders.checks.compare import expect_tensor
+from graders.checks.compare import expect_close, expect_tensor, is_close
 from graders.checks.framework import CheckFailed, check
 from graders.checks.gates import sequence_gate
 from graders.checks.localise import against_reference
 from graders.checks.weights import distinct_values, state_shapes, state_tensors
 from graders.sandbox import StudentError
+from .encoder import BlockInput, distinct_norms
 
 MODULE = "bert"
 IGNORE = -100
@@ -89,6 +90,60 @@ def bert_inputs(draw, *, padded=False):
     return BertInput(n_layers, V, E, n_heads, text, padding)
 
 
+@dataclass
+class BertSpaceInput:
+    """BertModel's whole space: a model (rates eval mode must ignore, any width and depth) and two
+    texts of different lengths for it, holding the <mask> id."""
+
+    n_layers: int
+    vocab_size: int
+    embed_dim: int
+    n_heads: int
+    rates: tuple  # (attn_drop_rate, layer_drop_rate), never equal
+    inputs: list  # [(text (B, T), padding (B, T) bool or None)] * 2, the second of another length
+
+    @property
+    def args(self):
+        return [self.n_layers, self.vocab_size, self.embed_dim, self.n_heads, *self.rates]
+
+    def __repr__(self):
+        texts = "; then ".join(f"text {t.tolist()}, padding mask {None if m is None else m.int().tolist()}"
+                               for t, m in self.inputs)
+        return (f"BertModel(n_layers={self.n_layers}, vocab_size={self.vocab_size}, embed_dim={self.embed_dim}, "
+                f"n_heads={self.n_heads}, attn_drop_rate={self.rates[0]}, layer_drop_rate={self.rates[1]}) in eval mode "
+                f"on {texts}")
+
+
+def _bert_text(B, T, V, g, padded):
+    text = torch.randint(1, V + 1, (B, T), generator=g)  # ids up to V: the <mask> token among them
+    text[0, 0] = V
+    padding = None
+    if padded and T > 1:
+        rest = torch.rand(B, T - 1, generator=g) < 0.5
+        rest[0, -1] = True
+        padding = torch.cat([torch.zeros(B, 1, dtype=torch.bool), rest], dim=1)
+        text = text.masked_fill(padding, 0)
+    return text, padding
+
+
+@st.composite
+def bert_space(draw):
+    # Even widths: what the positional encoding (built when the model is) does with odd ones is
+    # part positional_encoding's.
+    n_heads = draw(st.integers(1, 2))
+    E = 2 * n_heads * draw(st.integers(1, 3))
+    V = draw(st.integers(3, 30))
+    n_layers = draw(st.integers(1, 3))
+    rates = draw(st.sampled_from(((0.1, 0.3), (0.5, 0.0), (0.0, 0.9))))
+    B = draw(st.integers(1, 3))
+    lengths = [draw(st.integers(1, 6)) for _ in range(2)]
+    if lengths[0] == lengths[1]:
+        lengths[1] += 1
+    padded = draw(st.booleans())
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    return BertSpaceInput(n_layers, V, E, n_heads, rates, [_bert_text(B, T, V, g, padded) for T in lengths])
+
+
 # The modules of other parts BertModel is built from: graded there, replaced here by the grader's
 # stand-ins (graders/sandbox/tasks.py), so that their mistakes cost nothing in part bert.
 OTHER_PARTS = ["encoder.TransformerBlock", "encoder.PositionalEncoding", "attention.MultiHeadAttention"]
@@ -145,6 +200,158 @@ def bert_gate(ctx):
     sequence_gate(lambda t: bert_forward(ctx, handle, ex, text=t, seed=ctx.seed), text, change_at,
                   f"logits of BertModel({', '.join(f'{k}={v}' for k, v in GATE_MODEL.items())}) (eval mode, "
                   f"text of shape {tuple(text.shape)})")
+
+
+def _reference_names(state, V, E):
+    """{the reference's name: the student's} for a BertModel whose other parts' modules are the
+    stand-ins (which hold nothing): its embedding (V + 1, E) and mask_pred (V, E) and (V,), found by
+    shape; None when the student's model holds other entries or lacks one (the message says). An
+    embedding of V rows under the template's name is taken too: its missing <mask> row is
+    bert.mask_embedding's to charge."""
+    wanted = {"embed.weight": (V + 1, E), "mask_pred.weight": (V, E), "mask_pred.bias": (V,)}
+    if "embed.weight" in state and tuple(state["embed.weight"].shape) == (V, E):
+        wanted["embed.weight"] = (V, E)
+    found = {}
+    for name, shape in wanted.items():
+        matching = [n for n, t in state.items() if tuple(t.shape) == shape and n not in found.values()]
+        chosen = name if name in matching else matching[0] if len(matching) == 1 else None
+        if chosen is None:
+            return None
+        found[name] = chosen
+    return found if set(found.values()) == set(state) else None
+
+
+class NotComparable(CheckFailed):
+    """The model's weights cannot be given to the reference (the message says why)."""
+
+
+def _model_with_stand_ins(ctx, args, seed):
+    """The student's BertModel(*args) in eval mode, its other parts' modules the grader's stand-ins,
+    holding weights of the grader's: (handle, the weights under the reference's names)."""
+    V, E = args[1], args[2]
+    handle = ctx.student.construct(MODULE, "BertModel", *args)
+    ctx.student.task("stand_ins", handle, OTHER_PARTS)
+    ctx.student.call(handle, "eval")
+    state = state_tensors(ctx, handle, "BertModel")
+    names = _reference_names(state, V, E)
+    if names is None:
+        shapes = ", ".join(f"{n} {tuple(t.shape)}" for n, t in sorted(state.items())[:8])
+        raise NotComparable(f"with the grader's stand-ins for the blocks and the positional encoding (which hold no "
+                          f"weights), BertModel should hold its embedding ({V + 1}, {E}) and mask_pred ({V}, {E}) with "
+                          f"its bias ({V},) only; it holds {shapes or 'nothing'}")
+    weights = distinct_values({ours: state[theirs] for ours, theirs in names.items()}, seed)
+    weights = {name: value - 1.0 for name, value in weights.items()}  # centred: logits of both signs
+    ctx.student.load_state_dict(handle, {names[ours]: value for ours, value in weights.items()}, strict=False)
+    if weights["embed.weight"].size(0) == V:  # no <mask> row: the reference's gets one it never reads
+        weights["embed.weight"] = torch.cat([weights["embed.weight"], torch.zeros(1, E)])
+        return handle, weights, False
+    return handle, weights, True
+
+
+def _logits_with_stand_ins(ctx, args, handle, weights, text, padding):
+    """(the student's logits, the reference's) of a model of _model_with_stand_ins."""
+    expected = ctx.oracle.call("forward_with_stand_ins", MODULE, "BertModel", [*args[:4], 0.0, 0.0], OTHER_PARTS,
+                               weights, [text, padding])
+    got = bert_forward(ctx, handle, BertInput(*args[:4], text, padding), seed=ctx.seed)
+    return got, expected
+
+
+@check("bert.matches_reference", "BertModel's logits match the reference under the same weights, its blocks and "
+       "positional encoding the grader's stand-ins: every depth, with and without padding, the <mask> id, one model "
+       "on two lengths (eval mode)")
+def bert_matches_reference(ctx):
+    @ctx.given(bert_space())
+    def prop(ex):
+        handle, weights, mask_row = _model_with_stand_ins(ctx, ex.args, ctx.seed)
+        for text, padding in ex.inputs:
+            if not mask_row:  # an embedding without the <mask> row is bert.mask_embedding's to charge
+                text = text.masked_fill(text == ex.vocab_size, 1)
+            got, expected = _logits_with_stand_ins(ctx, ex.args, handle, weights, text, padding)
+            if not is_close(got, expected, atol=1e-4):
+                single = BertInput(*ex.args[:4], text, padding)
+                expect_close(got, expected, "BertModel logits (eval mode, the grader's stand-ins for its blocks and "
+                             "positional encoding)", atol=1e-4, axes=("batch", "position", "token"),
+                             locate=lambda single=single: where_bert(ctx, handle, single))
+
+    bert_gate(ctx)
+
+
+RATES_MODEL = dict(n_layers=2, vocab_size=12, embed_dim=8, n_heads=2)
+
+
+def _norm_chain(state, x):
+    """x through every block's norm1 then norm2, in layer order, under the weights in `state`: a
+    block whose attention's and linear_net's outputs are both dropped whole is norm2(norm1(x))."""
+    layers = sorted({_layer_index(name) for name in state if name.endswith(("norm1.weight", "norm2.weight"))
+                     and _layer_index(name) is not None}, key=int)
+    for layer in layers:
+        for norm in ("norm1", "norm2"):
+            prefix = next(name[: -len("weight")] for name in state if _layer_index(name) == layer
+                          and name.endswith(f"{norm}.weight"))
+            x = F.layer_norm(x, x.shape[-1:], state[prefix + "weight"].double(), state[prefix + "bias"].double())
+    return x, len(layers)
+
+
+@check("bert.dropout_rates", "In training mode BertModel's rates reach where the docstring says: layer_drop_rate in the "
+       "positional encoding and the blocks' dropouts, attn_drop_rate in the blocks' attention")
+def bert_dropout_rates(ctx):
+    # Rates of 0 and 1 make dropout exact. At attn_drop_rate=0, layer_drop_rate=1 the positional encoding
+    # drops everything, and each block, its attention the grader's stand-in, is norm2(norm1(x)).
+    V, E, H, L = (RATES_MODEL[k] for k in ("vocab_size", "embed_dim", "n_heads", "n_layers"))
+    text = torch.randint(1, V, (2, 5), generator=torch.Generator().manual_seed(ctx.seed))
+    if not _other_parts_exact_at_rates(ctx, E, H):
+        return None  # the positional encoding's or the block's own rates are wrong: charged in their parts
+    wired = [L, V, E, H, 0.0, 1.0]
+    try:
+        wired_handle, weights, _ = _model_with_stand_ins(ctx, wired, ctx.seed)
+    except NotComparable:
+        return None  # charged in bert.matches_reference
+    if not is_close(*_logits_with_stand_ins(ctx, wired, wired_handle, weights, text, None), atol=1e-4):
+        return None  # its eval-mode wiring is wrong: charged in bert.matches_reference
+    handle = ctx.student.construct(MODULE, "BertModel", L, V, E, H, 0.0, 1.0)
+    ctx.student.task("stand_ins", handle, ["attention.MultiHeadAttention"])
+    state = state_tensors(ctx, handle, "BertModel")
+    norms = {name: value for name, value in distinct_values(state, ctx.seed).items()
+             if name.endswith(("norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"))}
+    ctx.student.load_state_dict(handle, norms, strict=False)
+    state = state_tensors(ctx, handle, "BertModel")
+    chain, layers = _norm_chain(state, torch.zeros(2, 5, E, dtype=torch.float64))
+    weight, bias = state.get("mask_pred.weight"), state.get("mask_pred.bias")
+    if layers != L or weight is None or tuple(weight.shape) != (V, E):
+        return None  # blocks or mask_pred not found by the template's names: bert.matches_reference says
+    expected = chain @ weight.double().T + (0 if bias is None else bias.double())
+    ctx.student.call(handle, "train")
+    got = bert_forward(ctx, handle, BertInput(L, V, E, H, text, None), padding=None, seed=ctx.seed)
+    if not is_close(got, expected.to(got.dtype), atol=1e-4):
+        raise CheckFailed(f"BertModel(n_layers={L}, vocab_size={V}, embed_dim={E}, n_heads={H}, attn_drop_rate=0.0, "
+                          "layer_drop_rate=1.0) in training mode, its blocks' attention the grader's stand-in: the "
+                          "positional encoding drops everything at rate 1 and every block is then norm2(norm1(x)), so the "
+                          "logits are mask_pred of the norms' chain on zeros; they are not: the rates do not reach the "
+                          "positional encoding and the blocks as the docstring says", diagnosis="bert_rates_misplaced",
+                          details={"numbers": {"max_abs_error": (got.double() - expected).abs().max().item()}})
+
+
+def _other_parts_exact_at_rates(ctx, E, H):
+    """The student's PositionalEncoding(E, 1.0) drops everything in training mode, and its
+    TransformerBlock(E, H, 0.0, 1.0), its attention the stand-in, is norm2(norm1(x)): what
+    bert.dropout_rates relies on (each is graded in its own part)."""
+    x = torch.randn(2, 5, E, generator=torch.Generator().manual_seed(ctx.seed + 1))
+    positions = ctx.student.construct("encoder", "PositionalEncoding", E, 1.0)
+    ctx.student.call(positions, "train")
+    try:
+        dropped = ctx.student.call(positions, "__call__", x)
+        block = ctx.student.construct("encoder", "TransformerBlock", E, H, 0.0, 1.0)
+        ctx.student.task("stand_ins", block, ["attention.MultiHeadAttention"])
+        distinct_norms(ctx, block, BlockInput(E, H, x, None))  # else norm2(norm1(x)) is norm2(x)
+        ctx.student.call(block, "train")
+        out = ctx.student.call(block, "__call__", (x, None))
+        norm1, norm2 = (ctx.student.getattr(block, name) for name in ("norm1", "norm2"))
+        chain = ctx.student.call(norm2, "__call__", ctx.student.call(norm1, "__call__", x))
+    except StudentError:
+        return False
+    out = out[0] if isinstance(out, (tuple, list)) and out else None
+    return (type(dropped) is torch.Tensor and bool((dropped == 0).all()) and type(out) is torch.Tensor
+            and type(chain) is torch.Tensor and is_close(out, chain, atol=1e-4))
 
 
 @check("bert.mask_embedding", "The embedding has vocab_size + 1 rows: the <mask> token (id vocab_size) can be embedded")
@@ -678,13 +885,23 @@ class ProbeStep:
     seen: torch.Tensor | None  # what the stand-in saw, only to explain a masking that cannot be reproduced
     vocab_size: int
     mask_seen: torch.Tensor | None = None  # the padding mask the step passed the stand-in
+    scale_before: float = PROBE_SCALE  # the weight before this step (after the warm-up step, if any)
+    stale: float = 0.0  # the warm-up's gradient: what a step that never clears the gradients adds
+    pad_ind: int = 0
+    mask_rate: float = 0.15
+    seed: int = 0  # the worker's seed for this step: mask_inputs under it gives the step's masking
 
-    def token_losses(self, scale=PROBE_SCALE, requires_grad=False):
+    @property
+    def moved(self):
+        return self.scale_after - self.scale_before
+
+    def token_losses(self, scale=None, requires_grad=False):
         """Per-token cross-entropy of the stand-in, (B*T,), and the scale: against the labels
         mask_inputs gave where they are tokens, so that a step is judged on the student's own
         masking (labels of another value than -100 are charged in the masking checks), and
         against the original tokens elsewhere."""
-        scale = torch.tensor(float(scale), dtype=torch.float64, requires_grad=requires_grad)
+        scale = torch.tensor(float(self.scale_before if scale is None else scale), dtype=torch.float64,
+                             requires_grad=requires_grad)
         logits = _stand_in_logits(self.masked, self.vocab_size, scale)
         targets = torch.where((self.labels >= 0) & (self.labels < self.vocab_size), self.labels, self.text)
         per_token = F.cross_entropy(logits.reshape(-1, self.vocab_size), targets.reshape(-1), reduction="none")
@@ -694,7 +911,7 @@ class ProbeStep:
         """{name: (loss, scale)}: the right loss and the known wrong ones, as functions of the scale."""
         per_token, scale = self.token_losses(requires_grad=requires_grad)
         selected = (self.labels != IGNORE).reshape(-1)
-        real = (self.text != 0).reshape(-1)
+        real = (self.text != self.pad_ind).reshape(-1)
         forms = {"selected": per_token[selected].mean(), "all": per_token.mean(), "real": per_token[real].mean()}
         return {name: (loss, scale) for name, loss in forms.items()}
 
@@ -707,39 +924,56 @@ class ProbeStep:
         return steps
 
 
-def probe_step(ctx, text, vocab_size, seed, stale_grad=None):
+def probe_step(ctx, text, vocab_size, seed, *, warm_up=False, pad_ind=0, mask_rate=0.15):
     """pretrain_step on the stand-in, with SGD: reproduces its masking and reads its weight back.
-    `stale_grad`: the stand-in starts with this gradient, as after an earlier step."""
+    `warm_up`: a first pretrain_step on another batch comes before, as in training, so that the
+    gradient it leaves must not add to this step's (whichever way the code clears it)."""
     V = vocab_size
-    model = ctx.student.task("bert.probe_model", V, PROBE_SCALE, stale_grad, MASK_TILT)
+    model = ctx.student.task("bert.probe_model", V, PROBE_SCALE, None, MASK_TILT)
     optimizer = ctx.student.task("optimizer", model, "SGD", PROBE_LR, ["scale"])
+    before, stale = PROBE_SCALE, 0.0
+    if warm_up:
+        first_text = with_padding_id(big_batch(seed + 1, B=text.size(0), T=text.size(1), vocab_size=V), pad_ind)
+        first = _one_step(ctx, model, optimizer, first_text, V, seed + 1, PROBE_SCALE, 0.0, pad_ind, mask_rate)
+        before, stale = first.scale_after, -first.steps()["selected"] / PROBE_LR
+    return _one_step(ctx, model, optimizer, text, V, seed, before, stale, pad_ind, mask_rate)
+
+
+def with_padding_id(text, pad_ind):
+    """`text` (padding 0, ids in [1, V)) with its padding written as `pad_ind` and the token pad_ind as 0."""
+    if pad_ind == 0:
+        return text
+    return torch.where(text == 0, pad_ind, torch.where(text == pad_ind, 0, text))
+
+
+def _one_step(ctx, model, optimizer, text, V, seed, before, stale, pad_ind, mask_rate):
     ctx.student.seed(seed)
-    masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=0, mask_rate=0.15)
+    masked, labels = call_mask_inputs(ctx, text, V, V, pad_ind=pad_ind, mask_rate=mask_rate)
     ctx.student.seed(seed)
-    loss = _loss_value(call_pretrain_step(ctx, model, optimizer, text, V, masked, labels))
+    loss = _loss_value(call_pretrain_step(ctx, model, optimizer, text, V, masked, labels, pad_ind, mask_rate))
     after = state_tensors(ctx, model, "the stand-in model").get("scale")
     if after is None or after.numel() != 1:
         raise CheckFailed("the stand-in model lost its weight during pretrain_step")
     seen = ctx.student.getattr(model, "seen")
-    seen = seen[0] if isinstance(seen, list) and seen and type(seen[0]) is torch.Tensor else None
+    seen = seen[-1] if isinstance(seen, list) and seen and type(seen[-1]) is torch.Tensor else None
     masks = ctx.student.getattr(model, "masks_seen")
-    mask_seen = masks[0] if isinstance(masks, list) and masks and type(masks[0]) is torch.Tensor else None
+    mask_seen = masks[-1] if isinstance(masks, list) and masks and type(masks[-1]) is torch.Tensor else None
     grad = ctx.student.call(model, "scale_grad")
     return ProbeStep(text, masked, labels, loss, float(after.reshape(())), grad if isinstance(grad, float) else None,
-                     seen, V, mask_seen)
+                     seen, V, mask_seen, before, stale, pad_ind, mask_rate, seed)
 
 
 class MaskingFault(Exception):
     """pretrain_step raised on a batch its mask_inputs made outside the docstring's ranges."""
 
 
-def call_pretrain_step(ctx, model, optimizer, text, V, masked, labels):
-    """pretrain_step(model, optimizer, text, V, mask_token_ind=V, pad_ind=0, mask_rate=0.15), whose
+def call_pretrain_step(ctx, model, optimizer, text, V, masked, labels, pad_ind=0, mask_rate=0.15):
+    """pretrain_step(model, optimizer, text, V, mask_token_ind=V, pad_ind, mask_rate), whose
     masking, under the seed it runs with, is (masked, labels). An exception that mask_inputs'
     output explains (a label outside [0, V) other than -100, an id outside [0, V]) is a MaskingFault:
     charged in the masking checks, not to the step."""
     try:
-        return ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, 0, 0.15)
+        return ctx.student.call(MODULE, "pretrain_step", model, optimizer, text.clone(), V, V, pad_ind, mask_rate)
     except StudentError as error:
         bad_labels = (labels != IGNORE) & ((labels < 0) | (labels >= V))
         out_of_range = bool(bad_labels.any() or ((masked < 0) | (masked > V)).any())
@@ -770,60 +1004,86 @@ def _not_reproduced(probe):
             "other random draw, so that the grader can recompute its loss")
 
 
+def _masked_with_the_defaults(ctx, probe):
+    """Whether the model saw the batch mask_inputs gives under the step's seed with its own default
+    for pad_ind, for mask_rate or both, where the step was called with others: its arguments dropped."""
+    if probe.seen is None:
+        return False
+    for pad_ind, mask_rate in {(0, probe.mask_rate), (probe.pad_ind, 0.15), (0, 0.15)} - {(probe.pad_ind, probe.mask_rate)}:
+        ctx.student.seed(probe.seed)
+        masked, _ = call_mask_inputs(ctx, probe.text, probe.vocab_size, probe.vocab_size, pad_ind=pad_ind,
+                                     mask_rate=mask_rate)
+        if tuple(probe.seen.shape) == tuple(masked.shape) and torch.equal(probe.seen.long(), masked):
+            return True
+    return False
+
+
 def _step_diagnosis(probe):
     return "pretrain_no_backward" if probe.scale_grad is None else "pretrain_no_step"
 
 
 def _unchanged(probe):
-    return probe.scale_after == PROBE_SCALE
+    return probe.scale_after == probe.scale_before
 
 
-STALE_GRAD = 5.0  # the stand-in's gradient left from an earlier step; one SGD step on it moves by -0.5
+# The step's arguments besides the defaults' (pad_ind, mask_rate, a batch of one), each judged
+# as the first: (B, T, pad_ind, mask_rate).
+OTHER_STEP_ARGUMENTS = ((1, 64, 3, 0.4), (16, 32, 0, 0.3))
 
 
 @check("pretraining.step_updates_parameters", "One pretrain_step call moves the model's parameters by one step along "
-       "the loss's gradient (gradients cleared, backward, step)")
+       "the loss's gradient (gradients cleared, backward, step), after an earlier step, at every pad_ind and mask_rate")
 @judged_on_own_masking
 def step_updates(ctx):
     # Graded on the batch the student's own mask_inputs gives under the step's seed: a masking
     # mistake is charged in the masking checks, not here.
     V = 20
-    text = big_batch(ctx.seed, B=32, T=32, vocab_size=V)
-    probe = probe_step(ctx, text, V, ctx.seed, stale_grad=STALE_GRAD)
-    moved = probe.scale_after - PROBE_SCALE
+    _judge_step(ctx, probe_step(ctx, big_batch(ctx.seed, B=32, T=32, vocab_size=V), V, ctx.seed, warm_up=True))
+    for salt, (B, T, pad_ind, mask_rate) in enumerate(OTHER_STEP_ARGUMENTS, start=2):
+        text = with_padding_id(big_batch(ctx.seed + salt, B=B, T=T, vocab_size=V), pad_ind)
+        _judge_step(ctx, probe_step(ctx, text, V, ctx.seed + salt, pad_ind=pad_ind, mask_rate=mask_rate))
+
+
+def _judge_step(ctx, probe):
+    moved = probe.moved
     steps = probe.steps()
+    called = (f"pretrain_step(text of shape {tuple(probe.text.shape)}, vocab_size={probe.vocab_size}, "
+              f"mask_token_ind={probe.vocab_size}, pad_ind={probe.pad_ind}, mask_rate={probe.mask_rate})")
     numbers = {"numbers": {"moved": moved, "expected": steps["selected"]}}
     if any(math.isclose(moved, step, rel_tol=1e-3, abs_tol=NO_STEP) for step in steps.values()):
         if abs(steps["selected"]) > NO_STEP:
             return
         raise CheckFailed(_unseen_step(probe), details=numbers)
-    evaluation_step = _evaluation_masking(ctx, probe, ctx.seed).steps()["selected"]
+    evaluation_step = _evaluation_masking(ctx, probe).steps()["selected"]
     if math.isclose(moved, evaluation_step, rel_tol=1e-3, abs_tol=NO_STEP):
-        raise CheckFailed(f"one pretrain_step moved the parameter by {moved:.6g}, the step of the batch masked with "
+        raise CheckFailed(f"{called} moved the parameter by {moved:.6g}, the step of the batch masked with "
                           f"only_mask=True; with the batch mask_inputs gives it moves by {steps['selected']:.6g}",
                           diagnosis="pretrain_only_mask", details=numbers)
     problem = _not_reproduced(probe)
     if problem:
-        raise CheckFailed(problem, details=numbers)
+        dropped = _masked_with_the_defaults(ctx, probe)
+        raise CheckFailed(f"{called}: {problem}" + ("; it is the batch mask_inputs gives with its default "
+                                                    "pad_ind=0 or mask_rate=0.15" if dropped else ""),
+                          diagnosis="pretrain_arguments_dropped" if dropped else None, details=numbers)
     if _unchanged(probe):  # the expected step is not zero here, or the first test above had passed
-        raise CheckFailed(f"after one pretrain_step with SGD the model's parameter did not change, where one step "
+        raise CheckFailed(f"after {called} with SGD the model's parameter did not change, where one step "
                           f"moves it by {steps['selected']:.6g}"
                           + (" (it has no gradient)" if probe.scale_grad is None else " (it has a gradient)"),
                           diagnosis=_step_diagnosis(probe), details=numbers)
-    if math.isclose(moved, -PROBE_LR * STALE_GRAD, rel_tol=1e-3):
+    if probe.stale and math.isclose(moved, -PROBE_LR * probe.stale, rel_tol=1e-3):
         # Only the old gradient was applied: the new one never reached the parameter (no backward),
         # or was computed but never stepped on (the step ran before it, e.g. inside zero_grad: the
         # step is called, so pretrain_no_step would claim what is not true).
-        no_backward = probe.scale_grad is None or math.isclose(probe.scale_grad, STALE_GRAD, rel_tol=1e-6)
-        raise CheckFailed(f"one pretrain_step moved the parameter by {moved:.6g}, the step of the gradient {STALE_GRAD} the "
-                          "model came with from an earlier step: no step on this batch's gradient was taken",
+        no_backward = probe.scale_grad is None or math.isclose(probe.scale_grad, probe.stale, rel_tol=1e-6)
+        raise CheckFailed(f"{called}, after an earlier step, moved the parameter by {moved:.6g}, the step of the "
+                          f"earlier batch's gradient {probe.stale:.6g}: no step on this batch's gradient was taken",
                           diagnosis="pretrain_no_backward" if no_backward else None, details=numbers)
-    accumulated = any(math.isclose(moved, step - PROBE_LR * STALE_GRAD, rel_tol=1e-3, abs_tol=NO_STEP)
-                      for step in steps.values())
-    raise CheckFailed(f"one pretrain_step with SGD (lr={PROBE_LR}) moved the parameter by {moved:.6g}; one step "
-                      f"along the gradient of the cross-entropy moves it by {steps['selected']:.6g}"
-                      + (f" (the model came with a gradient {STALE_GRAD} left from an earlier step, which was "
-                         "added to the new one)" if accumulated else ""),
+    accumulated = probe.stale and any(math.isclose(moved, step - PROBE_LR * probe.stale, rel_tol=1e-3, abs_tol=NO_STEP)
+                                      for step in steps.values())
+    raise CheckFailed(f"{called} with SGD (lr={PROBE_LR}) moved the parameter by {moved:.6g}; one step along the "
+                      f"gradient of the cross-entropy moves it by {steps['selected']:.6g}"
+                      + (f" (an earlier pretrain_step left the gradient {probe.stale:.6g}, which was added to the new "
+                         "one: the gradients are never cleared)" if accumulated else ""),
                       diagnosis="zero_grad_missing" if accumulated else None, details=numbers)
 
 
@@ -837,12 +1097,12 @@ def _unseen_step(probe):
             "mask_inputs masks (graded in the masking checks)")
 
 
-def _evaluation_masking(ctx, probe, seed):
+def _evaluation_masking(ctx, probe):
     """The probe's step as it would be with the batch masked for evaluation (only_mask=True), drawn
     under the step's seed: what a step that masks with only_mask computes."""
-    ctx.student.seed(seed)
-    masked, labels = call_mask_inputs(ctx, probe.text, probe.vocab_size, probe.vocab_size, pad_ind=0,
-                                      mask_rate=0.15, only_mask=True)
+    ctx.student.seed(probe.seed)
+    masked, labels = call_mask_inputs(ctx, probe.text, probe.vocab_size, probe.vocab_size, pad_ind=probe.pad_ind,
+                                      mask_rate=probe.mask_rate, only_mask=True)
     return dataclasses.replace(probe, masked=masked, labels=labels)
 
 
@@ -860,7 +1120,7 @@ def loss_on_selected(ctx):
     stepped = not _unchanged(probe) or not abs(expected_step) > NO_STEP  # a step of 0 is the right one
     if math.isclose(loss, forms["selected"], rel_tol=1e-4, abs_tol=1e-6) and stepped:
         return
-    eval_loss = float(_evaluation_masking(ctx, probe, ctx.seed).loss_forms()["selected"][0])
+    eval_loss = float(_evaluation_masking(ctx, probe).loss_forms()["selected"][0])
     if math.isclose(loss, eval_loss, rel_tol=1e-4, abs_tol=1e-6) and not math.isclose(loss, forms["selected"], rel_tol=1e-3):
         raise CheckFailed(f"the returned loss {loss:.4f} is the loss of the batch masked with only_mask=True "
                           f"({eval_loss:.4f}); with the 80/10/10 masking it is {forms['selected']:.4f}",

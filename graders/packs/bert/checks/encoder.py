@@ -91,33 +91,66 @@ def diagnose_pe(x, got):
 class PEInput:
     embed_dim: int
     x: torch.Tensor  # (B, T, E)
+    dropout: float = 0.1  # the module's rate: eval mode ignores it
+    max_len: int | None = None  # None: the default, 5000
+    again: torch.Tensor | None = None  # a second input of another length, for the same module
 
     def __repr__(self):
-        return f"PositionalEncoding(embed_dim={self.embed_dim}) on input of shape {tuple(self.x.shape)}"
+        dtype = "" if self.x.dtype == torch.float32 else f" and dtype {str(self.x.dtype).replace('torch.', '')}"
+        built = f"embed_dim={self.embed_dim}, dropout={self.dropout}" + \
+            ("" if self.max_len is None else f", max_len={self.max_len}")
+        text = f"PositionalEncoding({built}) in eval mode on input of shape {tuple(self.x.shape)}{dtype}"
+        return text + ("" if self.again is None else f", then on input of shape {tuple(self.again.shape)}")
 
 
 @st.composite
-def pe_inputs(draw, *, min_batch=1, min_len=1):
+def pe_inputs(draw, *, min_batch=1, min_len=1, whole_space=False):
     """Any embed_dim from 1 to 16, odd ones included (the docstring allows them), batch-first x;
-    sequences long enough that high positions, where the frequencies differ most, are exercised."""
+    sequences long enough that high positions, where the frequencies differ most, are exercised.
+    `whole_space`: the rest of the constructor's and forward's space too: a rate eval mode must
+    ignore, a max_len of the grader's (sequences up to it), float64 input, and a second input of
+    another length for the same module."""
     E = draw(st.integers(1, 16))
     T = draw(st.integers(min_len, 40))
     B = draw(st.integers(min_batch, 3))
     seed = draw(st.integers(0, 2**16))
     (x,) = tensors_from(seed, (B, T, E))
-    return PEInput(E, x)
+    if not whole_space:
+        return PEInput(E, x)
+    dropout = draw(st.sampled_from((0.1, 0.0, 0.3)))
+    T2 = draw(st.integers(1, 40).filter(lambda t: t != T))
+    max_len = draw(st.sampled_from((None, max(T, T2), max(T, T2) + 7)))
+    dtype = draw(st.sampled_from((torch.float32, torch.float64)))
+    (again,) = tensors_from(seed + 1, (B, T2, E))
+    return PEInput(E, x.to(dtype), dropout, max_len, again.to(dtype))
 
 
-def _pe_forward(ctx, ex, dropout=0.1, mode="eval"):
+def _pe_module(ctx, ex, dropout, mode):
+    args = [ex.embed_dim, dropout] + ([] if ex.max_len is None else [ex.max_len])
+    handle = ctx.student.construct(MODULE, "PositionalEncoding", *args)
+    ctx.student.call(handle, mode)
+    return handle
+
+
+def _pe_guarded(ctx, ex, dropout, run):
+    """`run()`, where an exception on an odd embed_dim is explained (_odd_size_failure)."""
     try:
-        handle = ctx.student.construct(MODULE, "PositionalEncoding", ex.embed_dim, dropout)
-        ctx.student.call(handle, mode)
-        got = ctx.student.call(handle, "__call__", ex.x)
+        return run()
     except StudentError as error:
         if ex.embed_dim % 2 == 0:
             raise
         _odd_size_failure(ctx, ex, error, dropout)
-    return expect_tensor(got, "PositionalEncoding output", shape=ex.x.shape)
+
+
+def _pe_forward(ctx, ex, dropout=None, mode="eval", x=None, handle=None):
+    """The student's PositionalEncoding on `x` (by default the example's), in `handle` or a module
+    built for the example."""
+    dropout = ex.dropout if dropout is None else dropout
+    x = ex.x if x is None else x
+    if handle is None:
+        handle = _pe_guarded(ctx, ex, dropout, lambda: _pe_module(ctx, ex, dropout, mode))
+    got = _pe_guarded(ctx, ex, dropout, lambda: ctx.student.call(handle, "__call__", x))
+    return expect_tensor(got, "PositionalEncoding output", shape=x.shape)
 
 
 def _odd_size_failure(ctx, ex, error, dropout):
@@ -167,17 +200,25 @@ def split_parameters(entries):
 # ---------------------------------------------------------------- positional encoding: checks
 
 
-@check("positional_encoding.values", "sin on even, cos on odd dimensions, frequencies 1/10000^(2i/d), added to the input")
+@check("positional_encoding.values", "sin on even, cos on odd dimensions, frequencies 1/10000^(2i/d), added to the "
+       "input: every width, max_len and rate, float32 and float64, one module on two lengths (eval mode)")
 def pe_values(ctx):
-    @ctx.given(pe_inputs())
+    @ctx.given(pe_inputs(whole_space=True))
     def prop(ex):
-        got = _pe_forward(ctx, ex)
-        T, E = ex.x.shape[1:]
-        expected = (ex.x.double() + pe_table(T, E)).float()
-        if not is_close(got, expected, atol=1e-4):
-            expect_close(got, expected, "x + PE (eval mode)", atol=1e-4, diagnosis=diagnose_pe(ex.x, got),
-                         details={"pe_rows": {"expected": pe_table(min(T, 4), E).tolist(),
-                                              "got": (got[0, :4] - ex.x[0, :4]).tolist()}})
+        handle = _pe_guarded(ctx, ex, ex.dropout, lambda: _pe_module(ctx, ex, ex.dropout, "eval"))
+        for x, which in ((ex.x, ""), (ex.again, " (the second input, of another length, to the same module, "
+                                                 "which was right on the first)")):
+            got = _pe_forward(ctx, ex, x=x, handle=handle)
+            T, E = x.shape[1:]
+            expected = x.double() + pe_table(T, E)
+            if not is_close(got, expected, atol=1e-4):
+                # after a right first call, an output equal to its input is the module's state, not a
+                # table never added (a mistake of the table may show at the second length only)
+                diagnosis = diagnose_pe(x, got)
+                expect_close(got, expected.to(got.dtype), f"x + PE (eval mode){which}", atol=1e-4,
+                             diagnosis=None if which and diagnosis == "pe_not_added" else diagnosis,
+                             details={"pe_rows": {"expected": pe_table(min(T, 4), E).tolist(),
+                                                  "got": (got[0, :4] - x[0, :4]).tolist()}})
 
 
 @check("positional_encoding.buffer", "The table is a registered buffer, not a (trainable) parameter",
@@ -222,28 +263,41 @@ def pe_sequence_axis(ctx):
                               diagnosis=diagnose_pe(flat, got))
 
 
-@check("positional_encoding.dropout", "Dropout is applied after adding the encoding (training mode)")
+PE_DROPOUT_RATES = (0.3, 0.7)  # two rates, far apart: a rate the code fixes or ignores shows at the other
+
+
+@check("positional_encoding.dropout", "Dropout is applied after adding the encoding, at the rate given (training mode)")
 def pe_dropout(ctx):
-    p = 0.5
     (x,) = tensors_from(ctx.seed, (4, 32, 32))
-    ctx.student.seed(ctx.seed)
-    handle = ctx.student.construct(MODULE, "PositionalEncoding", 32, p)
-    ctx.student.call(handle, "train")
-    got = expect_tensor(ctx.student.call(handle, "__call__", x), "output", shape=x.shape)
-    n = got.numel()
-    share = (got == 0).double().mean().item()
-    sigma = math.sqrt(p * (1 - p) / n)
-    low, high = p - 5 * sigma, p + 5 * sigma
-    details = {"proportions": [{"name": "share of values zeroed", "value": share, "target": p, "low": low, "high": high}]}
-    if not low <= share <= high:
-        diagnosis = None
-        if share < low:
-            # x dropped out before the table is added: about p of the outputs are the table itself
-            table_share = (got.double() - pe_table(x.size(1), 32)).abs().lt(1e-5).double().mean().item()
-            diagnosis = ("pe_dropout_before_add" if abs(table_share - p) < 0.1
-                         else "pe_no_dropout" if share == 0 else None)  # another rate is no missing dropout
+    seen, rows = {}, []
+    for p in PE_DROPOUT_RATES:
+        ctx.student.seed(ctx.seed)
+        handle = ctx.student.construct(MODULE, "PositionalEncoding", 32, p)
+        ctx.student.call(handle, "train")
+        seen[p] = got = expect_tensor(ctx.student.call(handle, "__call__", x), "output", shape=x.shape)
+        n = got.numel()
+        share = (got == 0).double().mean().item()
+        sigma = math.sqrt(p * (1 - p) / n)
+        rows.append({"name": f"share of values zeroed at dropout={p}", "value": share, "target": p,
+                     "low": p - 5 * sigma, "high": p + 5 * sigma})
+    shares = [row["value"] for row in rows]
+    for p, row in zip(PE_DROPOUT_RATES, rows):
+        share, low, high = row["value"], row["low"], row["high"]
+        if low <= share <= high:
+            continue
+        got = seen[p]
+        # x dropped out before the table is added: about p of the outputs are the table itself
+        table_share = (got.double() - pe_table(x.size(1), 32)).abs().lt(1e-5).double().mean().item()
+        if abs(table_share - p) < 0.1:
+            diagnosis = "pe_dropout_before_add"
+        elif share == 0:
+            diagnosis = "pe_no_dropout"
+        elif max(shares) - min(shares) < 0.05:
+            diagnosis = "pe_dropout_rate_ignored"
+        else:
+            diagnosis = None  # another rate is no missing dropout
         raise CheckFailed(f"with dropout={p} in training mode {share:.3f} of the outputs are zero "
-                          f"(expected within [{low:.3f}, {high:.3f}])", diagnosis=diagnosis, details=details)
+                          f"(expected within [{low:.3f}, {high:.3f}])", diagnosis=diagnosis, details={"proportions": rows})
 
 
 # ---------------------------------------------------------------- transformer block
@@ -255,17 +309,41 @@ class BlockInput:
     n_heads: int
     x: torch.Tensor  # (B, T, E)
     padding: torch.Tensor | None  # (B, T), 1 at padding; position 0 always real
+    rates: tuple = (0.0, 0.3)  # (attn_drop_rate, layer_drop_rate): eval mode ignores them
+    again: "BlockInput | None" = None  # a second input of another length, for the same block
 
     def __repr__(self):
         padding = None if self.padding is None else self.padding.int().tolist()
-        return (f"TransformerBlock(embed_dim={self.embed_dim}, n_heads={self.n_heads}) on input of shape "
-                f"{tuple(self.x.shape)}, padding mask {padding}")
+        text = (f"TransformerBlock(embed_dim={self.embed_dim}, n_heads={self.n_heads}, attn_drop_rate={self.rates[0]}, "
+                f"layer_drop_rate={self.rates[1]}) on input of shape {tuple(self.x.shape)}, padding mask {padding}")
+        if self.again is not None:
+            again = None if self.again.padding is None else self.again.padding.int().tolist()
+            text += f", then on input of shape {tuple(self.again.x.shape)}, padding mask {again}"
+        return text
+
+
+def _block_x(B, T, E, seed, padded):
+    (x,) = tensors_from(seed, (B, T, E))
+    x = 3 * x + 1
+    padding = None
+    if padded:
+        g = torch.Generator().manual_seed(seed + 1)
+        rest = (torch.rand(B, T - 1, generator=g) < 0.5).float()
+        rest[0, -1] = 1.0
+        padding = torch.cat([torch.zeros(B, 1), rest], dim=1)
+    return x, padding
+
+
+# Pairs of (attn_drop_rate, layer_drop_rate) the block is built with where eval mode must ignore them:
+# never equal, so that a rate given to the wrong dropout cannot hide.
+EVAL_RATES = ((0.0, 0.3), (0.2, 0.6), (0.9, 0.1))
 
 
 @st.composite
-def block_inputs(draw, *, padded=None):
+def block_inputs(draw, *, padded=None, whole_space=False):
     """padded: True (a padding mask with at least one padded position), False (mask None),
-    None (either). Inputs are scaled and shifted so that LayerNorm has work to do."""
+    None (either). Inputs are scaled and shifted so that LayerNorm has work to do. `whole_space`:
+    rates of the block's own (different from each other), and a second input of another length."""
     # embed_dim >= 4: LayerNorm over one feature is always 0, over two only a sign, and a block that
     # drops the mask could then differ from a right one by rounding only (>= 4.7e-3 from 4 on).
     n_heads = draw(st.integers(1, 4))
@@ -278,15 +356,13 @@ def block_inputs(draw, *, padded=None):
     T = draw(st.integers(2 if padded else 1, 6))
     B = draw(st.integers(1, 3))
     seed = draw(st.integers(0, 2**16))
-    (x,) = tensors_from(seed, (B, T, E))
-    x = 3 * x + 1
-    padding = None
-    if padded:
-        g = torch.Generator().manual_seed(seed + 1)
-        rest = (torch.rand(B, T - 1, generator=g) < 0.5).float()
-        rest[0, -1] = 1.0
-        padding = torch.cat([torch.zeros(B, 1), rest], dim=1)
-    return BlockInput(E, n_heads, x, padding)
+    x, padding = _block_x(B, T, E, seed, padded)
+    if not whole_space:
+        return BlockInput(E, n_heads, x, padding)
+    rates = draw(st.sampled_from(EVAL_RATES))
+    T2 = draw(st.integers(2 if padded else 1, 6).filter(lambda t: t != T))
+    x2, padding2 = _block_x(B, T2, E, seed + 2, padded)
+    return BlockInput(E, n_heads, x, padding, rates, BlockInput(E, n_heads, x2, padding2, rates))
 
 
 # The worker's generator is reseeded with RNG_SEED before every forward of the block, so that two
@@ -303,11 +379,12 @@ def where_block(ctx, handle, ex):
     return against_reference(ctx, handle, build, [(ex.x, ex.padding)])
 
 
-def build_block(ctx, ex, attn_drop=0.0, layer_drop=0.3, mode="eval"):
+def build_block(ctx, ex, attn_drop=0.0, layer_drop=0.3, mode="eval", stand_in=True):
     """The student's block with its multi-head attention (graded in part mha) replaced by the
     grader's stand-in (graders/sandbox/tasks.py): an attention mistake costs nothing here."""
     handle = ctx.student.construct(MODULE, "TransformerBlock", ex.embed_dim, ex.n_heads, attn_drop, layer_drop)
-    ctx.student.task("stand_ins", handle, ["attention.MultiHeadAttention"])
+    if stand_in:
+        ctx.student.task("stand_ins", handle, ["attention.MultiHeadAttention"])
     ctx.student.call(handle, mode)
     return handle
 
@@ -386,6 +463,7 @@ def wirings(sub, x, padding):
     out["pre_ln"] = [x1 + sub("linear_net", sub("norm2", x1))]
     x2 = x + sub("norm1", attended)
     out["residual_outside_norm"] = [x2 + sub("norm2", sub("linear_net", x2))]
+    out["ffn_residual_from_input"] = [sub("norm2", x + sub("linear_net", h))]
     h2 = sub("norm2", x + attended)  # told apart from the right wiring by norms of weights of their own
     out["block_norms_swapped"] = [sub("norm1", h2 + sub("linear_net", h2))]
     if padding is not None:
@@ -484,22 +562,27 @@ def distinct_norms(ctx, handle, ex):
 
 
 @check("block.wiring", "norm2(h + linear_net(h)) with h = norm1(x + self_attn(x, mask)), from the block's own "
-       "sub-modules, norm1 and norm2 holding weights of their own")
+       "sub-modules, norm1 and norm2 holding weights of their own; one block on two lengths (eval mode)")
 def block_wiring(ctx):
-    @ctx.given(block_inputs())
+    @ctx.given(block_inputs(whole_space=True))
     def prop(ex):
-        handle = build_block(ctx, ex)
+        handle = build_block(ctx, ex, *ex.rates)
         sub = SubModules(ctx, handle)
         distinct_norms(ctx, handle, ex)
-        got, _ = block_forward(ctx, handle, ex)
-        variants = wirings(sub, ex.x, ex.padding)
-        if not is_close(got, variants["right"], atol=1e-4):
-            diagnosis = diagnose_block(variants, got)
-            if diagnosis is None and not torch.equal(got, block_forward(ctx, handle, ex, seed=RNG_SEED + 1)[0]):
-                diagnosis = "dropout_in_eval"  # the block's own dropout is active in eval mode
-            expect_close(got, variants["right"], "block outputs (eval mode) against its own sub-modules", atol=1e-4,
-                         diagnosis=diagnosis, axes=("batch", "position", "feature"),
-                         locate=lambda: where_block(ctx, handle, ex))
+        for each in (ex, ex.again):
+            _wired_right(ctx, handle, sub, each)
+
+
+def _wired_right(ctx, handle, sub, ex):
+    got, _ = block_forward(ctx, handle, ex)
+    variants = wirings(sub, ex.x, ex.padding)
+    if not is_close(got, variants["right"], atol=1e-4):
+        diagnosis = diagnose_block(variants, got)
+        if diagnosis is None and not torch.equal(got, block_forward(ctx, handle, ex, seed=RNG_SEED + 1)[0]):
+            diagnosis = "dropout_in_eval"  # the block's own dropout is active in eval mode
+        expect_close(got, variants["right"], "block outputs (eval mode) against its own sub-modules", atol=1e-4,
+                     diagnosis=diagnosis, axes=("batch", "position", "feature"),
+                     locate=lambda: where_block(ctx, handle, ex))
 
 
 @check("block.padding", "Outputs at real positions do not change when the content at padded positions changes")
@@ -539,13 +622,52 @@ def block_dropout(ctx):
     ctx.student.seed(ctx.seed + 1)
     again = expect_tensor(ctx.student.call(net, "__call__", x), "linear_net output", shape=x.shape)
     if torch.equal(once, again):
+        swapped = _linear_net_drops(ctx, BlockInput(16, 4, x, None), attn_drop=0.9, layer_drop=0.0)
         raise CheckFailed("with layer_drop_rate=0.9 two training-mode calls of linear_net under different seeds agree: "
-                          "linear_net applies no dropout", diagnosis="ffn_no_dropout")
+                          "linear_net applies no dropout"
+                          + (" at layer_drop_rate, though it does at attn_drop_rate=0.9" if swapped else ""),
+                          diagnosis="block_rate_misplaced" if swapped else "ffn_no_dropout")
     second, _ = block_forward(ctx, handle, ex, seed=ctx.seed + 1)
     if torch.equal(first, second):
         raise CheckFailed("with layer_drop_rate=0.9 two training-mode passes agree, although linear_net alone drops "
                           "out: the block's output does not go through linear_net's dropout")
     block_gate(ctx)
+
+
+def wired_right_in_eval(ctx, handle, ex):
+    """Whether the block, put in eval mode for the question, gives the right wiring of its own
+    sub-modules on ex.x: the dropout checks judge the rates of a block wired right (its mode is
+    given back)."""
+    ctx.student.call(handle, "eval")
+    try:
+        wired = is_close(block_forward(ctx, handle, ex)[0], wirings(SubModules(ctx, handle), ex.x, None)["right"],
+                         atol=1e-4)
+    finally:
+        ctx.student.call(handle, "train")
+    return wired
+
+
+def _linear_net_drops(ctx, ex, attn_drop, layer_drop):
+    """Whether linear_net of a block built with these rates, in training mode, drops out (two seeds differ)."""
+    handle = build_block(ctx, ex, attn_drop=attn_drop, layer_drop=layer_drop, mode="train")
+    net = SubModules(ctx, handle, ["linear_net"]).mods["linear_net"]
+    outputs = []
+    for salt in (0, 1):
+        ctx.student.seed(ctx.seed + salt)
+        outputs.append(ctx.student.call(net, "__call__", ex.x))
+    return all(type(o) is torch.Tensor for o in outputs) and not torch.equal(*outputs)
+
+
+def _attention_output_drops(ctx, ex, attn_drop, layer_drop):
+    """Whether a block built with these rates drops out its attention's output in training mode:
+    linear_net's weights zero, two passes under different seeds differ."""
+    handle = build_block(ctx, ex, attn_drop=attn_drop, layer_drop=layer_drop, mode="train")
+    state = state_tensors(ctx, handle, "TransformerBlock")
+    ctx.student.load_state_dict(handle, {name: torch.zeros_like(t) for name, t in state.items()
+                                         if name.startswith("linear_net.") and t.is_floating_point()}, strict=False)
+    first, _ = block_forward(ctx, handle, ex, seed=ctx.seed)
+    second, _ = block_forward(ctx, handle, ex, seed=ctx.seed + 1)
+    return not torch.equal(first, second)
 
 
 @check("block.attention_dropout", "In training mode the attention's output is dropped out before the residual: norm1(x + dropout(self_attn(x)))")
@@ -555,6 +677,9 @@ def block_attention_dropout(ctx):
     (x,) = tensors_from(ctx.seed, (2, 8, 16))
     ex = BlockInput(16, 4, 3 * x + 1, None)
     handle = build_block(ctx, ex, attn_drop=0.0, layer_drop=0.9, mode="train")
+    if not wired_right_in_eval(ctx, handle, ex):
+        block_gate(ctx)
+        return None  # what the attention's dropout does cannot be told through a wiring block.wiring charges
     state = state_tensors(ctx, handle, "TransformerBlock")
     ctx.student.load_state_dict(handle, {name: torch.zeros_like(t) for name, t in state.items()
                                          if name.startswith("linear_net.") and t.is_floating_point()}, strict=False)
@@ -569,9 +694,90 @@ def block_attention_dropout(ctx):
                           + (": the feed-forward sub-layer's input h is not added back before norm2" if seen else ""),
                           diagnosis="missing_residual" if seen else None)
     if torch.equal(first, second):
+        swapped = _attention_output_drops(ctx, ex, attn_drop=0.9, layer_drop=0.0)
         raise CheckFailed("with layer_drop_rate=0.9 and linear_net's weights zero, two training-mode passes agree: the "
-                          "attention's output is not dropped out", diagnosis="block_no_dropout")
+                          "attention's output is not dropped out"
+                          + (" at layer_drop_rate, though it is at attn_drop_rate=0.9" if swapped else ""),
+                          diagnosis="block_rate_misplaced" if swapped else "block_no_dropout")
     block_gate(ctx)
+
+
+def _through_dropping_attention(ctx, handle, x, seed, training=True):
+    """One pass of the student's module (its own MultiHeadAttention inside) with the grader's
+    scaled_dot_product, which drops out at whatever rate it is given, in place of the student's;
+    None where the module's output cannot be read."""
+    outputs = ctx.student.task("bert.mha_with_dropping_attention", handle, x, training=training, passes=1, seed=seed)
+    if not (isinstance(outputs, list) and len(outputs) == 1):
+        return None
+    out = outputs[0][0] if isinstance(outputs[0], (tuple, list)) and outputs[0] else outputs[0]
+    return out if type(out) is torch.Tensor else None
+
+
+RATES_CALL = "TransformerBlock(embed_dim=8, n_heads=2, attn_drop_rate={}, layer_drop_rate={}) in training mode"
+
+
+@check("block.dropout_rates", "In training mode each rate drops where the docstring says: attn_drop_rate inside "
+       "self_attn, layer_drop_rate on the attention's output and in linear_net")
+def block_dropout_rates(ctx):
+    # Rates of 0 and 1 make dropout exact: what drops at 1 is zero, what drops at 0 is whole.
+    (x,) = tensors_from(ctx.seed, (2, 6, 8))
+    ex = BlockInput(8, 2, 3 * x + 1, None)
+
+    def trained(attn, layer, stand_in=True):
+        handle = build_block(ctx, ex, attn, layer, mode="train", stand_in=stand_in)
+        distinct_norms(ctx, handle, ex)
+        return handle, SubModules(ctx, handle, ["norm1", "linear_net", "norm2"])
+
+    def dropped_whole(sub):  # the attention's output and linear_net's both zero
+        return sub("norm2", sub("norm1", ex.x))
+
+    # The stand-in attention never drops: only the block's own dropouts can.
+    layer_only, sub = trained(0.0, 1.0)
+    if not wired_right_in_eval(ctx, layer_only, ex):
+        return None  # the wiring is block.wiring's to charge
+    got_layer = block_forward(ctx, layer_only, ex)[0]
+    attn_only, sub_attn = trained(1.0, 0.0)
+    got_attn = block_forward(ctx, attn_only, ex)[0]
+    ctx.student.call(attn_only, "eval")
+    eval_attn = block_forward(ctx, attn_only, ex)[0]
+    if not is_close(got_layer, dropped_whole(sub), atol=1e-4):
+        swapped = is_close(got_attn, dropped_whole(sub_attn), atol=1e-4)
+        raise CheckFailed(f"{RATES_CALL.format(0.0, 1.0)}, its self_attn the grader's stand-in: the attention's output and "
+                          "linear_net's are dropped whole at rate 1, so the output must be norm2(norm1(x)); it is not"
+                          + (", while at attn_drop_rate=1, layer_drop_rate=0 it is" if swapped else ""),
+                          diagnosis="block_rate_misplaced" if swapped else None,
+                          details={"numbers": {"max_abs_error": (got_layer - dropped_whole(sub)).abs().max().item()}})
+    if not is_close(got_attn, eval_attn, atol=1e-4):
+        raise CheckFailed(f"{RATES_CALL.format(1.0, 0.0)}, its self_attn the grader's stand-in (which never drops): at "
+                          "layer_drop_rate=0 nothing of the block may drop, so training and eval mode must agree; they "
+                          "do not")
+    # attn_drop_rate reaches self_attn: with the grader's scaled_dot_product inside the student's own
+    # MultiHeadAttention, rate 1 drops every weight, and self_attn returns its o_proj's bias.
+    bias = torch.linspace(-1, 1, 8)
+    alone = ctx.student.construct("attention", "MultiHeadAttention", 8, 2, 1.0)
+    if "o_proj.bias" not in state_tensors(ctx, alone, "MultiHeadAttention"):
+        return None  # the template's names are charged in part mha
+    ctx.student.load_state_dict(alone, {"o_proj.bias": bias}, strict=False)
+    try:
+        by_itself = _through_dropping_attention(ctx, alone, ex.x, ctx.seed)
+    except StudentError:
+        return None  # the module raises by itself: charged in part mha
+    if by_itself is None or not is_close(by_itself, bias.expand_as(ex.x)):
+        return None  # its own handling of the rate is wrong: charged in part mha
+    own, sub = trained(1.0, 0.0, stand_in=False)
+    ctx.student.load_state_dict(own, {"self_attn.o_proj.bias": bias}, strict=False)
+    got = _through_dropping_attention(ctx, own, (ex.x, None), ctx.seed)
+    h = sub("norm1", ex.x + bias)
+    expected = sub("norm2", h + sub("linear_net", h))  # linear_net in training mode at rate 0: whole
+    if got is None or not is_close(got, expected, atol=1e-4):
+        kept = _through_dropping_attention(ctx, own, (ex.x, None), ctx.seed, training=False)
+        undropped = got is not None and kept is not None and is_close(got, kept, atol=1e-4)
+        raise CheckFailed(f"{RATES_CALL.format(1.0, 0.0)}, with the grader's scaled_dot_product inside your own "
+                          "MultiHeadAttention (which, built alone with attn_drop_rate=1, returns its o_proj's bias): the "
+                          "block's output is not that of a self_attn built with attn_drop_rate"
+                          + ("; it is the block's output without any dropout" if undropped else ""),
+                          diagnosis="block_attention_rate_not_passed" if undropped else None)
+    return None
 
 
 def _linear_layers(state, embed_dim):

@@ -19,6 +19,8 @@ import torch
 from graders.checks.framework import HIDDEN, CheckFailed, CheckOutcome, check
 from graders.assignment import load
 from graders.packs.bert.checks.sentiment import build_model, expect_frozen_under_a_step, tiny_bert
+from graders.packs.bert.finetune import record
+from graders.packs.bert.finetune.prepare import prepare_for_check, smoke_mode
 from graders.packs.bert.finetune.training import (
     MAX_EPOCHS, accuracy, diagnose, drive_training, epochs_granted, score_accuracy, validate_hyperparameters,
 )
@@ -57,25 +59,33 @@ HARNESS_DIAGNOSES = {
 
 @lru_cache(maxsize=4)
 def prepared(imdb, encoder, feature_cache, device):
-    """Encoder and features for one configuration, built (or found in the cache) once per process,
-    with the seconds each took when built."""
-    from transformers.utils import logging as transformers_logging
+    """Features and labels for one configuration, found in the cache or built, once per process,
+    with the seconds the encoder's load and the features took."""
+    return prepare_for_check(imdb, encoder, feature_cache, device)
 
-    from graders.packs.bert.finetune.encoder import SMOKE, load_encoder
-    from graders.packs.bert.finetune.prepare import prepare_imdb, prepare_small
 
-    transformers_logging.disable_progress_bar()  # the grade's own output stays readable
-
-    smoke = smoke_mode(imdb, encoder)
-    cache_root = Path(feature_cache) if feature_cache else None
-    dtype = torch.float16 if device == "cuda" else torch.float32
+def preparation(options, device):
+    """(the data, its timings): the batch's record of it where one was made for these options
+    (graders/packs/bert/finetune/record.py), else prepared here, once per process."""
+    configuration = (options.get("imdb"), options.get("encoder"), options.get("feature_cache"), device)
     started = time.monotonic()
-    loaded = load_encoder(SMOKE if smoke else encoder, device=device, dtype=dtype, cache_root=cache_root)
-    loading = time.monotonic()
-    data = prepare_small(loaded, cache_root=cache_root) if smoke else prepare_imdb(imdb, loaded, cache_root=cache_root,
-                                                                                   progress=True)
-    return loaded, data, {"encoder_load_s": round(loading - started, 3),
-                          "features_s": round(time.monotonic() - loading, 3)}
+    unusable = None
+    if options.get(record.OPTION):
+        try:
+            data = record.read_record(options[record.OPTION], record.identity(*configuration))
+            return data, {"preparation_s": round(time.monotonic() - started, 3), "prepared_by": "the batch"}
+        except record.RecordUnusable as why:
+            unusable = str(why)
+    hits = prepared.cache_info().hits
+    data, built = prepared(*configuration)
+    timings = {"preparation_s": round(time.monotonic() - started, 3)}  # about 0 when an earlier grade prepared it
+    if prepared.cache_info().hits == hits:
+        timings.update(built, prepared_by="this grade")
+    else:
+        timings["prepared_by"] = "an earlier grade of this process"
+    if unusable:
+        timings["prepared_by"] += f" (the batch's record was not used: {unusable})"
+    return data, timings
 
 
 def worker_readable_paths(options) -> list[Path]:
@@ -100,11 +110,6 @@ def _views(data):
             for name, view in (("train", data.train), ("valid", data.valid), ("test", data.test))}
 
 
-def smoke_mode(imdb, encoder):
-    """Without IMDB and an encoder the check trains on the small shipped set (provisional)."""
-    return imdb is None or encoder is None
-
-
 def provisional_note(options):
     return PROVISIONAL_NOTE if smoke_mode(options.get("imdb"), options.get("encoder")) else None
 
@@ -118,12 +123,7 @@ def finetune_accuracy(ctx):
     # MAX_EPOCHS), each asked for alike, and this side keeps the best epoch's test logits.
     options = ctx.options or {}
     device = _device(options)
-    timings = {}
-    started, hits = time.monotonic(), prepared.cache_info().hits
-    _, data, built = prepared(options.get("imdb"), options.get("encoder"), options.get("feature_cache"), device)
-    timings["preparation_s"] = round(time.monotonic() - started, 3)  # about 0 when an earlier grade prepared it
-    if prepared.cache_info().hits == hits:
-        timings.update(built)
+    data, timings = preparation(options, device)
 
     try:
         hyperparameters = validate_hyperparameters(ctx.student.getattr("sentiment", "HYPERPARAMETERS"))
@@ -156,7 +156,9 @@ def finetune_accuracy(ctx):
         ctx.note(f"fine-tuning epoch {number}: validation accuracy {accuracy_:.1%} "
                  f"({timings['epochs'][-1]['seconds']} s)")
 
+    started = time.monotonic()
     run = drive_training(training, data.valid_labels, epochs, time_budget_s=budget, progress=epoch_ended)
+    timings["training_s"] = round(time.monotonic() - started, 3)  # every epoch and the summary, as waited for here
     for timing, driven in zip(timings.get("epochs", []), run.epoch_seconds):
         timing["request_seconds"] = driven  # as the grader waited for it, the worker's own figures beside
     summary = run.summary

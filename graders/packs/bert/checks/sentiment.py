@@ -14,6 +14,7 @@ no output, so the harness's watch of it is quoted as evidence and never scored. 
 optimizer steps made in the worker may name a mistake, never score one.
 """
 
+import itertools
 import math
 import re
 from typing import NamedTuple
@@ -66,6 +67,29 @@ def sentiment_inputs(draw, *, padded=False):
     arch = GRUArch(draw(st.integers(1, 5)), draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.booleans()))
     B, T = draw(st.integers(1, 3)), draw(st.integers(2 if padded else 1, 6))
     seed = draw(st.integers(0, 2**16))
+    return _sentiment_input(arch, B, T, seed, padded, draw)
+
+
+@st.composite
+def sentiment_space(draw, n_layers, bidirectional):
+    """Two inputs for one model (BERTGRUSentiment's whole space): another length each, with a
+    padded attention mask, an all-ones one, or none at all (the default, None: no padding)."""
+    arch = GRUArch(draw(st.integers(1, 5)), draw(st.integers(1, 3)), n_layers, bidirectional)
+    B = draw(st.integers(1, 3))
+    lengths = [draw(st.integers(1, 6)) for _ in range(2)]
+    if lengths[0] == lengths[1]:
+        lengths[1] += 1
+    seed = draw(st.integers(0, 2**16))
+    inputs = []
+    for offset, T in enumerate(lengths):
+        form = draw(st.sampled_from(("padded", "ones", "none") if T > 1 else ("ones", "none")))
+        ex = _sentiment_input(arch, B, T, seed + 7 * offset, form == "padded", draw)
+        inputs.append(ex._replace(attention_mask=None, weights_seed=seed + 1) if form == "none"
+                      else ex._replace(weights_seed=seed + 1))
+    return inputs
+
+
+def _sentiment_input(arch, B, T, seed, padded, draw):
     g = torch.Generator().manual_seed(seed)
     text = torch.randint(1, BERT["vocab_size"], (B, T), generator=g)
     mask = torch.ones(B, T, dtype=torch.long)
@@ -278,11 +302,12 @@ def student_forward(ctx, handle, text, mask, output_dim):
     return expect_tensor(got, "BERTGRUSentiment output", shape=(text.size(0), output_dim))
 
 
-def _graded_output(ctx, bert, arch, text, mask, seed, dropout=0.5):
+def _graded_output(ctx, bert, arch, text, mask, seed, dropout=0.5, handle=None):
     """(the student's output, the accepted outputs, the known mistakes' outputs, the model) under the
-    grader's GRU/Linear weights drawn from `seed`."""
-    handle = build_model(ctx, bert, arch, dropout=dropout)
-    ctx.student.call(handle, "eval")
+    grader's GRU/Linear weights drawn from `seed`; `handle`: a model built for an earlier input."""
+    if handle is None:
+        handle = build_model(ctx, bert, arch, dropout=dropout)
+        ctx.student.call(handle, "eval")
     rnn, out = grader_head(arch, seed)
     load_head(ctx, handle, arch, rnn, out)
     got = student_forward(ctx, handle, text, mask, arch[1])
@@ -325,21 +350,22 @@ def _fed_one_direction(ctx, bert, arch):
                    for h in states)
 
 
-def compare_with_expected(ctx, ex, *, charged_elsewhere=(), dropout=0.5):
+def compare_with_expected(ctx, ex, *, charged_elsewhere=(), dropout=0.5, model=None):
     """The student's output on `ex`, in eval mode, from a model built with `dropout`, is an accepted
     one; an output that matches a known mistake in `charged_elsewhere` passes too (another check
-    charges it, and what this one looks at holds)."""
+    charges it, and what this one looks at holds). `model`: (bert, handle) of an earlier call, to
+    call one model on several inputs. Returns (bert, handle)."""
     arch, text, mask, seed = ex
-    bert = tiny_bert(ctx)
+    bert, built = model if model is not None else (tiny_bert(ctx), None)
     try:
-        got, accepted, mistakes, handle = _graded_output(ctx, bert, arch, text, mask, seed, dropout)
+        got, accepted, mistakes, handle = _graded_output(ctx, bert, arch, text, mask, seed, dropout, built)
     except OutputLayerWidth as failure:
         if arch.bidirectional and _fed_one_direction(ctx, bert, arch):
             raise CheckFailed(f"{failure.message}; it is given one direction's final state of the GRU",
                               diagnosis="gru_wrong_hidden") from None
         raise
     if any(is_close(got, value, atol=1e-5) for value in accepted):
-        return
+        return bert, handle
     if not torch.equal(got, student_forward(ctx, handle, text, mask, arch[1])):
         raise CheckFailed(f"two forward passes of BERTGRUSentiment in eval mode on the same ids {text.tolist()} gave "
                           "different outputs: dropout is still active in eval mode (use self.dropout, an nn.Dropout, "
@@ -347,7 +373,7 @@ def compare_with_expected(ctx, ex, *, charged_elsewhere=(), dropout=0.5):
     matches = [key for key in _matching(got, mistakes) if _confirmed(ctx, bert, arch, key, dropout)]
     diagnosis, what = matches[0] if matches else (None, None)
     if diagnosis in charged_elsewhere:
-        return
+        return bert, handle
     hidden_dim, output_dim, n_layers, bidirectional = arch
     summary = "cat(hidden[-2], hidden[-1])" if bidirectional else "hidden[-1]"
     error = min((got - value).abs().max().item() for value in accepted) if got.shape == accepted[0].shape else float("nan")
@@ -409,13 +435,19 @@ def output_shape(ctx):
     sentiment_gate(ctx, tiny_bert(ctx))
 
 
-@check("sentiment.gru_summary", "The GRU's final states (both directions when bidirectional) feed the output layer")
+@check("sentiment.gru_summary", "The GRU's final states (both directions when bidirectional) feed the output layer: "
+       "one model on two lengths, with a padded, a full or no attention mask (eval mode)")
 def gru_summary(ctx):
-    @ctx.given(sentiment_inputs())
-    def prop(ex):
+    def prop(inputs):
         # dropout 0: in eval mode a right model ignores it, and dropout left on in eval mode is
         # attention_mask's to charge, so that the GRU summary is judged on its own
-        compare_with_expected(ctx, ex, dropout=0.0)
+        model = None
+        for ex in inputs:
+            model = compare_with_expected(ctx, ex, dropout=0.0, model=model)
+
+    # every pairing of depth and direction: which final states are the summary depends on both
+    for n_layers, bidirectional in itertools.product((1, 2), (False, True)):
+        ctx.given(sentiment_space(n_layers, bidirectional), max_examples=max(3, ctx.max_examples // 4))(prop)
 
 
 HEAD_MISTAKES = ("head_returns_probabilities", "gru_wrong_hidden")
@@ -487,12 +519,16 @@ def expect_frozen_under_a_step(ctx, handle, *, freeze_by_name=False):
 
 @st.composite
 def accuracy_inputs(draw):
-    B = draw(st.integers(2, 10))
+    """Logits of either float dtype, never exactly 0 (where rounding sigmoid's 0.5 is a convention,
+    the docstring's silence left open), labels as floats or integers, a batch of one included."""
+    B = draw(st.integers(1, 10))
     magnitudes = draw(st.lists(st.floats(0.1, 3.0), min_size=B, max_size=B))
     signs = draw(st.lists(st.booleans(), min_size=B, max_size=B))
     labels = draw(st.lists(st.booleans(), min_size=B, max_size=B))
-    preds = torch.tensor([m if s else -m for m, s in zip(magnitudes, signs)], dtype=torch.float32)
-    return AccuracyInput(preds, torch.tensor(labels, dtype=torch.float32))
+    dtype = draw(st.sampled_from((torch.float32, torch.float64)))
+    label_dtype = draw(st.sampled_from((torch.float32, torch.long)))
+    preds = torch.tensor([m if s else -m for m, s in zip(magnitudes, signs)], dtype=dtype)
+    return AccuracyInput(preds, torch.tensor(labels, dtype=label_dtype))
 
 
 def _as_float(value):
@@ -551,10 +587,15 @@ LR = 1e-2
 EPOCH_ARCH = (4, 1, 2, True)  # hidden_dim, output_dim, n_layers, bidirectional
 
 
-def tiny_batches(seed, n_batches=3, B=4, T=5):
+# An epoch's batch sizes: different, a batch of one among them, so that a mean over the examples
+# (not over the batches, as the docstring says) and a batch squeezed to a scalar show.
+EPOCH_SIZES = (4, 1, 3)
+
+
+def tiny_batches(seed, sizes=EPOCH_SIZES, T=5):
     g = torch.Generator().manual_seed(seed)
     batches = []
-    for _ in range(n_batches):
+    for B in sizes:
         text = torch.randint(1, BERT["vocab_size"], (B, T), generator=g)
         lengths = torch.randint(2, T + 1, (B,), generator=g)
         mask = (torch.arange(T)[None, :] < lengths[:, None]).long()
@@ -567,9 +608,9 @@ class Epoch:
     """The student's model (the grader's GRU and Linear loaded), batches and a criterion in the
     worker, ready for one call of train() or evaluate()."""
 
-    def __init__(self, ctx, *, dropout, zero_output_weight=False):
+    def __init__(self, ctx, *, dropout, zero_output_weight=False, sizes=EPOCH_SIZES):
         self.ctx = ctx
-        self.batches = tiny_batches(ctx.seed)
+        self.batches = tiny_batches(ctx.seed, sizes)
         self.handle = build_model(ctx, tiny_bert(ctx), EPOCH_ARCH, dropout=dropout)
         rnn, out = grader_head(EPOCH_ARCH, ctx.seed)
         if zero_output_weight:
@@ -775,9 +816,17 @@ def expect_epoch_means(ctx, function, returned, predictions, labels):
                 for p, y in zip(predictions, labels)) / n
     broadcast = (_close(got[0], loss) and math.isclose(got[1], pairs, abs_tol=1e-5)
                  and not math.isclose(pairs, right, abs_tol=1e-5))
+    weights = [len(y) / sum(len(y) for y in labels) for y in labels]  # each batch by its share of the examples
+    per_example = (sum(w * F.binary_cross_entropy_with_logits(p.double(), y.double()).item()
+                       for w, p, y in zip(weights, predictions, labels)),
+                   sum(w * ((torch.sigmoid(p) > 0.5).float() == y).float().mean().item()
+                       for w, p, y in zip(weights, predictions, labels)))
+    over_examples = (_close(got[0], per_example[0]) and math.isclose(got[1], per_example[1], abs_tol=1e-5)
+                     and not (_close(per_example[0], loss) and math.isclose(per_example[1], right, abs_tol=1e-5)))
     diagnosis = ("epoch_sum_not_mean" if summed and n > 1 else
                  "double_sigmoid" if _close(got[0], sigmoid_first) else
-                 "accuracy_broadcast" if broadcast else None)
+                 "accuracy_broadcast" if broadcast else
+                 "epoch_mean_over_examples" if over_examples else None)
     raise CheckFailed(f"{function} returned (loss, accuracy) = ({got[0]:.5g}, {got[1]:.4g}), expected the means over "
                       f"its {n} batches ({loss:.5g}, {right:.4g})"
                       + (": its accuracy is that of every (prediction, label) pair of a batch" if broadcast else ""),
@@ -791,7 +840,7 @@ def expect_epoch_means(ctx, function, returned, predictions, labels):
 def train_mode(ctx):
     # Dropout 1.0 zeroes the summary in training mode, so the model predicts its output bias alone
     # and only that bias can learn; in eval mode the GRU and the output weight learn too.
-    epoch = Epoch(ctx, dropout=1.0)
+    epoch = Epoch(ctx, dropout=1.0, sizes=(5,))  # an epoch of one batch
     probabilities = epoch.outputs_sigmoid_of_bias()
     returned = epoch.train(epoch.optimizer(epoch.loaded))
     changed = epoch.changed()
@@ -854,8 +903,9 @@ def evaluate_mode(ctx):
     return None
 
 
-# Right predictions in each of the three batches of four: 0.75, 0.25 and 1.0, a mean of 2/3.
-EVALUATE_RIGHT_PER_BATCH = (3, 1, 4)
+# Right predictions in the batches of 4, 1 and 3: 0.75, 1.0 and 1/3, a mean of 0.694 over the
+# batches (5 of 8 examples: 0.625).
+EVALUATE_RIGHT_PER_BATCH = (3, 1, 1)
 
 
 @check("sentiment.evaluate_values", "evaluate() returns the mean loss and mean accuracy over the batches")

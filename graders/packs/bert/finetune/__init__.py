@@ -8,6 +8,7 @@ The encoder is frozen, so it runs once per dataset, not once per step of every s
     data.split_train_valid          (17,500 / 7,500)
     encoder.load_encoder            (offline only)
     cache.build_features            (once; reused)
+      or record.read_record         (a job of grade batch: what its batch prepared once)
     training.validate_hyperparameters   <- HYPERPARAMETERS, read as data
     training.epochs_granted             (n_epochs, at most MAX_EPOCHS)
                                                     cache.open_features (read-only memmaps)

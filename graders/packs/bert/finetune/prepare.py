@@ -8,14 +8,16 @@ Labels stay here, in the grader: only the training labels go to the worker.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from .cache import Features, build_features
 from .data import Review, load_imdb, load_small_sentiment, split_positions
-from .encoder import Encoder
+from .encoder import SMOKE, Encoder, load_encoder
 
 
 @dataclass
@@ -31,6 +33,29 @@ class PreparedData:
 
 IMDB_VALID = 7500  # of IMDB's 25,000 training reviews, as the notebook holds out
 VALID_SHARE = 0.3  # the same share of a smaller set (a reduced-scale rehearsal, another course's data)
+
+
+def smoke_mode(imdb, encoder) -> bool:
+    """Without IMDB and an encoder the check trains on the small shipped set (provisional)."""
+    return imdb is None or encoder is None
+
+
+def prepare_for_check(imdb, encoder, feature_cache, device: str) -> tuple[PreparedData, dict]:
+    """What the fine-tuning check trains on under these options: the encoder loaded as the check
+    loads it (fp16 on CUDA), the features found in the cache or built, with the seconds each took.
+    The check calls it once per process; a batch once for all its jobs (record.py)."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # the grade's own output stays readable
+    smoke = smoke_mode(imdb, encoder)
+    cache_root = Path(feature_cache) if feature_cache else None
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    started = time.monotonic()
+    loaded = load_encoder(SMOKE if smoke else encoder, device=device, dtype=dtype, cache_root=cache_root)
+    loading = time.monotonic()
+    data = prepare_small(loaded, cache_root=cache_root) if smoke else prepare_imdb(imdb, loaded, cache_root=cache_root,
+                                                                                   progress=True)
+    return data, {"encoder_load_s": round(loading - started, 3), "features_s": round(time.monotonic() - loading, 3)}
 
 
 def prepare_imdb(imdb_path: str | Path, encoder: Encoder, *, n_valid: int | None = None, seed: int = 1234,

@@ -52,7 +52,16 @@ MUTANTS = [
     # the rate ignored: drops out at 0.1 whatever it is given, in eval mode too; charged here, not in mha
     # (nondeterministic: the same input passes on replay, which the framework observes)
     Mutant("sdp_dropout_rate_fixed", "attention", (Edit(F, DROPOUT, "attention = F.dropout(attention, p=0.1)"),),
-           "dropout_not_applied", also=("nondeterministic",)),
+           "dropout_rate_ignored", also=("nondeterministic",)),
+    # float64 inputs (nothing restricts the dtype): the weights cast to float32 meet a float64 v
+    one("sdp_weights_cast_to_float32", "attention", SOFTMAX, "attention = F.softmax(logits, dim=-1).float()", None),
+    # every mask viewed as a padding mask: a 4-D mask per query and key no longer fits
+    one("sdp_mask_always_viewed_as_padding", "attention", "if mask.dim() == 2:\n            mask = mask[:, None, None, :]",
+        "if True:\n            mask = mask.reshape(mask.size(0), 1, 1, -1)", None),
+    # dropout on the logits before the softmax: no weight is ever zero
+    Mutant("sdp_dropout_on_logits", "attention",
+           (Edit(F, SOFTMAX, "attention = F.softmax(F.dropout(logits, p=attn_drop_rate), dim=-1)"), Edit(F, DROPOUT, "pass")),
+           "dropout_not_applied"),
     one("mha_no_output_projection", "mha", PROJECT, "return values", "output_projection_missing"),
     one("mha_dropout_in_eval", "mha", DROP_RATE, "drop = self.attn_drop_rate", "dropout_in_eval"),
     Mutant(
@@ -119,6 +128,20 @@ MUTANTS = [
 ]
 
 ALTERNATIVES = [
+    # the docstring accepts both readings of "(values, attention)" under dropout
+    Alternative(
+        "sdp_returns_weights_before_dropout",
+        ("attention", "mha"),
+        (Edit(F, DROPOUT, "dropped = F.dropout(attention, p=attn_drop_rate)"),
+         Edit(F, "values = attention @ v  # (B, H, T, d)", "values = dropped @ v")),
+        "the weights returned are those before dropout, the values those after it",
+    ),
+    Alternative(
+        "sdp_nonzero_mask_test",
+        ("attention", "mha"),
+        (Edit(F, FILL, 'logits = logits.masked_fill(mask != 0, float("-inf"))'),),
+        "nonzero read as blocked without a cast to bool",
+    ),
     Alternative(
         "sdp_large_negative_fill",
         ("attention", "mha"),

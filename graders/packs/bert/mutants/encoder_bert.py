@@ -24,12 +24,12 @@ BLOCK_RETURN = "return embedding, mask\n"
 EMBED = "self.embed = nn.Embedding(vocab_size + 1, embed_dim)"
 NET_CALL = "x, _ = self.net((x, mask))"
 LAYERS = "*[TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate) for _ in range(n_layers)]"
-SELECT = "selected = (torch.rand(text.shape) < mask_rate) & (text != pad_ind)  # (B, T) bool"
+SELECT = "selected = (torch.rand(text.shape, device=text.device) < mask_rate) & (text != pad_ind)  # (B, T) bool"
 LABELS = "mask_labels = torch.where(selected, text, torch.full_like(text, IGNORE_INDEX))"
 ONLY_MASK = "if only_mask:"
-CATEGORY = "category = torch.rand(text.shape)  # < 0.8: <mask>, [0.8, 0.9): random token, >= 0.9: unchanged"
+CATEGORY = "category = torch.rand(text.shape, device=text.device)  # < 0.8: <mask>, [0.8, 0.9): random, >= 0.9: unchanged"
 TO_RANDOM = "to_random = selected & (category >= 0.8) & (category < 0.9)"
-RANDOM_TOKENS = "random_tokens = torch.randint(vocab_size, text.shape, dtype=text.dtype)"
+RANDOM_TOKENS = "random_tokens = torch.randint(vocab_size, text.shape, dtype=text.dtype, device=text.device)"
 MASK_RETURN = "    masked_text[to_random] = random_tokens[to_random]\n    return masked_text, mask_labels\n"
 LOSS = "loss = F.cross_entropy(logits.reshape(-1, vocab_size), mask_labels.flatten(), ignore_index=IGNORE_INDEX)"
 BACKWARD = "    loss.backward()\n"
@@ -83,7 +83,29 @@ MUTANTS = [
         "pe_dropout_before_add",
     ),
     one("pe_plain_attribute", "positional_encoding", ENC, PE_BUFFER, "self.pe = pe", "pe_not_registered"),
-    # transformer block
+    # the rate ignored: the template's nn.Dropout(dropout) replaced by the tutorials' fixed 0.1
+    one("pe_dropout_rate_fixed", "positional_encoding", ENC, "self.dropout = nn.Dropout(dropout)",
+        "self.dropout = nn.Dropout(0.1)", "pe_dropout_rate_ignored"),
+    # the table sliced to the first input's length once, and kept: a second length no longer fits
+    one("pe_sliced_for_the_first_length", "positional_encoding", ENC, PE_ADD,
+        "self.pe = self.pe[:, : x.size(1)] if self.pe.size(1) > x.size(1) else self.pe\n        x = x + self.pe",
+        None),
+    # transformer block: the rates where the docstring puts them
+    Mutant("block_rates_swapped", "block",
+           (Edit(ENC, "self.self_attn = MultiHeadAttention(embed_dim, n_heads, attn_drop_rate)",
+                 "self.self_attn = MultiHeadAttention(embed_dim, n_heads, layer_drop_rate)"),
+            Edit(ENC, "            nn.Dropout(layer_drop_rate),\n", "            nn.Dropout(attn_drop_rate),\n"),
+            Edit(ENC, "self.dropout = nn.Dropout(layer_drop_rate)", "self.dropout = nn.Dropout(attn_drop_rate)")),
+           "block_rate_misplaced"),
+    one("block_attention_without_its_rate", "block", ENC, "self.self_attn = MultiHeadAttention(embed_dim, n_heads, attn_drop_rate)",
+        "self.self_attn = MultiHeadAttention(embed_dim, n_heads, 0.0)", "block_attention_rate_not_passed"),
+    # the feed-forward's residual taken from the block's input (x), not from h
+    Mutant("block_ffn_residual_from_input", "block",
+           (Edit(ENC, NORM1, "h = self.norm1(embedding + self.dropout(attended))"),
+            Edit(ENC, NORM2, "embedding = self.norm2(embedding + self.linear_net(h))")), "ffn_residual_from_input"),
+    one("block_dropout_at_the_attention_rate", "block", ENC, "self.dropout = nn.Dropout(layer_drop_rate)",
+        "self.dropout = nn.Dropout(attn_drop_rate)", "block_rate_misplaced"),
+    # transformer block, its wiring
     Mutant(
         "block_pre_ln",
         "block",
@@ -174,6 +196,14 @@ MUTANTS = [
     one("mlm_mask_id_is_vocab_size", "pretraining", BERT, "masked_text[to_mask] = mask_token_ind",
         "masked_text[to_mask] = vocab_size", "mlm_wrong_mask_id"),
     # the pre-training step
+    # BertModel's rates and depth where the docstring puts them
+    one("bert_block_rates_swapped", "bert", BERT, LAYERS,
+        "*[TransformerBlock(embed_dim, n_heads, layer_drop_rate, attn_drop_rate) for _ in range(n_layers)]",
+        "bert_rates_misplaced"),
+    one("bert_positions_drop_at_attention_rate", "bert", BERT, "self.pos_embed = PositionalEncoding(embed_dim, layer_drop_rate)",
+        "self.pos_embed = PositionalEncoding(embed_dim, attn_drop_rate)", "bert_rates_misplaced"),
+    # n_layers blocks built (the count is right) but only the first run
+    one("bert_runs_the_first_block_only", "bert", BERT, NET_CALL, "x, _ = self.net[0]((x, mask))", None),
     one("pretrain_no_zero_grad", "pretraining", BERT, "    optimizer.zero_grad()\n", "", "zero_grad_missing"),
     one("pretrain_loss_summed", "pretraining", BERT, LOSS,
         'loss = F.cross_entropy(logits.reshape(-1, vocab_size), mask_labels.flatten(), reduction="sum")',
@@ -186,6 +216,14 @@ MUTANTS = [
     one("pretrain_no_padding_mask", "pretraining", BERT, "logits = model(masked_text, pad_mask)  # (B, T, V)",
         "logits = model(masked_text)", "pretrain_no_padding_mask"),
     one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
+    # the step's own arguments dropped: the defaults of mask_inputs are used instead of the call's
+    one("pretrain_ignores_mask_rate", "pretraining", BERT,
+        "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate)",
+        "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind)", "pretrain_arguments_dropped"),
+    Mutant("pretrain_ignores_pad_ind", "pretraining",
+           (Edit(BERT, "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate)",
+                 "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, mask_rate=mask_rate)"),
+            Edit(BERT, "pad_mask = text == pad_ind  # (B, T)", "pad_mask = text == 0")), "pretrain_arguments_dropped"),
     # a padding mask of the wrong polarity is passed: not "no padding mask"
     one("pretrain_padding_mask_inverted", "pretraining", BERT, "pad_mask = text == pad_ind  # (B, T)",
         "pad_mask = text != pad_ind", None),
@@ -213,6 +251,14 @@ MUTANTS = [
 
 
 ALTERNATIVES = [
+    # the docstring allows either order of clearing the gradients
+    Alternative(
+        "pretrain_zero_grad_after_step",
+        ("pretraining",),
+        (Edit(BERT, "    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()\n",
+              "    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n"),),
+        "gradients cleared after each step rather than before each backward",
+    ),
     Alternative(
         "pe_pow_instead_of_exp_log",
         ("positional_encoding", "block", "bert"),

@@ -35,6 +35,21 @@ EVAL_NO_GRAD = """    with torch.no_grad():
 
 
 MUTANTS = [
+    # the epoch's means weighted by the batches' sizes, not over the batches as the docstring says
+    Mutant("sent_epoch_mean_over_examples", "sentiment",
+           (Edit(SENT, TRAIN_MODE, TRAIN_MODE + "\n    seen = 0"),
+            Edit(SENT, "        epoch_loss += loss.item()\n" + TRAIN_RETURN,
+                 "        epoch_loss += loss.item() * len(batch.label)\n        epoch_acc += acc.item() * len(batch.label)\n"
+                 "        seen += len(batch.label)\n    return epoch_loss / seen, epoch_acc / seen")),
+           "epoch_mean_over_examples"),
+    # the predictions squeezed whole: a batch of one becomes a scalar the loss cannot take
+    one("sent_train_squeezes_the_batch", "sentiment", SENT,
+        "        predictions = _forward_batch(model, batch)\n        loss = criterion(predictions, batch.label)",
+        "        predictions = model(batch.text, attention_mask=batch.attention_mask).squeeze()\n"
+        "        loss = criterion(predictions, batch.label)", None),
+    # the attention mask assumed given: the docstring's default None breaks the model
+    one("sent_forward_needs_a_mask", "sentiment", SENT, BERT_CALL,
+        "embedded = self.bert(text, attention_mask=attention_mask.long())[0]", None),
     one("sent_bert_not_frozen", "sentiment", SENT, NO_GRAD_BERT,
         "        embedded = self.bert(text, attention_mask=attention_mask)[0]", "bert_not_frozen"),
     one("sent_no_attention_mask", "sentiment", SENT, BERT_CALL,

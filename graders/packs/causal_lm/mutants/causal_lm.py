@@ -18,6 +18,11 @@ LAYER_NORMS = "layer_norms = 2 * (2 * d_model)"
 BASE = "base = ntoken * d_model + nlayers * (attention + feed_forward + layer_norms)"
 DIV_TERM = "div_term = torch.exp(torch.arange(0, embed_dim, 2) * (-math.log(10000.0) / embed_dim))  # (E/2,)"
 CAUSAL_DEFAULT = "src_mask = generate_square_subsequent_mask(src.size(1)).to(src.device)"
+COS_COLUMNS = "pe[0, :, 1::2] = torch.cos(position * div_term[: embed_dim // 2])"
+POSITIONS = "position = torch.arange(max_len).unsqueeze(1)  # (max_len, 1)"
+TABLE = "pe = torch.zeros(1, max_len, embed_dim)"
+PE_DROPOUT = "self.dropout = nn.Dropout(dropout)"
+CLASSIFIER = "self.classifier = nn.Linear(d_model, n_classes)"
 
 
 MUTANTS = [
@@ -126,6 +131,44 @@ MUTANTS = [
         "self.pos_encoder = PositionalEncoding(d_model)", "lm_dropout_not_passed"),
     one("lm_dropout_not_passed_to_layers", "causal_lm", LM, LAYER,
         "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, batch_first=True)", "lm_dropout_not_passed"),
+    # issue 40, from the gaps of the argument space: what only an odd width, a max_len above 5000,
+    # another dtype, the layers compared with the reference's, two shapes on one instance, a rate
+    # between 0 and 1 or a weight two layers share shows
+    one("lm_pe_tutorial_cos_odd_dim", "causal_lm", LM, COS_COLUMNS, "pe[0, :, 1::2] = torch.cos(position * div_term)",
+        "pe_odd_embed_dim"),
+    Mutant("lm_pe_table_5000_rows", "causal_lm",
+           (Edit(LM, POSITIONS, "position = torch.arange(5000).unsqueeze(1)"),
+            Edit(LM, TABLE, "pe = torch.zeros(1, 5000, embed_dim)")), "pe_max_len_ignored"),
+    one("lm_pe_table_float64", "causal_lm", LM, TABLE, "pe = torch.zeros(1, max_len, embed_dim, dtype=torch.float64)",
+        "pe_table_float64"),
+    one("lm_pe_dropout_keep_rate", "causal_lm", LM, PE_DROPOUT, "self.dropout = nn.Dropout(1 - dropout)",
+        "pe_dropout_keep_rate"),
+    one("lm_layers_one_head", "causal_lm", LM, LAYER,
+        "layer = nn.TransformerEncoderLayer(d_model, 1, d_hid, dropout, batch_first=True)", "lm_layers_wrong_nhead"),
+    one("lm_layers_norm_first", "causal_lm", LM, LAYER,
+        "layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout, batch_first=True, norm_first=True)",
+        "lm_layers_norm_first"),
+    one("lm_layers_gelu", "causal_lm", LM, LAYER,
+        'layer = nn.TransformerEncoderLayer(d_model, nhead, d_hid, dropout, activation="gelu", batch_first=True)',
+        "lm_layers_gelu"),
+    # an index slip in a loop over the layers: the first one runs nlayers times, the count is right
+    one("lm_forward_reuses_first_layer", "causal_lm", LM, RUN_ENCODER,
+        "for _ in self.transformer_encoder.layers:\n"
+        "            x = self.transformer_encoder.layers[0](x, src_mask=src_mask)\n"
+        "        return x", "lm_layers_not_all_run"),
+    # the older PyTorch tutorial's cached mask without its size test: right on the first length only
+    Mutant("lm_causal_mask_cached", "causal_lm",
+           (Edit(LM, "        self.d_model = d_model\n", "        self.d_model = d_model\n        self.causal_mask = None\n"),
+            Edit(LM, CAUSAL_DEFAULT, "if self.causal_mask is None:\n"
+                                     "                self.causal_mask = generate_square_subsequent_mask(src.size(1))\n"
+                                     "            src_mask = self.causal_mask")),
+           "lm_instance_keeps_state"),
+    one("lm_classifier_no_bias", "causal_lm", LM, CLASSIFIER, "self.classifier = nn.Linear(d_model, n_classes, bias=False)",
+        "parameter_count_off"),
+    # a parameter of two sub-modules counted in each: no known mistake gives its counts
+    one("lm_count_per_module", "causal_lm", LM, COUNT,
+        "return sum(p.numel() for m in module.modules() for p in m.parameters(recurse=False) if p.requires_grad)",
+        None),
 ]
 
 ALTERNATIVES = [
@@ -142,11 +185,33 @@ ALTERNATIVES = [
         "word-language-model example)",
     ),
     Alternative(
-        "lm_pe_tutorial_table_even_sizes",
+        "lm_pe_tutorial_odd_cos_sliced",
         ("causal_lm",),
-        (Edit(LM, "pe[0, :, 1::2] = torch.cos(position * div_term[: embed_dim // 2])",
-              "pe[0, :, 1::2] = torch.cos(position * div_term)"),),
-        "the PyTorch tutorial's positional table, right for an even d_model (the model's only sizes)",
+        (Edit(LM, COS_COLUMNS, "pe[0, :, 1::2] = torch.cos(position * div_term)[:, : embed_dim // 2]"),),
+        "the PyTorch tutorial's positional table with the last cos column sliced off for an odd embed_dim",
+    ),
+    Alternative(
+        "lm_pe_two_dimensional_table",
+        ("causal_lm",),
+        (Edit(LM, TABLE, "pe = torch.zeros(max_len, embed_dim)"),
+         Edit(LM, "pe[0, :, 0::2] = torch.sin(position * div_term)", "pe[:, 0::2] = torch.sin(position * div_term)"),
+         Edit(LM, COS_COLUMNS, "pe[:, 1::2] = torch.cos(position * div_term[: embed_dim // 2])"),
+         Edit(LM, "x = x + self.pe[:, : x.size(1)]", "x = x + self.pe[: x.size(1)]")),
+        "a (max_len, embed_dim) table, broadcast over the batch",
+    ),
+    Alternative(
+        "lm_encoder_is_causal_hint",
+        ("causal_lm",),
+        (Edit(LM, "        if src_mask is None:\n            " + CAUSAL_DEFAULT,
+              "        causal = src_mask is None\n        if causal:\n            " + CAUSAL_DEFAULT),
+         Edit(LM, RUN_ENCODER, "return self.transformer_encoder(x, mask=src_mask, is_causal=causal)")),
+        "torch's is_causal hint given where the model built the causal mask itself",
+    ),
+    Alternative(
+        "lm_closed_form_factored",
+        ("causal_lm",),
+        (Edit(LM, BASE, "base = ntoken * d_model + nlayers * (4 * d_model**2 + 2 * d_model * d_hid + 9 * d_model + d_hid)"),),
+        "the closed form of one layer factored: 4d^2 + 2 d d_hid + 9d + d_hid",
     ),
     Alternative(
         "lm_mask_masked_fill_bool",
