@@ -223,11 +223,11 @@ def _dropping_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_
 
 @task("bert.mha_with_dropping_attention")
 def mha_with_dropping_attention(ctx: TaskContext, model: Any, x: torch.Tensor, *, training: bool,
-                                passes: int = 2, seed: int = 0) -> list:
-    """`passes` forward passes of the student's MultiHeadAttention, or of a module built on it (a
-    block, `x` then its (embedding, mask)), with the grader's `_dropping_attention` in place of the
-    student's scaled_dot_product (which the module calls by its name in attention.py), in training
-    or eval mode; the function and the mode are restored."""
+                                passes: int = 2, seed: int = 0, mask: Any = None) -> list:
+    """`passes` forward passes of the student's MultiHeadAttention (on x, and `mask` when given), or
+    of a module built on it (a block, `x` then its (embedding, mask)), with the grader's
+    `_dropping_attention` in place of the student's scaled_dot_product (which the module calls by
+    its name in attention.py), in training or eval mode; the function and the mode are restored."""
     module = ctx.student_module("attention")
     original, was_training = getattr(module, "scaled_dot_product", None), model.training
     module.scaled_dot_product = _dropping_attention
@@ -235,7 +235,7 @@ def mha_with_dropping_attention(ctx: TaskContext, model: Any, x: torch.Tensor, *
     torch.manual_seed(seed)
     try:
         with torch.no_grad():
-            return [model(x) for _ in range(passes)]
+            return [model(x) if mask is None else model(x, mask) for _ in range(passes)]
     finally:
         module.scaled_dot_product = original
         model.train(was_training)
