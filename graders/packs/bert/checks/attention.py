@@ -560,31 +560,23 @@ def mha_error(error, embed_dim, n_heads, x, padding):
 def _student_mha(ctx, handle, ex, weights):
     """(the student's module on ex.x, whether it ran around the grader's scaled_dot_product). When
     it raises inside its own scaled_dot_product, which raises the same on the same q, k, v, the
-    module's own code is judged around the grader's function instead (eval mode: it drops out at
-    whatever rate the module gives it), so that the function's error is charged in part attention
-    only and the module's own mistakes here. Any other error says on which input and at which
-    line; a function not written yet (NotImplementedError) is no excuse: the module earns nothing
-    until it runs."""
+    module's own code is judged around the grader's function instead (which never drops: a rate
+    passed in eval mode is mha.eval_deterministic's), so that the function's error is charged in
+    part attention only and the module's own mistakes here. Any other error says on which input
+    and at which line; a function not written yet (NotImplementedError) is no excuse: the module
+    earns nothing until it runs."""
     try:
         return ctx.student.call(handle, "__call__", ex.x, ex.padding), False
     except StudentError as error:
-        if error.exc_type != "NotImplementedError" and "in scaled_dot_product" in (error.traceback or ""):
-            _, own_error = _own_attention(ctx, ex, weights)
-            if own_error is not None and own_error.exc_type == error.exc_type:
-                return _around_grader_attention(ctx, handle, ex), True
+        if error.exc_type == "NotImplementedError" or "in scaled_dot_product" not in (error.traceback or ""):
+            raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
+        _, own_error = _own_attention(ctx, ex, weights)
+        if own_error is None or own_error.exc_type != error.exc_type:
+            raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
+    try:
+        return ctx.student.task("bert.mha_with_exact_attention", handle, ex.x, ex.padding), True
+    except StudentError as error:
         raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
-
-
-def _around_grader_attention(ctx, handle, ex):
-    """The module's output with the grader's scaled_dot_product in place of its own (eval mode)."""
-    first, second = ctx.student.task("bert.mha_with_dropping_attention", handle, ex.x, mask=ex.padding,
-                                     training=False, passes=2, seed=ctx.seed)
-    if not torch.equal(*(expect_tensor(out, "output", shape=ex.x.shape) for out in (first, second))):
-        raise CheckFailed(f"{mha_call_text(ex.embed_dim, ex.n_heads, ex.x, ex.padding)} in eval mode, around the "
-                          "grader's scaled_dot_product (yours raises on these inputs: charged in part attention), "
-                          "gave two different outputs: the module passes a nonzero attn_drop_rate in eval mode",
-                          diagnosis="dropout_in_eval")
-    return first
 
 
 def _mha_matches(ctx, ex):
