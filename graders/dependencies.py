@@ -39,7 +39,8 @@ SELF_CHECK_REQUIREMENTS = ENGINE_REQUIREMENTS + PACK_REQUIREMENTS  # whatever a 
 INSTRUCTOR_ONLY_MODULES = {"pyarrow": "IMDB from parquet or Arrow files", "submitit": "batch grading on Slurm",
                            "packaging": "the lock's requirements, pinned by `grade build` and the Gradescope kit",
                            "huggingface_hub": "the fine-tuning's encoder from the local Hugging Face cache",
-                           "flask": "the review desk's web app (`grade review`)", "waitress": "the review desk's server"}
+                           "flask": "the review desk's web app (`grade review`)", "waitress": "the review desk's server",
+                           "jsonschema": "`grade report`'s check of a results.json it is given"}
 
 
 

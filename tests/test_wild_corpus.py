@@ -70,6 +70,7 @@ JUSTIFIED = {
     },
     ("bert", "uvadlc_tutorial6", "attention"): {
         "attention.rows_sum_to_one": _MASK_SQUARE,
+        "attention.matches_reference": _MASK_POLARITY,
         "attention.padded_keys_get_zero_weight": _MASK_POLARITY,
         "attention.ignores_padded_content": _MASK_POLARITY,
         "attention.batch_size_vs_length": _MASK_POLARITY,
@@ -95,6 +96,7 @@ JUSTIFIED = {
     },
     ("bert", "annotated_transformer", "attention"): {
         "attention.rows_sum_to_one": _MASK_SQUARE,
+        "attention.matches_reference": _MASK_POLARITY,
         "attention.padded_keys_get_zero_weight": _MASK_POLARITY,
         "attention.ignores_padded_content": _MASK_POLARITY,
         "attention.batch_size_vs_length": _MASK_POLARITY,
@@ -115,6 +117,8 @@ JUSTIFIED = {
                          "sub-modules by these names: self_attn, linear_net, norm1, norm2'",
         "block.wiring": "the same: no norm1 / norm2, pre-LN",
         "block.separate_norms": "no norm1 / norm2",
+        "block.attention_dropout": "no norm1 / norm2 (the checks build the block from the sub-modules the docstring names)",
+        "block.dropout_rates": "no norm1 / norm2 (the checks build the block from the sub-modules the docstring names)",
         "block.feed_forward": "ReLU; the docstring: 'linear_net = Linear, GELU, Linear, Dropout'",
     },
     ("bert", "hf_mlm_masking", "pretraining"): {},

@@ -142,6 +142,8 @@ def _region(got: torch.Tensor, expected: torch.Tensor, axes, atol: float, rtol: 
         if len(touched) < expected.size(a):
             named = axes is not None and len(axes) == ndim
             limits.append(f"{axes[a]} {_indices(touched)}" if named else f"index {_indices(touched)} of axis {a}")
+    if not limits and total < MIN_VALUES_FOR_A_PATTERN:  # the smallest input: its values are the place to look
+        return f"{count} of {total} values differ (an output too small to show a pattern); {_largest(g, e, axes)}"
     if not limits:
         return f"{count} of {total} values differ, spread over every index; {_largest(g, e, axes)}"
     text = "only at " + ", ".join(limits) + f" ({count} of {total} values differ)"

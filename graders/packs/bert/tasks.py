@@ -10,6 +10,7 @@ evidence: a check may quote it, never score it.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -221,24 +222,49 @@ def _dropping_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_
     return attention @ v, attention
 
 
+def _exact_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_drop_rate: float = 0.1,
+                     mask: Any = None) -> tuple:
+    """The docstring's scaled_dot_product, whatever rate it is given: nothing drops."""
+    return _dropping_attention(q, k, v, 0.0, mask)
+
+
+@contextlib.contextmanager
+def _grader_attention(ctx: TaskContext, function: Any):
+    """The student's attention.py with `function` as its scaled_dot_product (which the student's
+    modules call by that name), restored afterwards."""
+    module = ctx.student_module("attention")
+    original = getattr(module, "scaled_dot_product", None)
+    module.scaled_dot_product = function
+    try:
+        yield
+    finally:
+        module.scaled_dot_product = original
+
+
 @task("bert.mha_with_dropping_attention")
 def mha_with_dropping_attention(ctx: TaskContext, model: Any, x: torch.Tensor, *, training: bool,
                                 passes: int = 2, seed: int = 0) -> list:
     """`passes` forward passes of the student's MultiHeadAttention, or of a module built on it (a
     block, `x` then its (embedding, mask)), with the grader's `_dropping_attention` in place of the
-    student's scaled_dot_product (which the module calls by its name in attention.py), in training
-    or eval mode; the function and the mode are restored."""
-    module = ctx.student_module("attention")
-    original, was_training = getattr(module, "scaled_dot_product", None), model.training
-    module.scaled_dot_product = _dropping_attention
+    student's scaled_dot_product, in training or eval mode; the function and the mode are restored."""
+    was_training = model.training
     model.train(training)
     torch.manual_seed(seed)
     try:
-        with torch.no_grad():
+        with _grader_attention(ctx, _dropping_attention), torch.no_grad():
             return [model(x) for _ in range(passes)]
     finally:
-        module.scaled_dot_product = original
         model.train(was_training)
+
+
+@task("bert.mha_with_exact_attention")
+def mha_with_exact_attention(ctx: TaskContext, model: Any, x: torch.Tensor, mask: Any = None) -> Any:
+    """The student's MultiHeadAttention on (x, mask), in the mode it is in, with the docstring's
+    scaled_dot_product without dropout in place of the student's: the module's own code, judged
+    where the student's function raises (that is charged in part attention; a rate passed in eval
+    mode, in mha.eval_deterministic)."""
+    with _grader_attention(ctx, _exact_attention), torch.no_grad():
+        return model(x, mask)
 
 
 @task("bert.fresh_model")

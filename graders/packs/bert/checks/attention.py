@@ -557,21 +557,25 @@ def mha_error(error, embed_dim, n_heads, x, padding):
     return explained(error, call)
 
 
-UNJUDGED = object()  # the example shows nothing of the module's own code
-
-
 def _student_mha(ctx, handle, ex, weights):
-    """The student's module on ex.x; when it raises, the error says on which input and at which
-    line, and an error raised inside its own scaled_dot_product, which raises it on the same q, k, v
-    too, is not charged here (UNJUDGED). A function not written yet (NotImplementedError) is no
-    excuse: the module earns nothing until it runs."""
+    """(the student's module on ex.x, whether it ran around the grader's scaled_dot_product). When
+    it raises inside its own scaled_dot_product, which raises the same on the same q, k, v, the
+    module's own code is judged around the grader's function instead (which never drops: a rate
+    passed in eval mode is mha.eval_deterministic's), so that the function's error is charged in
+    part attention only and the module's own mistakes here. Any other error says on which input
+    and at which line; a function not written yet (NotImplementedError) is no excuse: the module
+    earns nothing until it runs."""
     try:
-        return ctx.student.call(handle, "__call__", ex.x, ex.padding)
+        return ctx.student.call(handle, "__call__", ex.x, ex.padding), False
     except StudentError as error:
-        if error.exc_type != "NotImplementedError" and "in scaled_dot_product" in (error.traceback or ""):
-            _, own_error = _own_attention(ctx, ex, weights)
-            if own_error is not None and own_error.exc_type == error.exc_type:
-                return UNJUDGED
+        if error.exc_type == "NotImplementedError" or "in scaled_dot_product" not in (error.traceback or ""):
+            raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
+        _, own_error = _own_attention(ctx, ex, weights)
+        if own_error is None or own_error.exc_type != error.exc_type:
+            raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
+    try:
+        return ctx.student.task("bert.mha_with_exact_attention", handle, ex.x, ex.padding), True
+    except StudentError as error:
         raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
 
 
@@ -592,9 +596,7 @@ def _mha_matches_on(ctx, ex, handle, weights):
     for layout in QKV_LAYOUTS:
         _load_weights(ctx, handle, to_layout(weights, ex.n_heads, layout))
         ctx.student.seed(ctx.seed)  # the draws of _own_attention, should its function drop out at rate 0
-        got = _student_mha(ctx, handle, ex, weights)
-        if got is UNJUDGED:
-            return
+        got, around = _student_mha(ctx, handle, ex, weights)
         got = expect_tensor(got, "output", shape=ex.x.shape)
         if is_close(got, expected):
             return
@@ -611,10 +613,12 @@ def _mha_matches_on(ctx, ex, handle, weights):
                       if is_close(got, out, atol=1e-4)), None)
     if diagnosis is None and torch.isnan(got).any():
         diagnosis = "mask_on_query_axis"
-    if diagnosis is None and _varies_in_eval(ctx, handle, ex, got):
+    if diagnosis is None and not around and _varies_in_eval(ctx, handle, ex, got):
         diagnosis = "dropout_in_eval"
-    expect_close(got, expected, "multi-head attention outputs (under every accepted qkv layout)", diagnosis=diagnosis,
-                 axes=("batch", "position", "feature"), locate=lambda: _where_mha(ctx, handle, ex, weights))
+    what = "multi-head attention outputs (under every accepted qkv layout)"
+    expect_close(got, expected, what + (", around the grader's scaled_dot_product (yours raises on these inputs)"
+                                        if around else ""), diagnosis=diagnosis, axes=("batch", "position", "feature"),
+                 locate=None if around else lambda: _where_mha(ctx, handle, ex, weights))
 
 
 def _where_mha(ctx, handle, ex, weights):

@@ -268,6 +268,8 @@ def bert_matches_reference(ctx):
                 text = text.masked_fill(text == ex.vocab_size, 1)
             got, expected = _logits_with_stand_ins(ctx, ex.args, handle, weights, text, padding)
             if not is_close(got, expected, atol=1e-4):
+                if not _adds_a_block_per_layer(ctx, *ex.args[1:4]):
+                    return  # the number of blocks is wrong: bert.layers charges it
                 single = BertInput(*ex.args[:4], text, padding)
                 expect_close(got, expected, "BertModel logits (eval mode, the grader's stand-ins for its blocks and "
                              "positional encoding)", atol=1e-4, axes=("batch", "position", "token"),
@@ -297,6 +299,7 @@ def _norm_chain(state, x):
 def bert_dropout_rates(ctx):
     # Rates of 0 and 1 make dropout exact. At attn_drop_rate=0, layer_drop_rate=1 the positional encoding
     # drops everything, and each block, its attention the grader's stand-in, is norm2(norm1(x)).
+    bert_gate(ctx)  # a model that does not do its job earns nothing here, though the returns below pass
     V, E, H, L = (RATES_MODEL[k] for k in ("vocab_size", "embed_dim", "n_heads", "n_layers"))
     text = torch.randint(1, V, (2, 5), generator=torch.Generator().manual_seed(ctx.seed))
     if not _other_parts_exact_at_rates(ctx, E, H):
@@ -455,16 +458,28 @@ def _layer_index(name):
     return next((part for part in name.split(".") if part.isdigit()), None)
 
 
+def _models_of_depths(ctx, V, E, H):
+    """({n_layers: handle}, {n_layers: its state tensors}) of the student's BertModel at depths 1, 2, 3."""
+    handles, entries = {}, {}
+    for n_layers in (1, 2, 3):
+        handles[n_layers] = ctx.student.construct(MODULE, "BertModel", n_layers, V, E, H, 0.1, 0.1)
+        entries[n_layers] = state_tensors(ctx, handles[n_layers], "BertModel")
+    return handles, entries
+
+
+def _adds_a_block_per_layer(ctx, V, E, H):
+    """Whether each layer adds the same number (> 0) of state_dict entries: what bert.layers holds."""
+    counts = [len(entries) for entries in _models_of_depths(ctx, V, E, H)[1].values()]
+    return counts[2] - counts[1] == counts[1] - counts[0] > 0
+
+
 @check("bert.layers", "BertModel stacks n_layers TransformerBlocks, each with weights of its own")
 def bert_layers(ctx):
     # Without the stand-ins: the blocks' own weights are what is counted and loaded.
     @ctx.given(bert_inputs())
     def prop(ex):
         V, E, H = ex.vocab_size, ex.embed_dim, ex.n_heads
-        handles, entries = {}, {}
-        for n_layers in (1, 2, 3):
-            handles[n_layers] = ctx.student.construct(MODULE, "BertModel", n_layers, V, E, H, 0.1, 0.1)
-            entries[n_layers] = state_tensors(ctx, handles[n_layers], "BertModel")
+        handles, entries = _models_of_depths(ctx, V, E, H)
         counts = [len(entries[n]) for n in (1, 2, 3)]
         call = f"BertModel(n_layers=1, 2, 3, vocab_size={V}, embed_dim={E}, n_heads={H})"
         if counts[0] == counts[1] == counts[2]:

@@ -1505,9 +1505,6 @@ def model_parameters(ctx):
     lm_gate(ctx)
 
 
-SEED_CONFIG = LMConfig(50_001, 200, 2, 200, 4)  # seed 000's model, whose counts the numeric answers give
-
-
 @st.composite
 def closed_form_configs(draw):
     """Any configuration the docstring allows, well beyond what the other checks build: vocabularies
@@ -1535,12 +1532,12 @@ def _expect_counts(ctx, config, n_classes):
                               details={"numbers": {"expected": expected[key], "got": value}})
 
 
-@check("causal_lm.closed_form", "closed_form_parameter_count matches the reference's formula for every configuration, "
-                                "the seed's among them")
+@check("causal_lm.closed_form", "closed_form_parameter_count matches the reference's formula for every configuration")
 def closed_form(ctx):
     # The differential of closed_form_parameter_count: the reference's counts over the whole range
     # its docstring allows (the reference's formula is what the modules hold, tests/test_reference.py).
-    _expect_counts(ctx, SEED_CONFIG, None)
+    # Never the seed's own configuration: its counts are the numeric answers, which the self-check's
+    # golden answers and its failure messages would give away (graders/bundle.py refuses them).
 
     @ctx.given(closed_form_configs())
     def prop(ex):
