@@ -371,7 +371,8 @@ def test_a_buggy_homework_gets_its_diagnoses_from_the_bundle(unpacked):
     checks = {c["id"]: c for p in results["parts"] for c in p["checks"]}
     assert checks["mha.padding"]["diagnosis"]["id"] == "mask_on_query_axis"
     assert checks["mha.eval_deterministic"]["diagnosis"]["id"] == "dropout_in_eval"
-    assert checks["attention.matches_reference"]["status"] == "passed"
+    assert checks["attention.matches_reference"]["diagnosis"]["id"] == "mask_as_square"
+    assert checks["attention.four_d_mask"]["status"] == "passed"
 
 
 def test_the_template_fails_from_the_bundle_and_pytest_runs_the_checks(unpacked):

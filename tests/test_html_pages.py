@@ -2,8 +2,10 @@
 student text on it stays text.
 
 The pages: report.html (one per graded submission, self-check included), feedback.html (the
-student's, beside it), and the batch's summary.html and answers.html (its written answers). A scan of graders/ for `.html` names keeps this list honest: a new page fails
-`test_every_page_the_product_writes_is_covered` until it is added here.
+student's, beside it), the batch's summary.html and answers.html (its written answers), and the
+similarity report's index.html and its pages of pairs. A scan of graders/ for `.html` names keeps
+this list honest: a new page fails `test_every_page_the_product_writes_is_covered` until it is
+added here.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+
+import sys
 
 import pytest
 
@@ -21,9 +25,16 @@ from graders.batch.gradebook import rebuild
 from graders.reports import render_html, write_reports
 from graders.reports.html import render_feedback_html
 from graders.reports.html import CONTENT_SECURITY_POLICY
+from graders.assignment import load
+from graders.similarity.code import Course, read_hand_in
+from graders.similarity.compare import STUDENT, HandIn, compare
+from graders.similarity.report import write_report
 
-GRADERS = Path(__file__).resolve().parents[1] / "graders"
-PAGES = {"report.html", "feedback.html", "summary.html", "answers.html"}
+REPO = Path(__file__).resolve().parents[1]
+GRADERS = REPO / "graders"
+sys.path.insert(0, str(REPO / "fixtures" / "similarity"))
+import make_corpus  # noqa: E402
+PAGES = {"report.html", "feedback.html", "summary.html", "answers.html", "index.html"}
 SCRIPT = report_samples.SCRIPT  # <script>alert(1)</script>
 
 
@@ -81,6 +92,19 @@ def hostile_batch(out: Path) -> Path:
     return rebuild(out)[1]
 
 
+def hostile_similarity(out: Path) -> dict[str, str]:
+    """The similarity report of two copies whose names and code carry script: {page: html}."""
+    bert = load("bert")
+    course = Course.of(bert)
+    files = make_corpus.hand_in_files("einsum")
+    files["attention.py"] = f"# {SCRIPT}\nNOTE = '{SCRIPT}'\n" + files["attention.py"]
+    hand_ins = [HandIn(f"{name}{SCRIPT}", STUDENT, read_hand_in(make_corpus.write_folder(files, out / name), course))
+                for name in ("alice", "bob")]
+    index = write_report(compare(hand_ins), [], bert, out / "similarity")
+    return {f"{page.relative_to(index.parent)} (hostile similarity)": page.read_text(encoding="utf-8")
+            for page in sorted(index.parent.rglob("*.html"))}
+
+
 def pages(tmp_path: Path) -> dict[str, str]:
     """Every kind of page, rendered as the product renders it."""
     rendered = {f"report.html ({name})": render_html(make()) for name, make in report_samples.SAMPLES.items()}
@@ -92,6 +116,7 @@ def pages(tmp_path: Path) -> dict[str, str]:
     rendered["answers.html (hostile batch)"] = answers_html(written_answers(tmp_path / "batch", include_graded=True))
     (tmp_path / "empty").mkdir()
     rendered["summary.html (empty batch)"] = rebuild(tmp_path / "empty")[1].read_text(encoding="utf-8")
+    rendered |= hostile_similarity(tmp_path / "similarity")
     return rendered
 
 
@@ -127,8 +152,11 @@ def test_student_script_stays_text(every_page):
         assert "script" not in head.tags, name
         assert SCRIPT not in html and "<script" not in html.lower(), name
     for name in ("report.html (hostile)", "feedback.html (hostile)", "summary.html (hostile batch)",
-                 "report.html (grading failed, written)", "answers.html (hostile batch)"):
+                 "report.html (grading failed, written)", "answers.html (hostile batch)",
+                 "index.html (hostile similarity)"):
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in every_page[name], name
+    pairs = [name for name in every_page if name.startswith("pairs/")]
+    assert pairs and all("&lt;script&gt;alert(1)&lt;/script&gt;" in every_page[name] for name in pairs), pairs
 
 
 def test_every_page_the_product_writes_is_covered():

@@ -150,6 +150,14 @@ def simulated(tmp_path_factory):
         (site / "_simulated_platform.py").write_text(SIMULATION)
         (site / "simulated_platform.pth").write_text(
             f"{REPO_ROOT}\n{sysconfig.get_paths()['purelib']}\nimport _simulated_platform\n")
+        # An installed distribution of its own: a worker's root shows a site folder's distributions
+        # only (graders/sandbox/exposure.py), and the simulation must run in the worker too.
+        metadata = site / "_simulated_platform-0.dist-info"
+        metadata.mkdir()
+        (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: _simulated_platform\nVersion: 0\n")
+        (metadata / "RECORD").write_text("_simulated_platform.py,,\n_simulated_platform.json,,\n"
+                                         "_simulated_platform-0.dist-info/METADATA,,\n"
+                                         "_simulated_platform-0.dist-info/RECORD,,\n")
         yield venv / "bin" / "python", site
     finally:
         shutil.rmtree(base, ignore_errors=True)
