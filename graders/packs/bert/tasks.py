@@ -267,6 +267,15 @@ def mha_with_exact_attention(ctx: TaskContext, model: Any, x: torch.Tensor, mask
         return model(x, mask)
 
 
+@task("bert.text_after_mask_inputs")
+def text_after_mask_inputs(ctx: TaskContext, text: torch.Tensor, vocab_size: int, mask_token_ind: int,
+                           pad_ind: int = 0, mask_rate: float = 0.15) -> torch.Tensor:
+    """The tensor the student's mask_inputs was given, after the call: whether it writes into its input."""
+    given = text.clone()
+    ctx.student_module("bert").mask_inputs(given, vocab_size, mask_token_ind, pad_ind=pad_ind, mask_rate=mask_rate)
+    return given
+
+
 @task("bert.fresh_model")
 def bert_fresh_model(ctx: TaskContext, vocab_size: int, embed_dim: int, seed: int) -> Any:
     """A freshly initialised masked-LM model of the grader's, for pretrain_step (in training mode):

@@ -754,7 +754,7 @@ def _varies_around_dropping_attention(ctx, handle, x, *, training):
     return not torch.equal(outputs[0], outputs[1])
 
 
-@check("mha.dropout_in_training", "In training mode attention dropout is applied")
+@check("mha.dropout_in_training", "In training mode attention dropout is applied, at the module's own attn_drop_rate")
 def mha_dropout_in_training(ctx):
     (x,) = tensors_from(ctx.seed, (4, 8, 16))
     handle = ctx.student.construct(MODULE, "MultiHeadAttention", 16, 4, 0.9)
@@ -768,6 +768,12 @@ def mha_dropout_in_training(ctx):
         raise CheckFailed("with attn_drop_rate=0.9, around a scaled_dot_product that drops out at the rate it is given, "
                           "two training-mode passes agree: the module never hands it its attn_drop_rate",
                           diagnosis="dropout_ignored_in_training")
+    # ... and hands it its own rate: at attn_drop_rate=0 nothing may drop, in training mode too
+    still = ctx.student.construct(MODULE, "MultiHeadAttention", 16, 4, 0.0)
+    if _varies_around_dropping_attention(ctx, still, x, training=True):
+        raise CheckFailed("MultiHeadAttention(embed_dim=16, n_heads=4, attn_drop_rate=0.0) in training mode, around a "
+                          "scaled_dot_product that drops out at the rate it is given, gave two different outputs: the "
+                          "module hands it another rate than its own attn_drop_rate (the function's default?)")
     mha_gate(ctx)
 
 

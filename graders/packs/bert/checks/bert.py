@@ -1178,16 +1178,36 @@ def loss_on_selected(ctx):
 def step_passes_padding_mask(ctx):
     V = 20
     text = big_batch(ctx.seed, B=8, T=16, vocab_size=V)  # every row ends in padding
-    mask = probe_step(ctx, text, V, ctx.seed).mask_seen
-    padding = text == 0
+    _expect_padding_mask(ctx, probe_step(ctx, text, V, ctx.seed), "")
+    # A random replacement that happens to be pad_ind is no padding: with 3 tokens and mask_rate 0.9
+    # a few dozen of them are.
+    small = big_batch(ctx.seed + 2, B=32, T=32, vocab_size=3)
+    _expect_padding_mask(ctx, probe_step(ctx, small, 3, ctx.seed + 2, mask_rate=0.9),
+                         " (vocab_size=3, mask_rate=0.9: some random replacements are the id pad_ind)")
+
+
+def _expect_padding_mask(ctx, probe, where):
+    """The mask the step passed the stand-in is text == pad_ind, or the check fails with what it is."""
+    mask, padding = probe.mask_seen, probe.text == probe.pad_ind
     if type(mask) is not torch.Tensor:
         raise CheckFailed("pretrain_step called the model without a padding mask: pass model(masked_text, "
                           "text == pad_ind), so that padded positions get no attention", diagnosis="pretrain_no_padding_mask")
-    if tuple(mask.shape) != tuple(padding.shape) or not torch.equal(mask.bool(), padding):
-        raise CheckFailed(f"the padding mask passed to the model is not text == pad_ind (shape {tuple(mask.shape)}, "
-                          f"{int(mask.bool().sum())} positions set; the batch has {int(padding.sum())} padded ones)",
-                          diagnosis="pretrain_no_padding_mask" if not mask.bool().any() else None,
-                          details={"numbers": {"expected_set": int(padding.sum()), "got_set": int(mask.bool().sum())}})
+    if tuple(mask.shape) == tuple(padding.shape) and torch.equal(mask.bool(), padding):
+        return
+    seen = f"shape {tuple(mask.shape)}, {int(mask.bool().sum())} positions set; the batch has {int(padding.sum())} padded ones"
+    numbers = {"numbers": {"expected_set": int(padding.sum()), "got_set": int(mask.bool().sum())}}
+    if type(probe.seen) is torch.Tensor and probe.seen.shape == mask.shape and torch.equal(mask.bool(), probe.seen == probe.pad_ind):
+        raise CheckFailed(f"the padding mask passed to the model{where} is masked_text == pad_ind ({seen}): a token "
+                          "replaced by a random id equal to pad_ind is marked as padding; build it from the text the "
+                          "step was given, before masking", details=numbers)
+    after = ctx.student.task("bert.text_after_mask_inputs", probe.text, probe.vocab_size, probe.vocab_size,
+                             probe.pad_ind, probe.mask_rate)
+    if not torch.equal(after, probe.text):
+        raise CheckFailed(f"the padding mask passed to the model{where} is not text == pad_ind ({seen}): your mask_inputs "
+                          "writes into the text it is given (copy it first, text.clone()), so the step's text no longer "
+                          "holds the padding", details=numbers)
+    raise CheckFailed(f"the padding mask passed to the model{where} is not text == pad_ind ({seen})",
+                      diagnosis="pretrain_no_padding_mask" if not mask.bool().any() else None, details=numbers)
 
 
 @check("pretraining.first_loss", "The first loss of a freshly initialised masked-LM model is about ln(vocab_size)")

@@ -173,6 +173,23 @@ def _odd_size_failure(ctx, ex, error, dropout):
     raise CheckFailed(f"{raised}; with embed_dim={E} it works", diagnosis="pe_odd_embed_dim")
 
 
+def confirmed_pe_diagnosis(ctx, diagnosis, embed_dim):
+    """`diagnosis`, a table mistake seen on a small input, where the student's module shows it again
+    on a larger one of the same parity (on few positions and widths two mistakes can give the same
+    table: at embed_dim 3, a table built for 4 has the frequencies of base 1000); else None."""
+    if diagnosis not in PE_MISTAKES:
+        return diagnosis
+    E = 10 + embed_dim % 2
+    (x,) = tensors_from(E, (2, 40, E))
+    try:
+        handle = ctx.student.construct(MODULE, "PositionalEncoding", E, 0.0)
+        ctx.student.call(handle, "eval")
+        got = ctx.student.call(handle, "__call__", x)
+    except StudentError:
+        return None
+    return diagnosis if type(got) is torch.Tensor and got.shape == x.shape and diagnose_pe(x, got) == diagnosis else None
+
+
 def pe_gate(ctx):
     """The positional encoding does its job (graders/checks/gates.py), on a module and an input of
     the gate's own (eval mode): repeatable, follows its input, and adds something that is not the
@@ -214,7 +231,7 @@ def pe_values(ctx):
             if not is_close(got, expected, atol=1e-4):
                 # after a right first call, an output equal to its input is the module's state, not a
                 # table never added (a mistake of the table may show at the second length only)
-                diagnosis = diagnose_pe(x, got)
+                diagnosis = confirmed_pe_diagnosis(ctx, diagnose_pe(x, got), E)
                 expect_close(got, expected.to(got.dtype), f"x + PE (eval mode){which}", atol=1e-4,
                              diagnosis=None if which and diagnosis == "pe_not_added" else diagnosis,
                              details={"pe_rows": {"expected": pe_table(min(T, 4), E).tolist(),

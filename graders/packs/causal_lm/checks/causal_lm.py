@@ -1529,7 +1529,11 @@ def _expect_counts(ctx, config, n_classes):
                           diagnosis="returns_wrong_type")
     call = f"closed_form_parameter_count{args}"
     for key in ("base", "lm_head", "classification_head"):
-        value = _as_int(got[key], f"{call}[{key!r}]")
+        if type(got[key]) is not int:  # the docstring: "the counts are Python ints"
+            raise CheckFailed(f"{call}[{key!r}] is {type(got[key]).__name__} {got[key]!r}, where the docstring asks for a "
+                              "Python int (true division / gives a float: use //, or multiply before dividing)"[:400],
+                              diagnosis="returns_wrong_type")
+        value = got[key]
         if value != expected[key]:
             raise CheckFailed(f"{call}[{key!r}] = {value}, expected {expected[key]}", diagnosis="closed_form_wrong",
                               details={"numbers": {"expected": expected[key], "got": value}})

@@ -550,6 +550,13 @@ def _generates(ctx, handle, context, max_new_tokens=1, **kwargs):
     return True
 
 
+def _crops_at_block_size(ctx, config, block_size):
+    """Whether the student's generate, on a model of `block_size` positions (the grader's stand-in
+    forward, which raises on a longer context), runs on a prompt longer than that."""
+    handle, _ = stand_in_model(ctx, {**config, "block_size": block_size})
+    return _generates(ctx, handle, torch.zeros(1, block_size + 2, dtype=torch.long))
+
+
 def explain_error(ctx, handle, error, idx, what, **kwargs):
     """A CheckFailed that says what the student's code did with `idx`, when the exception is a known
     consequence of a known mistake; the StudentError itself otherwise."""
@@ -562,6 +569,11 @@ def explain_error(ctx, handle, error, idx, what, **kwargs):
     top_k = kwargs.get("top_k")
     context = idx[:, -block:]
     if what == "generate" and STAND_IN in error.message and "more than block_size" in error.message:
+        if block == 1 and _crops_at_block_size(ctx, config, 3):
+            return CheckFailed(f"{raised}. generate ran the model's forward on a context longer than block_size=1, though "
+                               "at block_size=3 it crops a longer prompt: the crop goes wrong at block_size 1 only (what "
+                               "does your slice keep when block_size is 1?); crop to the last block_size tokens, "
+                               "idx[:, -block_size:]"[:900])
         return CheckFailed(f"{raised}. generate ran the model's forward on a context longer than block_size={block}: crop "
                            "the context to its last block_size tokens, idx[:, -block_size:], before each forward"[:900],
                            diagnosis="generate_no_crop")
@@ -1291,6 +1303,10 @@ def causal(ctx):
         other[:, -1] = (idx[:, -1] + 1) % config["vocab_size"]
         changed = model_logits(ctx, handle, other)
         if not torch.allclose(logits[:, :-1], changed[:, :-1], atol=1e-5):
+            if not torch.equal(logits, model_logits(ctx, handle, idx)):  # eval-mode logits that are random
+                forward_gate(ctx)  # says so (degenerate_output) where it sees it too: not causality's to name
+                raise CheckFailed("two eval-mode calls on the same ids gave different logits, so whether a later token "
+                                  "reaches an earlier position cannot show: is a dropout active in eval mode?")
             raise CheckFailed("changing the last token changed the logits of earlier positions", diagnosis="not_causal")
 
     forward_gate(ctx)
