@@ -10,8 +10,9 @@ IGNORE_INDEX = -100  # nn.CrossEntropyLoss's default ignore_index: no loss at th
 
 
 class BertModel(nn.Module):
-    """Token embedding (vocab_size + 1 rows: the last is the <mask> token) -> positional encoding
-    -> n_layers TransformerBlocks -> mask_pred, a Linear(embed_dim, vocab_size) over the vocabulary.
+    """Token embedding (vocab_size + 1 rows: the last is the <mask> token; not scaled by
+    sqrt(embed_dim)) -> positional encoding -> n_layers TransformerBlocks -> mask_pred, a
+    Linear(embed_dim, vocab_size) over the vocabulary.
 
     The positional encoding drops at layer_drop_rate; every block is
     TransformerBlock(embed_dim, n_heads, attn_drop_rate, layer_drop_rate), with weights of its own.

@@ -94,7 +94,8 @@ class GPT(nn.Module):
     (B, n_classification_class) when finetune_classify=True.
 
     The heads must be the attributes lm_head and classifier_head: the checks load and read their
-    weights by these names (lm_head.weight, classifier_head.weight, classifier_head.bias).
+    weights by these names (lm_head.weight, classifier_head.weight, classifier_head.bias). Every
+    weight is its own: lm_head is not tied to the token embedding wte (as in minGPT).
     """
 
     def __init__(self, config):
