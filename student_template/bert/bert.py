@@ -35,7 +35,8 @@ def mask_inputs(text, vocab_size, mask_token_ind, pad_ind=0, mask_rate=0.15, onl
     """BERT's masking: select each non-padding token with probability mask_rate; of the selected,
     80% become mask_token_ind, 10% a token drawn uniformly from [0, vocab_size), 10% stay unchanged.
 
-    text: (B, T) long. only_mask: every selected token becomes mask_token_ind (for evaluation).
+    text: (B, T) long, left unchanged (work on a copy). only_mask: every selected token becomes
+    mask_token_ind (for evaluation).
     Returns (masked_text, mask_labels), both (B, T): labels hold the original token at the
     selected positions and IGNORE_INDEX (-100) everywhere else. Padding is never selected.
     """

@@ -216,6 +216,9 @@ MUTANTS = [
     one("pretrain_no_padding_mask", "pretraining", BERT, "logits = model(masked_text, pad_mask)  # (B, T, V)",
         "logits = model(masked_text)", "pretrain_no_padding_mask"),
     one("pretrain_no_step", "pretraining", BERT, STEP, "", "pretrain_no_step"),
+    # HF's collator masks its inputs in place (fixtures/wild/bert/hf_mlm_masking): seen in the step's padding mask
+    one("mlm_masks_in_place", "pretraining", BERT, "    masked_text = text.clone()\n", "    masked_text = text\n",
+        "mlm_writes_into_text"),
     # the step's own arguments dropped: the defaults of mask_inputs are used instead of the call's
     one("pretrain_ignores_mask_rate", "pretraining", BERT,
         "masked_text, mask_labels = mask_inputs(text, vocab_size, mask_token_ind, pad_ind, mask_rate)",

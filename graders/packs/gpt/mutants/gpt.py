@@ -119,10 +119,10 @@ MUTANTS = [
               + CROP.replace("idx if idx.size(1)", "prompt if prompt.size(1)").replace("idx[:, -", "prompt[:, -")),),
         "generate_no_feedback",
     ),
-    # (at block_size 1 its crop idx[:, -0:] keeps the whole context: generate_no_crop there)
+    # (at block_size 1 its crop idx[:, -0:] keeps the whole context; no generate_no_crop there, since a
+    # model of 3 positions crops)
     one("gpt_crop_too_short", "gpt", GPT, CROP,
-        "context = idx if idx.size(1) < self.block_size else idx[:, -self.block_size + 1 :]", "generate_crop_too_short",
-        also=("generate_no_crop",)),
+        "context = idx if idx.size(1) < self.block_size else idx[:, -self.block_size + 1 :]", "generate_crop_too_short"),
     # top-k by position in the vocabulary, not by value: draws outside the top k that no leak explains
     one("gpt_top_k_by_index", "gpt", GPT, TOP_K_FILL, 'logits[:, top_k:] = float("-inf")', None),
     one("gpt_temperature_squared", "gpt", GPT, TEMPERATURE, "logits = logits[:, -1, :] / temperature**2", None),
