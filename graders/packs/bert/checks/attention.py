@@ -568,9 +568,9 @@ def _student_mha(ctx, handle, ex, weights):
     try:
         return ctx.student.call(handle, "__call__", ex.x, ex.padding), False
     except StudentError as error:
-        if error.exc_type == "NotImplementedError" or "in scaled_dot_product" not in (error.traceback or ""):
-            raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
-        _, own_error = _own_attention(ctx, ex, weights)
+        own_error = None
+        if error.exc_type != "NotImplementedError" and "in scaled_dot_product" in (error.traceback or ""):
+            _, own_error = _own_attention(ctx, ex, weights)
         if own_error is None or own_error.exc_type != error.exc_type:
             raise mha_error(error, ex.embed_dim, ex.n_heads, ex.x, ex.padding) from None
     try:

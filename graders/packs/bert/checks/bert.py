@@ -467,10 +467,14 @@ def _models_of_depths(ctx, V, E, H):
     return handles, entries
 
 
-def _adds_a_block_per_layer(ctx, V, E, H):
-    """Whether each layer adds the same number (> 0) of state_dict entries: what bert.layers holds."""
-    counts = [len(entries) for entries in _models_of_depths(ctx, V, E, H)[1].values()]
+def _a_block_per_layer(counts):
+    """Whether the state_dict entries of depths 1, 2, 3 grow by the same number (> 0) a layer."""
     return counts[2] - counts[1] == counts[1] - counts[0] > 0
+
+
+def _adds_a_block_per_layer(ctx, V, E, H):
+    """Whether each layer of the student's BertModel adds its block's entries: what bert.layers holds."""
+    return _a_block_per_layer([len(entries) for entries in _models_of_depths(ctx, V, E, H)[1].values()])
 
 
 @check("bert.layers", "BertModel stacks n_layers TransformerBlocks, each with weights of its own")
@@ -486,7 +490,7 @@ def bert_layers(ctx):
             raise CheckFailed(f"{call} hold the same {counts[0]} state_dict entries: the model does not build "
                               "n_layers blocks", diagnosis="bert_layers_ignored",
                               details={"numbers": {"entries": counts}})
-        if not counts[2] - counts[1] == counts[1] - counts[0] > 0:
+        if not _a_block_per_layer(counts):
             raise CheckFailed(f"{call} hold {counts[0]}, {counts[1]} and {counts[2]} state_dict entries: every layer "
                               "should add one block's entries", details={"numbers": {"entries": counts}})
         # every entry gets its own values, loaded and read back: entries of one module repeated in
@@ -1208,10 +1212,10 @@ def _expect_padding_mask(ctx, probe, where):
                           "text == pad_ind), so that padded positions get no attention", diagnosis="pretrain_no_padding_mask")
     if tuple(mask.shape) == tuple(padding.shape) and torch.equal(mask.bool(), padding):
         return
-    seen = f"shape {tuple(mask.shape)}, {int(mask.bool().sum())} positions set; the batch has {int(padding.sum())} padded ones"
-    numbers = {"numbers": {"expected_set": int(padding.sum()), "got_set": int(mask.bool().sum())}}
     if _writes_into_text(ctx, probe.text, probe.vocab_size, probe.pad_ind, probe.mask_rate):
         return  # the step reads the text its mask_inputs wrote into: pretraining.labels charges that
+    seen = f"shape {tuple(mask.shape)}, {int(mask.bool().sum())} positions set; the batch has {int(padding.sum())} padded ones"
+    numbers = {"numbers": {"expected_set": int(padding.sum()), "got_set": int(mask.bool().sum())}}
     if type(probe.seen) is torch.Tensor and probe.seen.shape == mask.shape and torch.equal(mask.bool(), probe.seen == probe.pad_ind):
         raise CheckFailed(f"the padding mask passed to the model{where} is masked_text == pad_ind ({seen}): a token "
                           "replaced by a random id equal to pad_ind is marked as padding; build it from the text the "

@@ -182,9 +182,7 @@ def confirmed_pe_diagnosis(ctx, diagnosis, embed_dim):
     E = 10 + embed_dim % 2
     (x,) = tensors_from(E, (2, 40, E))
     try:
-        handle = ctx.student.construct(MODULE, "PositionalEncoding", E, 0.0)
-        ctx.student.call(handle, "eval")
-        got = ctx.student.call(handle, "__call__", x)
+        got = ctx.student.call(_pe_module(ctx, PEInput(E, x), 0.0, "eval"), "__call__", x)
     except StudentError:
         return None
     return diagnosis if type(got) is torch.Tensor and got.shape == x.shape and diagnose_pe(x, got) == diagnosis else None
